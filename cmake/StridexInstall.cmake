@@ -1,0 +1,16 @@
+# `cmake --install` layout: headers, the static library, and a CMake package so that consumers
+# write find_package(stridex CONFIG) and link stridex::stridex.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(DIRECTORY include/stridex DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS stridex EXPORT stridexTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(EXPORT stridexTargets NAMESPACE stridex:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/stridex)
+configure_package_config_file(cmake/stridexConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/stridexConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/stridex)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/stridexConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/stridexConfig.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/stridexConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/stridex)

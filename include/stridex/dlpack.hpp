@@ -1,0 +1,128 @@
+// DLPack 1.3 ABI, written from the specification (dmlc/dlpack, include/dlpack/dlpack.h docs),
+// plus stridex's import into and export from a View.
+//
+// The structs live in stridex::dlpack so that including dlpack.h as well does not clash; they are
+// layout-identical to the C definitions (checked below), so pointers may be cast between the two.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "stridex/view.hpp"
+
+namespace stridex::dlpack {
+
+inline constexpr std::uint32_t kMajorVersion = 1;
+inline constexpr std::uint32_t kMinorVersion = 3;  // the minor stridex implements and exports
+
+struct DLPackVersion {
+    std::uint32_t major;
+    std::uint32_t minor;
+};
+
+// DLDeviceType and DLDataTypeCode values are stridex::DeviceType and stridex::DtypeCode.
+struct DLDevice {
+    std::int32_t device_type;  // an int32 enum in C
+    std::int32_t device_id;
+};
+
+struct DLDataType {
+    std::uint8_t code;
+    std::uint8_t bits;    // bits of one lane; sub-byte types are packed unless flagged padded
+    std::uint16_t lanes;  // 1 for scalars
+};
+
+struct DLTensor {
+    void* data;              // base pointer; element 0 is at data + byte_offset
+    DLDevice device;
+    std::int32_t ndim;
+    DLDataType dtype;
+    std::int64_t* shape;     // may be NULL only when ndim == 0 (1.3)
+    std::int64_t* strides;   // in elements; NULL means C order (legacy and minor < 2 only)
+    std::uint64_t byte_offset;
+};
+
+struct DLManagedTensor {
+    DLTensor dl_tensor;
+    void* manager_ctx;
+    void (*deleter)(DLManagedTensor* self);  // may be NULL; frees manager_ctx and the struct
+};
+
+// Bits of DLManagedTensorVersioned::flags.
+inline constexpr std::uint64_t kFlagReadOnly = 1ULL << 0;
+inline constexpr std::uint64_t kFlagIsCopied = 1ULL << 1;  // consumer is the sole owner
+inline constexpr std::uint64_t kFlagIsSubbyteTypePadded = 1ULL << 2;
+
+struct DLManagedTensorVersioned {
+    DLPackVersion version;  // this prefix (version, manager_ctx, deleter, flags) is frozen
+    void* manager_ctx;
+    void (*deleter)(DLManagedTensorVersioned* self);
+    std::uint64_t flags;
+    DLTensor dl_tensor;
+};
+
+// The C exchange API (1.2 as an int on the type, 1.3 as a "dlpack_exchange_api" capsule).
+using SetErrorFn = void (*)(void* error_ctx, const char* kind, const char* message);
+using ManagedTensorAllocator = int (*)(DLTensor* prototype, DLManagedTensorVersioned** out,
+                                       void* error_ctx, SetErrorFn set_error);
+using ManagedTensorFromPyObjectNoSync = int (*)(void* py_object, DLManagedTensorVersioned** out);
+using ManagedTensorToPyObjectNoSync = int (*)(DLManagedTensorVersioned* tensor, void** out_py_object);
+using DLTensorFromPyObjectNoSync = int (*)(void* py_object, DLTensor* out);
+using CurrentWorkStream = int (*)(std::int32_t device_type, std::int32_t device_id, void** out_stream);
+
+struct DLPackExchangeAPIHeader {
+    DLPackVersion version;
+    DLPackExchangeAPIHeader* prev_api;  // chain to an API of an older major version
+};
+
+struct DLPackExchangeAPI {
+    DLPackExchangeAPIHeader header;
+    ManagedTensorAllocator managed_tensor_allocator;
+    ManagedTensorFromPyObjectNoSync managed_tensor_from_py_object_no_sync;
+    ManagedTensorToPyObjectNoSync managed_tensor_to_py_object_no_sync;
+    DLTensorFromPyObjectNoSync dltensor_from_py_object_no_sync;  // the only slot that may be NULL
+    CurrentWorkStream current_work_stream;
+};
+
+// The C ABI on LP64 platforms, as the specification lays it out.
+static_assert(sizeof(DLPackVersion) == 8);
+static_assert(sizeof(DLDevice) == 8 && sizeof(DLDataType) == 4);
+static_assert(offsetof(DLTensor, data) == 0 && offsetof(DLTensor, device) == 8);
+static_assert(offsetof(DLTensor, ndim) == 16 && offsetof(DLTensor, dtype) == 20);
+static_assert(offsetof(DLTensor, shape) == 24 && offsetof(DLTensor, strides) == 32);
+static_assert(offsetof(DLTensor, byte_offset) == 40 && sizeof(DLTensor) == 48);
+static_assert(offsetof(DLManagedTensor, manager_ctx) == 48 && offsetof(DLManagedTensor, deleter) == 56);
+static_assert(sizeof(DLManagedTensor) == 64);
+static_assert(offsetof(DLManagedTensorVersioned, manager_ctx) == 8);
+static_assert(offsetof(DLManagedTensorVersioned, deleter) == 16);
+static_assert(offsetof(DLManagedTensorVersioned, flags) == 24);
+static_assert(offsetof(DLManagedTensorVersioned, dl_tensor) == 32);
+static_assert(sizeof(DLManagedTensorVersioned) == 80);
+static_assert(sizeof(DLPackExchangeAPIHeader) == 16 && sizeof(DLPackExchangeAPI) == 56);
+static_assert(sizeof(DLDataType) == sizeof(Dtype) && sizeof(DLDevice) == sizeof(Device));
+
+// ---- import -----------------------------------------------------------------------------------
+// Both take ownership of `tensor` in every outcome: on success the View's owner runs the deleter
+// when the last View goes; on any error the deleter has run exactly once before the throw.
+View import_managed(DLManagedTensorVersioned* tensor);
+View import_managed(DLManagedTensor* tensor);
+
+// A borrowed DLTensor (exchange API's dltensor_from_py_object_no_sync): validated like a
+// versioned 1.3 tensor; `owner` keeps the memory alive.
+struct DLTensorRules {
+    bool null_strides_mean_c_order = false;  // legacy and versioned minor < 2
+    bool readonly = false;
+    bool subbyte_padded = false;
+};
+View view_of(const DLTensor& tensor, Owner owner, DLTensorRules rules);
+
+// ---- export -----------------------------------------------------------------------------------
+// The returned tensor holds a reference to the view's owner, released exactly once by its deleter
+// (from any thread). Shape and strides are always explicit; data addresses element 0 directly
+// (byte_offset 0), since torch, Warp and older cuda.core ignore byte_offset.
+// READ_ONLY comes from the view; pass kFlagIsCopied when the view is a fresh copy.
+DLManagedTensorVersioned* export_versioned(const View& view, std::uint64_t extra_flags = 0);
+// Legacy capsules cannot say "read-only", so a read-only view is refused (Error kind buffer).
+DLManagedTensor* export_legacy(const View& view);
+
+}  // namespace stridex::dlpack

@@ -1,0 +1,48 @@
+// stridex::Error: the one exception type of the library.
+//
+// Every failure carries a kind that the Python layer maps to a built-in exception (see kind
+// comments) and a message that says what was expected and what was found. Errors never cross a
+// C ABI boundary (DLPack deleters, the exchange API): those entry points catch and translate.
+#pragma once
+
+#include <exception>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace stridex {
+
+enum class ErrorKind : unsigned char {
+    buffer,       // a protocol-level refusal of this particular exchange -> BufferError
+    type,         // wrong kind of object or dtype                       -> TypeError
+    value,        // a malformed value (bad shape, bad interface dict)   -> ValueError
+    index,        // an index out of range                               -> IndexError
+    cuda,         // a CUDA driver failure or CUDA unavailable           -> RuntimeError
+    unsupported,  // valid by the specification, not handled by stridex  -> BufferError
+};
+
+std::string_view to_string(ErrorKind kind) noexcept;
+
+class Error : public std::exception {
+public:
+    Error(ErrorKind kind, std::string message) : kind_(kind), message_(std::move(message)) {}
+    ErrorKind kind() const noexcept { return kind_; }
+    const char* what() const noexcept override { return message_.c_str(); }
+    const std::string& message() const noexcept { return message_; }
+
+private:
+    ErrorKind kind_;
+    std::string message_;
+};
+
+// fail(kind, "expected ", a, ", found ", b): builds the message from its parts and throws.
+// Kept out of line of hot code by [[gnu::cold]]; callers test first, then call fail.
+template <class... Parts>
+[[noreturn, gnu::cold, gnu::noinline]] void fail(ErrorKind kind, const Parts&... parts) {
+    std::ostringstream out;
+    (out << ... << parts);
+    throw Error(kind, out.str());
+}
+
+}  // namespace stridex

@@ -1,0 +1,93 @@
+// stridex::Owner: a type-erased, reference-counted keep-alive for the memory a View points at.
+//
+// Copies share one count; when the last copy goes away the release action runs exactly once, on
+// whichever thread dropped the last reference. The count is atomic, so Views may be copied and
+// dropped from several threads at once. An empty Owner keeps nothing alive (memory the caller
+// guarantees to outlive every View).
+#pragma once
+
+#include <atomic>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+namespace stridex {
+
+class Owner {
+public:
+    Owner() noexcept = default;
+
+    // Runs release(context) exactly once when the last reference is dropped.
+    static Owner from_callback(void (*release)(void*) noexcept, void* context) {
+        return Owner(new CallbackBlock(release, context));
+    }
+
+    // Runs action() exactly once when the last reference is dropped. The action must not throw:
+    // it runs inside destructors.
+    template <class Action>
+    static Owner from_action(Action&& action) {
+        using Stored = std::decay_t<Action>;
+        static_assert(std::is_nothrow_invocable_v<Stored&>, "an Owner's release action must be noexcept");
+        return Owner(new ActionBlock<Stored>(std::forward<Action>(action)));
+    }
+
+    Owner(const Owner& other) noexcept : block_(other.block_) { retain(); }
+    Owner(Owner&& other) noexcept : block_(std::exchange(other.block_, nullptr)) {}
+    Owner& operator=(Owner other) noexcept {
+        std::swap(block_, other.block_);
+        return *this;
+    }
+    ~Owner() { drop(); }
+
+    explicit operator bool() const noexcept { return block_ != nullptr; }
+    // Number of Owners sharing this keep-alive (0 when empty). For tests and diagnostics only.
+    long use_count() const noexcept { return block_ ? block_->refs.load(std::memory_order_relaxed) : 0; }
+    // Identity of the shared keep-alive: equal for copies of one Owner.
+    const void* identity() const noexcept { return block_; }
+
+    void reset() noexcept {
+        drop();
+        block_ = nullptr;
+    }
+
+private:
+    struct Block {
+        std::atomic<long> refs{1};
+        void (*destroy)(Block*) noexcept;
+        explicit Block(void (*d)(Block*) noexcept) : destroy(d) {}
+    };
+    struct CallbackBlock : Block {
+        void (*release)(void*) noexcept;
+        void* context;
+        CallbackBlock(void (*r)(void*) noexcept, void* c) : Block(&run), release(r), context(c) {}
+        static void run(Block* b) noexcept {
+            auto* self = static_cast<CallbackBlock*>(b);
+            self->release(self->context);
+            delete self;
+        }
+    };
+    template <class Action>
+    struct ActionBlock : Block {
+        Action action;
+        template <class A>
+        explicit ActionBlock(A&& a) : Block(&run), action(std::forward<A>(a)) {}
+        static void run(Block* b) noexcept {
+            auto* self = static_cast<ActionBlock*>(b);
+            self->action();
+            delete self;
+        }
+    };
+
+    explicit Owner(Block* block) noexcept : block_(block) {}
+    void retain() const noexcept {
+        if (block_) block_->refs.fetch_add(1, std::memory_order_relaxed);
+    }
+    void drop() noexcept {
+        // acq_rel: every write made through any reference happens-before the release action.
+        if (block_ && block_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) block_->destroy(block_);
+    }
+
+    Block* block_ = nullptr;
+};
+
+}  // namespace stridex

@@ -1,0 +1,151 @@
+// stridex::View: one strided array, anywhere — the only array type stridex has.
+//
+// A View is a data pointer plus byte offset, a Layout (shape and strides in elements), a Dtype, a
+// Device, a read-only flag, the CUDA stream the data is ready on, and an Owner that keeps the
+// memory alive. Copies are cheap (no allocation up to 8 dimensions) and share the owner.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <utility>
+
+#include "stridex/device.hpp"
+#include "stridex/dtype.hpp"
+#include "stridex/error.hpp"
+#include "stridex/layout.hpp"
+#include "stridex/owner.hpp"
+
+namespace stridex {
+
+// Stream values use the DLPack/CUDA-array-interface encoding: 1 legacy default stream, 2
+// per-thread default stream, anything else > 2 a CUstream handle; kNoStream means the data has no
+// pending work (host memory, or already synchronized).
+inline constexpr std::intptr_t kNoStream = -1;
+
+inline constexpr std::size_t kDynamicRank = static_cast<std::size_t>(-1);
+template <class T, std::size_t Rank>
+class TypedView;
+
+class View {
+public:
+    View() = default;  // a 0-d view of nothing; size 1 but data NULL, so only useful as a placeholder
+    View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, bool readonly,
+         Owner owner, bool subbyte_padded = false);
+
+    void* data() const noexcept { return data_; }
+    std::int64_t byte_offset() const noexcept { return byte_offset_; }
+    // Address of element 0 (data + byte_offset).
+    std::byte* ptr() const noexcept { return static_cast<std::byte*>(data_) + byte_offset_; }
+
+    const Layout& layout() const noexcept { return layout_; }
+    int ndim() const noexcept { return layout_.ndim(); }
+    std::span<const std::int64_t> shape() const noexcept { return layout_.shape(); }
+    std::span<const std::int64_t> strides() const noexcept { return layout_.strides(); }
+    std::int64_t size() const noexcept { return layout_.size(); }
+    Dtype dtype() const noexcept { return dtype_; }
+    Device device() const noexcept { return device_; }
+    bool readonly() const noexcept { return readonly_; }
+    const Owner& owner() const noexcept { return owner_; }
+    std::intptr_t stream() const noexcept { return stream_; }
+    void set_stream(std::intptr_t stream) noexcept { stream_ = stream; }
+
+    // Sub-byte dtypes (int4, float4_e2m1fn, ...) are stored packed (two 4-bit values a byte) unless
+    // the producer flagged them padded (one value a byte). Packed views are C-contiguous only: their
+    // elements have no byte address, so strided access and reshaping slices are refused.
+    bool subbyte_padded() const noexcept { return subbyte_padded_; }
+    bool is_packed_subbyte() const noexcept { return dtype_.is_subbyte() && !subbyte_padded_; }
+
+    // Bytes from element 0 to an element one step along each axis; itemsize-scaled strides.
+    std::int64_t itemsize() const noexcept { return dtype_.itemsize(); }
+    std::int64_t byte_stride(int axis) const { return layout_.stride(axis) * itemsize(); }
+    // Bytes the elements occupy (size * itemsize, or packed storage for sub-byte dtypes).
+    std::int64_t nbytes() const { return dtype_.storage_bytes(size(), subbyte_padded_); }
+    // [lo, hi) byte range touched, relative to ptr(). Empty views touch nothing.
+    Span byte_span() const;
+
+    // Views of the same memory with another layout; owner, device, dtype, flags and stream carry over.
+    View index(int axis, std::int64_t i) const;
+    View slice(int axis, const Slice& s) const;
+    View permute(std::span<const int> axes) const;
+    View transpose() const;
+    View squeeze() const;
+    View squeeze(int axis) const;
+    View expand(int axis) const;
+    View reshape(std::span<const std::int64_t> shape) const;
+    View as_readonly() const;
+
+    // Typed element access. T must match the dtype exactly (const T on read-only views); Rank is
+    // checked when given. Elements may only be dereferenced where the memory is accessible: a
+    // TypedView of CUDA memory is for handing to device code.
+    template <class T, std::size_t Rank = kDynamicRank>
+    TypedView<T, Rank> as() const;
+
+private:
+    View with_layout(Layout layout, std::int64_t extra_elements) const;
+    void require_byte_addressable(const char* operation) const;
+
+    void* data_ = nullptr;
+    std::int64_t byte_offset_ = 0;
+    Layout layout_;
+    Dtype dtype_ = dtypes::float32;
+    Device device_ = Device::cpu();
+    std::intptr_t stream_ = kNoStream;
+    bool readonly_ = false;
+    bool subbyte_padded_ = false;
+    Owner owner_;
+};
+
+namespace detail {
+[[noreturn]] void fail_typed_view(const View& view, Dtype wanted, std::size_t rank, bool wants_mutable);
+[[noreturn]] void fail_index(std::int64_t index, int axis, std::int64_t extent);
+}  // namespace detail
+
+// Typed, strided element access over a View's memory. Keeps the View (and so the owner) alive.
+template <class T, std::size_t Rank>
+class TypedView {
+public:
+    explicit TypedView(View view) : view_(std::move(view)) {}
+
+    T* data() const noexcept { return reinterpret_cast<T*>(view_.ptr()); }
+    int ndim() const noexcept { return view_.ndim(); }
+    std::int64_t extent(int axis) const noexcept { return view_.shape()[static_cast<std::size_t>(axis)]; }
+    std::int64_t stride(int axis) const noexcept { return view_.strides()[static_cast<std::size_t>(axis)]; }
+    const View& view() const noexcept { return view_; }
+
+    // Element (i, j, ...). Bounds are checked unless NDEBUG is defined.
+    template <class... Index>
+    T& operator()(Index... indices) const {
+        static_assert(Rank == kDynamicRank || sizeof...(Index) == Rank, "wrong number of indices");
+        const std::int64_t idx[] = {static_cast<std::int64_t>(indices)..., 0};
+#ifndef NDEBUG
+        if (static_cast<int>(sizeof...(Index)) != ndim())
+            fail(ErrorKind::index, "expected ", ndim(), " indices, found ", sizeof...(Index));
+#endif
+        std::int64_t offset = 0;
+        for (std::size_t a = 0; a < sizeof...(Index); ++a) {
+#ifndef NDEBUG
+            if (idx[a] < 0 || idx[a] >= extent(static_cast<int>(a)))
+                detail::fail_index(idx[a], static_cast<int>(a), extent(static_cast<int>(a)));
+#endif
+            offset += idx[a] * stride(static_cast<int>(a));
+        }
+        return data()[offset];
+    }
+
+private:
+    View view_;
+};
+
+template <class T, std::size_t Rank>
+TypedView<T, Rank> View::as() const {
+    using Element = std::remove_const_t<T>;
+    constexpr Dtype wanted = dtype_of<Element>();
+    constexpr bool wants_mutable = !std::is_const_v<T>;
+    if (dtype_ != wanted || (Rank != kDynamicRank && static_cast<std::size_t>(ndim()) != Rank) ||
+        (wants_mutable && readonly_))
+        detail::fail_typed_view(*this, wanted, Rank, wants_mutable);
+    return TypedView<T, Rank>(*this);
+}
+
+}  // namespace stridex

@@ -1,0 +1,110 @@
+#include "stridex/device.hpp"
+
+#include <array>
+#include <charconv>
+
+#include "stridex/error.hpp"
+
+namespace stridex {
+namespace {
+
+// One row per DLPack device type: the facts every query below reads.
+struct TypeInfo {
+    DeviceType type;
+    std::string_view name;
+    bool host_accessible;  // the CPU can dereference it
+    bool cuda;             // CUDA-driver memory (cuda, pinned, managed): CUDA kernels can use it
+    bool single_instance;  // one memory space per host, so the name omits the usual ordinal 0
+};
+
+constexpr std::array<TypeInfo, 19> kTypes{{
+    {DeviceType::kCPU, "cpu", true, false, true},
+    {DeviceType::kCUDA, "cuda", false, true, false},
+    {DeviceType::kCUDAHost, "cuda_host", true, true, true},
+    {DeviceType::kOpenCL, "opencl", false, false, false},
+    {DeviceType::kVulkan, "vulkan", false, false, false},
+    {DeviceType::kMetal, "metal", false, false, false},
+    {DeviceType::kVPI, "vpi", false, false, false},
+    {DeviceType::kROCM, "rocm", false, false, false},
+    {DeviceType::kROCMHost, "rocm_host", true, false, true},
+    {DeviceType::kExtDev, "ext_dev", false, false, false},
+    {DeviceType::kCUDAManaged, "cuda_managed", true, true, true},
+    {DeviceType::kOneAPI, "oneapi", false, false, false},
+    {DeviceType::kWebGPU, "webgpu", false, false, false},
+    {DeviceType::kHexagon, "hexagon", false, false, false},
+    {DeviceType::kMAIA, "maia", false, false, false},
+    {DeviceType::kTrn, "trn", false, false, false},
+    {DeviceType::kTPU, "tpu", false, false, false},
+    {DeviceType::kTPUHost, "tpu_host", true, false, true},
+    {DeviceType::kAscend, "ascend", false, false, false},
+}};
+
+const TypeInfo* info_of(DeviceType type) noexcept {
+    for (const TypeInfo& t : kTypes)
+        if (t.type == type) return &t;
+    return nullptr;
+}
+
+[[noreturn]] void bad_device_text(std::string_view text) {
+    fail(ErrorKind::value, "invalid device '", text,
+         "' (expected a type name with an optional non-negative ordinal, such as cpu, cuda, cuda:1, cuda_host or "
+         "rocm:0)");
+}
+
+}  // namespace
+
+std::string_view device_type_name(DeviceType type) noexcept {
+    const TypeInfo* t = info_of(type);
+    return t ? t->name : "unknown";
+}
+
+Device Device::from_raw(std::int32_t type, std::int32_t id) {
+    const Device d{static_cast<DeviceType>(type), id};
+    if (info_of(d.type) == nullptr)
+        fail(ErrorKind::unsupported, "unsupported DLPack device type ", type,
+             " (stridex knows 1 to 4 and 7 to 21)");
+    if (id < 0) fail(ErrorKind::value, "device id must be >= 0, found ", id, " for ", device_type_name(d.type));
+    return d;
+}
+
+std::string Device::name() const {
+    const TypeInfo* t = info_of(type);
+    // Not parsable, but a name is needed for error messages about exactly such devices.
+    if (t == nullptr)
+        return "device(type=" + std::to_string(static_cast<std::int32_t>(type)) + ", id=" + std::to_string(id) + ")";
+    if (t->single_instance && id == 0) return std::string(t->name);
+    return std::string(t->name) + ":" + std::to_string(id);
+}
+
+Device Device::parse(std::string_view text) {
+    const auto colon = text.find(':');
+    const std::string_view type_name = text.substr(0, colon);
+    std::int32_t id = 0;
+    if (colon != std::string_view::npos) {
+        const std::string_view digits = text.substr(colon + 1);
+        const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
+        // from_chars takes '-' but not '+', so a sign test catches "cuda:-1"; empty digits fail ec.
+        if (ec != std::errc{} || end != digits.data() + digits.size() || id < 0) bad_device_text(text);
+    }
+    for (const TypeInfo& t : kTypes)
+        if (t.name == type_name) return Device{t.type, id};
+    bad_device_text(text);
+}
+
+bool Device::host_accessible() const noexcept {
+    const TypeInfo* t = info_of(type);
+    return t != nullptr && t->host_accessible;
+}
+
+bool Device::cuda_accessible() const noexcept {
+    // Pinned and managed memory are mapped into every CUDA context, so kernels can use them too.
+    const TypeInfo* t = info_of(type);
+    return t != nullptr && t->cuda;
+}
+
+bool Device::is_cuda_family() const noexcept {
+    const TypeInfo* t = info_of(type);
+    return t != nullptr && t->cuda;
+}
+
+}  // namespace stridex

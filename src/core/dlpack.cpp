@@ -1,0 +1,202 @@
+// DLPack import (validation of every field a producer can get wrong) and export (pooled blocks,
+// so a steady stream of exports allocates nothing).
+#include "stridex/dlpack.hpp"
+
+#include <limits>
+#include <memory>
+#include <new>
+
+namespace stridex::dlpack {
+namespace {
+
+template <class Managed>
+void run_deleter(void* tensor) noexcept {
+    auto* managed = static_cast<Managed*>(tensor);
+    managed->deleter(managed);
+}
+
+// The keep-alive of an imported tensor: its deleter, run once when the last View goes. A NULL
+// deleter means the producer keeps the memory alive by other means, so nothing is allocated.
+// If allocating the owner fails, the deleter still runs (the tensor is ours from the call on).
+template <class Managed>
+Owner owner_running_deleter(Managed* tensor) {
+    if (tensor->deleter == nullptr) return Owner();
+    try {
+        return Owner::from_callback(&run_deleter<Managed>, tensor);
+    } catch (...) {
+        tensor->deleter(tensor);
+        throw;
+    }
+}
+
+Layout layout_of(const DLTensor& t, bool null_strides_mean_c_order) {
+    if (t.ndim < 0) fail(ErrorKind::value, "DLPack ndim must be >= 0, found ", t.ndim);
+    if (t.ndim > kMaxNdim) fail(ErrorKind::value, "DLPack ndim must be <= ", kMaxNdim, ", found ", t.ndim);
+    const auto ndim = static_cast<std::size_t>(t.ndim);
+    if (ndim == 0) return Layout();  // NULL shape and strides are fine at ndim 0 (DLPack 1.3)
+    if (t.shape == nullptr) fail(ErrorKind::value, "DLPack shape is NULL for ndim ", t.ndim);
+    std::span<const std::int64_t> shape(t.shape, ndim);
+    if (t.strides != nullptr) return Layout(shape, std::span<const std::int64_t>(t.strides, ndim));
+    if (!null_strides_mean_c_order)
+        fail(ErrorKind::buffer, "DLPack >= 1.2 requires strides for ndim ", t.ndim, ", found NULL");
+    return Layout::contiguous(shape);
+}
+
+}  // namespace
+
+View view_of(const DLTensor& t, Owner owner, DLTensorRules rules) {
+    Layout layout = layout_of(t, rules.null_strides_mean_c_order);
+    const Dtype dtype = Dtype::from_raw(t.dtype.code, t.dtype.bits, t.dtype.lanes);
+    const Device device = Device::from_raw(t.device.device_type, t.device.device_id);
+    if (t.byte_offset > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        fail(ErrorKind::value, "DLPack byte_offset ", t.byte_offset, " does not fit in int64");
+    return View(t.data, static_cast<std::int64_t>(t.byte_offset), std::move(layout), dtype, device, rules.readonly,
+                std::move(owner), rules.subbyte_padded);
+}
+
+View import_managed(DLManagedTensorVersioned* tensor) {
+    if (tensor == nullptr) fail(ErrorKind::value, "expected a DLManagedTensorVersioned, found NULL");
+    if (tensor->version.major != kMajorVersion) {
+        // Only the frozen prefix may be read from a tensor of another major version.
+        const auto major = tensor->version.major;
+        if (tensor->deleter) tensor->deleter(tensor);
+        fail(ErrorKind::buffer, "DLPack major version ", major, " is not supported (stridex reads major ",
+             kMajorVersion, ")");
+    }
+    const DLTensorRules rules{
+        .null_strides_mean_c_order = tensor->version.minor < 2,
+        .readonly = (tensor->flags & kFlagReadOnly) != 0,
+        .subbyte_padded = (tensor->flags & kFlagIsSubbyteTypePadded) != 0,
+    };
+    // From here the owner is the only path to the deleter: if validation throws, destroying the
+    // owner runs it, exactly once.
+    return view_of(tensor->dl_tensor, owner_running_deleter(tensor), rules);
+}
+
+View import_managed(DLManagedTensor* tensor) {
+    if (tensor == nullptr) fail(ErrorKind::value, "expected a DLManagedTensor, found NULL");
+    // Legacy tensors carry no flags: not known to be read-only, and NULL strides mean C order.
+    return view_of(tensor->dl_tensor, owner_running_deleter(tensor), DLTensorRules{.null_strides_mean_c_order = true});
+}
+
+// ---- export -----------------------------------------------------------------------------------
+namespace {
+
+inline constexpr int kInlineDims = 8;
+
+template <class Managed>
+struct ExportBlock {
+    Managed managed{};
+    Owner owner;
+    std::int64_t inline_dims[2 * kInlineDims];  // shape, then strides
+    std::unique_ptr<std::int64_t[]> heap_dims;   // only for ndim > kInlineDims
+    ExportBlock* next_free = nullptr;
+};
+
+// A small per-thread cache of export blocks: exports and their deleters are paired in steady
+// state, so after warm-up an export allocates nothing. A deleter running on another thread
+// returns the block to that thread's cache; the cache is bounded and freed at thread exit.
+template <class Block>
+class BlockCache {
+public:
+    ~BlockCache() {
+        destroyed() = true;
+        while (head_) delete std::exchange(head_, head_->next_free);
+    }
+    static Block* take() {
+        if (destroyed()) return new Block();
+        BlockCache& self = instance();
+        if (self.head_ == nullptr) return new Block();
+        --self.count_;
+        return std::exchange(self.head_, self.head_->next_free);
+    }
+    static void give(Block* block) noexcept {
+        block->owner.reset();
+        block->heap_dims.reset();
+        // A deleter may run during thread teardown, after this thread's cache is gone.
+        if (destroyed() || instance().count_ >= kLimit) {
+            delete block;
+            return;
+        }
+        BlockCache& self = instance();
+        block->next_free = self.head_;
+        self.head_ = block;
+        ++self.count_;
+    }
+
+private:
+    static constexpr int kLimit = 64;
+    static BlockCache& instance() {
+        thread_local BlockCache cache;
+        return cache;
+    }
+    // Trivially destructible, so it is still readable while other thread_locals are destroyed.
+    static bool& destroyed() noexcept {
+        thread_local bool flag = false;
+        return flag;
+    }
+    Block* head_ = nullptr;
+    int count_ = 0;
+};
+
+template <class Managed>
+void release_export(Managed* managed) noexcept {
+    using Block = ExportBlock<Managed>;
+    BlockCache<Block>::give(static_cast<Block*>(managed->manager_ctx));
+}
+
+template <class Managed>
+Managed* export_into(const View& view) {
+    using Block = ExportBlock<Managed>;
+    Block* block = BlockCache<Block>::take();
+    const int ndim = view.ndim();
+    std::int64_t* dims = block->inline_dims;
+    if (ndim > kInlineDims) {
+        try {
+            block->heap_dims = std::make_unique<std::int64_t[]>(2 * static_cast<std::size_t>(ndim));
+        } catch (...) {
+            BlockCache<Block>::give(block);
+            throw;
+        }
+        dims = block->heap_dims.get();
+    }
+    for (int a = 0; a < ndim; ++a) {
+        dims[a] = view.shape()[static_cast<std::size_t>(a)];
+        dims[ndim + a] = view.strides()[static_cast<std::size_t>(a)];
+    }
+    block->owner = view.owner();
+
+    DLTensor& t = block->managed.dl_tensor;
+    t.data = view.ptr();
+    t.device = DLDevice{static_cast<std::int32_t>(view.device().type), view.device().id};
+    t.ndim = ndim;
+    t.dtype = DLDataType{static_cast<std::uint8_t>(view.dtype().code), view.dtype().bits, view.dtype().lanes};
+    t.shape = ndim ? dims : nullptr;
+    t.strides = ndim ? dims + ndim : nullptr;
+    t.byte_offset = 0;
+    block->managed.manager_ctx = block;
+    block->managed.deleter = &release_export<Managed>;
+    return &block->managed;
+}
+
+}  // namespace
+
+DLManagedTensorVersioned* export_versioned(const View& view, std::uint64_t extra_flags) {
+    DLManagedTensorVersioned* out = export_into<DLManagedTensorVersioned>(view);
+    out->version = DLPackVersion{kMajorVersion, kMinorVersion};
+    out->flags = extra_flags | (view.readonly() ? kFlagReadOnly : 0) |
+                 (view.subbyte_padded() ? kFlagIsSubbyteTypePadded : 0);
+    return out;
+}
+
+DLManagedTensor* export_legacy(const View& view) {
+    if (view.readonly())
+        fail(ErrorKind::buffer, "a read-only view cannot be exported as a legacy DLPack capsule, which has no "
+                                "read-only flag; ask for a versioned capsule (max_version >= (1, 0))");
+    if (view.subbyte_padded())
+        fail(ErrorKind::buffer, "padded ", view.dtype().name(), " cannot be exported as a legacy DLPack capsule, "
+                                "which has no padding flag; ask for a versioned capsule");
+    return export_into<DLManagedTensor>(view);
+}
+
+}  // namespace stridex::dlpack

@@ -1,0 +1,102 @@
+#include "stridex/view.hpp"
+
+#include "stridex/mdspan.hpp"
+
+namespace stridex {
+
+View::View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, bool readonly,
+           Owner owner, bool subbyte_padded)
+    : data_(data),
+      byte_offset_(byte_offset),
+      layout_(std::move(layout)),
+      dtype_(dtype),
+      device_(device),
+      readonly_(readonly),
+      subbyte_padded_(subbyte_padded && dtype.is_subbyte()),
+      owner_(std::move(owner)) {
+    dtype_.validate();
+    if (data_ == nullptr && !layout_.empty())
+        fail(ErrorKind::value, "a view of ", layout_.size(), " elements needs a data pointer, found NULL");
+    if (is_packed_subbyte() && !layout_.is_c_contiguous())
+        fail(ErrorKind::unsupported, "packed ", dtype_.name(),
+             " data must be C-contiguous: its elements have no byte addresses to stride over");
+}
+
+Span View::byte_span() const {
+    if (!is_packed_subbyte()) return layout_.byte_span(itemsize());
+    return layout_.empty() ? Span{} : Span{0, nbytes()};
+}
+
+void View::require_byte_addressable(const char* operation) const {
+    if (is_packed_subbyte())
+        fail(ErrorKind::unsupported, "cannot ", operation, " a view of packed ", dtype_.name(),
+             ": its elements have no byte addresses");
+}
+
+View View::with_layout(Layout layout, std::int64_t extra_elements) const {
+    View out = *this;
+    out.layout_ = std::move(layout);
+    // Cannot overflow: the element lies inside the layout's byte span, which fits in int64.
+    out.byte_offset_ += extra_elements * itemsize();
+    return out;
+}
+
+View View::index(int axis, std::int64_t i) const {
+    require_byte_addressable("index");
+    auto [layout, offset] = layout_.index(axis, i);
+    return with_layout(std::move(layout), offset);
+}
+
+View View::slice(int axis, const Slice& s) const {
+    require_byte_addressable("slice");
+    auto [layout, offset] = layout_.slice(axis, s);
+    return with_layout(std::move(layout), offset);
+}
+
+View View::permute(std::span<const int> axes) const {
+    require_byte_addressable("permute");
+    return with_layout(layout_.permute(axes), 0);
+}
+
+View View::transpose() const {
+    require_byte_addressable("transpose");
+    return with_layout(layout_.transpose(), 0);
+}
+
+View View::squeeze() const { return with_layout(layout_.squeeze(), 0); }
+View View::squeeze(int axis) const { return with_layout(layout_.squeeze(axis), 0); }
+View View::expand(int axis) const { return with_layout(layout_.expand(axis), 0); }
+// Squeeze, expand and reshape keep a C-contiguous layout C-contiguous, so packed views may use them.
+View View::reshape(std::span<const std::int64_t> shape) const { return with_layout(layout_.reshape(shape), 0); }
+
+View View::as_readonly() const {
+    View out = *this;
+    out.readonly_ = true;
+    return out;
+}
+
+namespace detail {
+
+void fail_typed_view(const View& view, Dtype wanted, std::size_t rank, bool wants_mutable) {
+    if (view.dtype() != wanted)
+        fail(ErrorKind::type, "typed access as ", wanted.name(), " to a view of ", view.dtype().name());
+    if (rank != kDynamicRank && static_cast<std::size_t>(view.ndim()) != rank)
+        fail(ErrorKind::value, "typed access of rank ", rank, " to a view of rank ", view.ndim());
+    if (wants_mutable && view.readonly())
+        fail(ErrorKind::buffer, "mutable typed access to a read-only view; ask for a const element type");
+    fail(ErrorKind::value, "typed access refused");
+}
+
+void fail_index(std::int64_t index, int axis, std::int64_t extent) {
+    fail(ErrorKind::index, "index ", index, " is out of bounds for axis ", axis, " with size ", extent);
+}
+
+void check_mdspan_strides(const View& view) {
+    for (int a = 0; a < view.ndim(); ++a)
+        if (view.strides()[static_cast<std::size_t>(a)] <= 0)
+            fail(ErrorKind::unsupported, "mdspan layout_stride needs positive strides, found stride ",
+                 view.strides()[static_cast<std::size_t>(a)], " on axis ", a);
+}
+
+}  // namespace detail
+}  // namespace stridex

@@ -1,0 +1,15 @@
+// The pieces of the _stridex extension module, each bound by its own file.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace stridex::python {
+
+void bind_errors(nanobind::module_& m);  // errors.cpp: stridex::Error -> Python exceptions
+void bind_types(nanobind::module_& m);   // types.cpp: Dtype, Device
+void bind_view(nanobind::module_& m);    // view.cpp: the View type, indexing, repr
+void bind_import(nanobind::module_& m);  // import.cpp: stridex.view(obj, stream=...)
+void bind_export(nanobind::module_& m);  // export.cpp: __dlpack__, CAI, array interface, buffer
+void bind_cuda(nanobind::module_& m);    // bind_cuda.cpp: DevicePtr, pointer_info, VirtualBuffer
+
+}  // namespace stridex::python

@@ -1,0 +1,12 @@
+#include "bindings.hpp"
+
+NB_MODULE(_stridex, m) {
+    using namespace stridex::python;
+    m.doc() = "stridex native core: zero-copy array views with exact protocol semantics";
+    bind_errors(m);
+    bind_types(m);
+    bind_view(m);
+    bind_import(m);
+    bind_export(m);
+    bind_cuda(m);
+}

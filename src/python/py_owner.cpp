@@ -1,0 +1,34 @@
+#include "py_owner.hpp"
+
+namespace nb = nanobind;
+
+namespace stridex::python {
+
+bool interpreter_finalizing() noexcept {
+#if PY_VERSION_HEX >= 0x030D0000
+    return !Py_IsInitialized() || Py_IsFinalizing();
+#else
+    return !Py_IsInitialized() || _Py_IsFinalizing();
+#endif
+}
+
+namespace {
+void release_reference(void* object) noexcept {
+    if (interpreter_finalizing()) return;  // deliberately leaked: see owner_of
+    PyGILState_STATE gil = PyGILState_Ensure();
+    Py_DECREF(static_cast<PyObject*>(object));
+    PyGILState_Release(gil);
+}
+}  // namespace
+
+Owner owner_of(nb::handle object) {
+    Owner owner = Owner::from_callback(&release_reference, object.ptr());
+    Py_INCREF(object.ptr());  // after the allocation, so a failed allocation leaks nothing
+    return owner;
+}
+
+nb::object wrap_view(View view, nb::object source) {
+    return nb::cast(PyView{std::move(view), std::move(source)}, nb::rv_policy::move);
+}
+
+}  // namespace stridex::python

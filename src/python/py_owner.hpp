@@ -1,0 +1,28 @@
+// Owners and Views that involve Python objects.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include "stridex/owner.hpp"
+#include "stridex/view.hpp"
+
+namespace stridex::python {
+
+// An Owner holding a strong reference to `object`. Its release may run on any thread, without the
+// GIL (DLPack deleters do): it takes the GIL to drop the reference, and leaks it instead when the
+// interpreter is finalizing, where taking the GIL would hang or crash.
+Owner owner_of(nanobind::handle object);
+
+// The Python face of a stridex::View: the View plus the Python object it came from (its `owner`
+// attribute; the View's own Owner already keeps the memory alive).
+struct PyView {
+    View view;
+    nanobind::object source;
+};
+
+// Wraps a C++ View as a stridex.View. `source` is what `.owner` reports (None if empty).
+nanobind::object wrap_view(View view, nanobind::object source);
+
+bool interpreter_finalizing() noexcept;
+
+}  // namespace stridex::python

@@ -1,0 +1,88 @@
+// stridex.Dtype and stridex.Device: thin faces over the C++ value types.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+
+#include "bindings.hpp"
+#include "stridex/device.hpp"
+#include "stridex/dtype.hpp"
+
+namespace nb = nanobind;
+
+namespace stridex::python {
+
+namespace {
+
+// The NumPy dtype for a stridex dtype: a typestr where NumPy has one, else the ml_dtypes type of
+// the same name (bfloat16, float8_*, float6_*, float4_*, int4 ...).
+nb::object numpy_dtype(Dtype d) {
+    nb::module_ numpy = nb::module_::import_("numpy");
+    if (d.lanes == 1 && !d.is_subbyte() && d.code != DtypeCode::kBfloat && d.code <= DtypeCode::kBool &&
+        d.code != DtypeCode::kOpaqueHandle)
+        return numpy.attr("dtype")(d.typestr());
+    nb::object ml_dtypes;
+    try {
+        ml_dtypes = nb::module_::import_("ml_dtypes");
+    } catch (nb::python_error&) {
+        fail(ErrorKind::type, "NumPy has no ", d.name(), " dtype; install ml_dtypes for it");
+    }
+    if (!nb::hasattr(ml_dtypes, d.name().c_str()))
+        fail(ErrorKind::type, "neither NumPy nor ml_dtypes has a ", d.name(), " dtype");
+    return numpy.attr("dtype")(ml_dtypes.attr(d.name().c_str()));
+}
+
+bool dtype_equals(Dtype d, nb::handle other) {
+    if (nb::isinstance<Dtype>(other)) return d == nb::cast<Dtype>(other);
+    if (nb::isinstance<nb::str>(other)) return d.name() == nb::cast<std::string_view>(other);
+    return false;
+}
+
+bool device_equals(Device d, nb::handle other) {
+    if (nb::isinstance<Device>(other)) return d == nb::cast<Device>(other);
+    if (nb::isinstance<nb::str>(other)) return d.name() == nb::cast<std::string_view>(other);
+    return false;
+}
+
+}  // namespace
+
+void bind_types(nb::module_& m) {
+    nb::class_<Dtype>(m, "Dtype", "An element type: DLPack type code, bits and lanes, with a canonical name.")
+        .def(nb::new_([](std::string_view name) { return Dtype::from_name(name); }), nb::arg("name"))
+        .def_static("from_dlpack", [](int code, int bits, int lanes) {
+            if (code < 0 || code > 255 || bits < 0 || bits > 255 || lanes < 0 || lanes > 65535)
+                fail(ErrorKind::value, "DLPack dtype fields out of range: code ", code, ", bits ", bits, ", lanes ", lanes);
+            return Dtype::from_raw(static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bits),
+                                   static_cast<std::uint16_t>(lanes));
+        }, nb::arg("code"), nb::arg("bits"), nb::arg("lanes") = 1)
+        .def_static("from_typestr", &Dtype::from_typestr, nb::arg("typestr"))
+        .def_static("from_buffer_format", &Dtype::from_buffer_format, nb::arg("format"))
+        .def_prop_ro("name", &Dtype::name)
+        .def_prop_ro("code", [](Dtype d) { return static_cast<int>(d.code); })
+        .def_prop_ro("bits", [](Dtype d) { return static_cast<int>(d.bits); })
+        .def_prop_ro("lanes", [](Dtype d) { return static_cast<int>(d.lanes); })
+        .def_prop_ro("itemsize", &Dtype::itemsize)
+        .def_prop_ro("typestr", &Dtype::typestr)
+        .def_prop_ro("buffer_format", &Dtype::buffer_format)
+        .def_prop_ro("numpy", &numpy_dtype, "The equivalent NumPy dtype (ml_dtypes for bfloat16 and float8/6/4).")
+        .def("__eq__", &dtype_equals)
+        .def("__hash__", [](Dtype d) { return nb::hash(nb::str(d.name().c_str())); })
+        .def("__str__", &Dtype::name)
+        .def("__repr__", [](Dtype d) { return "stridex.Dtype('" + d.name() + "')"; });
+
+    nb::class_<Device>(m, "Device", "A DLPack device: type and ordinal, printed as 'cpu', 'cuda:0', 'cuda_host' ...")
+        .def(nb::new_([](std::string_view name) { return Device::parse(name); }), nb::arg("name"))
+        .def_static("from_dlpack", [](std::int32_t type, std::int32_t id) { return Device::from_raw(type, id); },
+                    nb::arg("device_type"), nb::arg("device_id") = 0)
+        .def_prop_ro("type", [](Device d) { return std::string(device_type_name(d.type)); })
+        .def_prop_ro("type_code", [](Device d) { return static_cast<int>(d.type); })
+        .def_prop_ro("id", [](Device d) { return d.id; })
+        .def_prop_ro("host_accessible", &Device::host_accessible)
+        .def_prop_ro("cuda_accessible", &Device::cuda_accessible)
+        .def_prop_ro("dlpack", [](Device d) { return nb::make_tuple(static_cast<int>(d.type), d.id); },
+                     "The (device_type, device_id) pair of __dlpack_device__.")
+        .def("__eq__", &device_equals)
+        .def("__hash__", [](Device d) { return nb::hash(nb::str(d.name().c_str())); })
+        .def("__str__", &Device::name)
+        .def("__repr__", [](Device d) { return "stridex.Device('" + d.name() + "')"; });
+}
+
+}  // namespace stridex::python

@@ -1,0 +1,142 @@
+// The stridex.View type: attributes, basic indexing (ints, slices, Ellipsis, None), .T, permute,
+// reshape and repr. Protocol methods (__dlpack__, interfaces, buffer) are added by export.cpp.
+#include <nanobind/stl/string.h>
+
+#include <sstream>
+#include <vector>
+
+#include "bindings.hpp"
+#include "py_owner.hpp"
+
+namespace nb = nanobind;
+
+namespace stridex::python {
+
+namespace {
+
+nb::tuple int_tuple(std::span<const std::int64_t> values, std::int64_t scale = 1) {
+    nb::list out;
+    for (std::int64_t v : values) out.append(v * scale);
+    return nb::tuple(out);
+}
+
+std::vector<std::int64_t> int_list(nb::handle sequence, const char* what) {
+    std::vector<std::int64_t> out;
+    for (nb::handle item : sequence) {
+        if (!PyIndex_Check(item.ptr()))
+            fail(ErrorKind::type, what, " must be integers, found ", nb::str(nb::type_name(item.type())).c_str());
+        out.push_back(nb::cast<std::int64_t>(nb::int_(nb::steal(PyNumber_Index(item.ptr())))));
+    }
+    return out;
+}
+
+// f(*ints) and f(sequence) both work, as in NumPy (v.reshape(2, 3) and v.reshape((2, 3))).
+nb::handle single_sequence_or_args(const nb::args& args) {
+    if (args.size() == 1 && !PyIndex_Check(args[0].ptr())) return args[0];
+    return args;
+}
+
+Slice to_slice(nb::handle s) {
+    Py_ssize_t start = 0, stop = 0, step = 0;
+    if (PySlice_Unpack(s.ptr(), &start, &stop, &step) < 0) throw nb::python_error();
+    auto* slice = reinterpret_cast<PySliceObject*>(s.ptr());
+    Slice out;
+    out.step = step;
+    // PySlice_Unpack turns None into sentinel extremes; keep None as "absent" for exact semantics.
+    if (slice->start != Py_None) out.start = start;
+    if (slice->stop != Py_None) out.stop = stop;
+    return out;
+}
+
+View index_view(const View& base, nb::handle key) {
+    nb::tuple items = nb::isinstance<nb::tuple>(key) ? nb::borrow<nb::tuple>(key) : nb::make_tuple(key);
+    int consuming = 0;  // entries that take an axis of the base view
+    int ellipses = 0;
+    for (nb::handle item : items) {
+        if (item.is(Py_Ellipsis)) ++ellipses;
+        else if (!item.is_none()) ++consuming;
+    }
+    if (ellipses > 1) fail(ErrorKind::index, "an index can only have a single ellipsis ('...')");
+    if (consuming > base.ndim())
+        fail(ErrorKind::index, "too many indices: the view is ", base.ndim(), "-dimensional but ", consuming,
+             " were indexed");
+    View v = base;
+    int axis = 0;
+    for (nb::handle item : items) {
+        if (item.is(Py_Ellipsis)) {
+            axis += base.ndim() - consuming;
+        } else if (item.is_none()) {
+            v = v.expand(axis++);
+        } else if (PySlice_Check(item.ptr())) {
+            v = v.slice(axis++, to_slice(item));
+        } else if (PyIndex_Check(item.ptr()) && !PyBool_Check(item.ptr())) {
+            v = v.index(axis, nb::cast<std::int64_t>(nb::int_(nb::steal(PyNumber_Index(item.ptr())))));
+        } else {
+            fail(ErrorKind::index, "stridex views take ints, slices, Ellipsis and None as indices (no copy); found ",
+                 nb::str(nb::type_name(item.type())).c_str());
+        }
+    }
+    return v;
+}
+
+std::string repr(const PyView& self) {
+    const View& v = self.view;
+    std::ostringstream out;
+    out << "stridex.View(shape=(";
+    for (int a = 0; a < v.ndim(); ++a) out << (a ? ", " : "") << v.shape()[static_cast<std::size_t>(a)];
+    out << (v.ndim() == 1 ? ",)" : ")") << ", strides=(";
+    for (int a = 0; a < v.ndim(); ++a) out << (a ? ", " : "") << v.strides()[static_cast<std::size_t>(a)];
+    out << (v.ndim() == 1 ? ",)" : ")") << ", dtype=" << v.dtype().name() << ", device=" << v.device().name()
+        << ", ptr=0x" << std::hex << reinterpret_cast<std::uintptr_t>(v.ptr()) << std::dec;
+    if (v.readonly()) out << ", readonly";
+    if (v.stream() != kNoStream) out << ", stream=" << v.stream();
+    out << ")";
+    return out.str();
+}
+
+nb::object derived(const PyView& self, View v) { return wrap_view(std::move(v), self.source); }
+
+}  // namespace
+
+void bind_view(nb::module_& m) {
+    nb::class_<PyView>(m, "View", "A zero-copy strided view of CPU or GPU memory owned by another object.")
+        .def_prop_ro("ptr", [](const PyView& s) { return reinterpret_cast<std::uintptr_t>(s.view.ptr()); },
+                     "Address of element 0 (data pointer plus byte offset).")
+        .def_prop_ro("shape", [](const PyView& s) { return int_tuple(s.view.shape()); })
+        .def_prop_ro("strides", [](const PyView& s) { return int_tuple(s.view.strides()); }, "Strides in elements.")
+        .def_prop_ro("byte_strides", [](const PyView& s) { return int_tuple(s.view.strides(), s.view.itemsize()); })
+        .def_prop_ro("dtype", [](const PyView& s) { return s.view.dtype(); })
+        .def_prop_ro("device", [](const PyView& s) { return s.view.device(); })
+        .def_prop_ro("readonly", [](const PyView& s) { return s.view.readonly(); })
+        .def_prop_ro("size", [](const PyView& s) { return s.view.size(); })
+        .def_prop_ro("ndim", [](const PyView& s) { return s.view.ndim(); })
+        .def_prop_ro("itemsize", [](const PyView& s) { return s.view.itemsize(); })
+        .def_prop_ro("nbytes", [](const PyView& s) { return s.view.nbytes(); })
+        .def_prop_ro("is_c_contiguous", [](const PyView& s) { return s.view.layout().is_c_contiguous(); })
+        .def_prop_ro("is_f_contiguous", [](const PyView& s) { return s.view.layout().is_f_contiguous(); })
+        .def_prop_ro("is_dense", [](const PyView& s) { return s.view.layout().is_dense(); })
+        .def_prop_ro("owner", [](const PyView& s) { return s.source; }, "The object whose memory this is (kept alive).")
+        .def_prop_ro("stream", [](const PyView& s) -> nb::object {
+            return s.view.stream() == kNoStream ? nb::none() : nb::int_(s.view.stream());
+        }, "The CUDA stream the data is ready on (DLPack encoding), or None when nothing is pending.")
+        .def("__len__", [](const PyView& s) {
+            if (s.view.ndim() == 0) fail(ErrorKind::type, "len() of a 0-d view");
+            return s.view.shape()[0];
+        })
+        .def("__getitem__", [](const PyView& s, nb::handle key) { return derived(s, index_view(s.view, key)); })
+        .def_prop_ro("T", [](const PyView& s) { return derived(s, s.view.transpose()); })
+        .def("permute", [](const PyView& s, nb::args axes) {
+            std::vector<std::int64_t> list = int_list(single_sequence_or_args(axes), "axes");
+            std::vector<int> narrow(list.begin(), list.end());
+            return derived(s, s.view.permute(narrow));
+        })
+        .def("reshape", [](const PyView& s, nb::args shape) {
+            return derived(s, s.view.reshape(int_list(single_sequence_or_args(shape), "shape")));
+        })
+        .def("squeeze", [](const PyView& s, nb::object axis) {
+            return derived(s, axis.is_none() ? s.view.squeeze() : s.view.squeeze(nb::cast<int>(axis)));
+        }, nb::arg("axis") = nb::none())
+        .def("__repr__", &repr);
+}
+
+}  // namespace stridex::python

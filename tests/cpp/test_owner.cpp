@@ -1,0 +1,63 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "stridex/owner.hpp"
+
+namespace stridex {
+namespace {
+
+TEST(Owner, EmptyOwnerKeepsNothing) {
+    Owner owner;
+    EXPECT_FALSE(owner);
+    EXPECT_EQ(owner.use_count(), 0);
+}
+
+TEST(Owner, CallbackRunsOnceWhenLastCopyGoes) {
+    static int released = 0;
+    released = 0;
+    int token = 7;
+    {
+        Owner a = Owner::from_callback([](void* ctx) noexcept { released += *static_cast<int*>(ctx); }, &token);
+        Owner b = a;
+        Owner c = std::move(b);
+        EXPECT_EQ(a.use_count(), 2);
+        EXPECT_EQ(a.identity(), c.identity());
+        a.reset();
+        EXPECT_EQ(released, 0);
+    }
+    EXPECT_EQ(released, 7);
+}
+
+TEST(Owner, ActionRunsExactlyOnceAcrossThreads) {
+    std::atomic<int> released{0};
+    {
+        Owner root = Owner::from_action([&released]() noexcept { released.fetch_add(1); });
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 8; ++t)
+            threads.emplace_back([copy = root]() mutable {
+                for (int i = 0; i < 10000; ++i) {
+                    Owner again = copy;
+                    copy = again;
+                }
+            });
+        for (auto& t : threads) t.join();
+        EXPECT_EQ(released.load(), 0);
+    }
+    EXPECT_EQ(released.load(), 1);
+}
+
+TEST(Owner, AssignmentReleasesThePreviousKeepAlive) {
+    int first = 0, second = 0;
+    Owner owner = Owner::from_action([&first]() noexcept { ++first; });
+    owner = Owner::from_action([&second]() noexcept { ++second; });
+    EXPECT_EQ(first, 1);
+    EXPECT_EQ(second, 0);
+    owner.reset();
+    EXPECT_EQ(second, 1);
+}
+
+}  // namespace
+}  // namespace stridex
