@@ -100,7 +100,7 @@ std::string canonical_name(const CodeRule& rule, int bits, int lanes) {
     return out;
 }
 
-[[noreturn]] void raise(Problem problem, int code, int bits, int lanes) {
+[[noreturn]] void throw_invalid(Problem problem, int code, int bits, int lanes) {
     const CodeRule* rule = rule_for(code);
     switch (problem) {
         case Problem::unknown_code:
@@ -114,11 +114,11 @@ std::string canonical_name(const CodeRule& rule, int bits, int lanes) {
                  " lanes (lanes must be 1 to ", kMaxLanes, ")");
         case Problem::none: break;
     }
-    fail(ErrorKind::value, "internal error: raise() called for a valid dtype");
+    fail(ErrorKind::value, "internal error: throw_invalid() called for a valid dtype");
 }
 
 Dtype checked(int code, int bits, int lanes) {
-    if (Problem p = classify(code, bits, lanes); p != Problem::none) raise(p, code, bits, lanes);
+    if (Problem p = classify(code, bits, lanes); p != Problem::none) throw_invalid(p, code, bits, lanes);
     return Dtype{static_cast<DtypeCode>(code), static_cast<std::uint8_t>(bits), static_cast<std::uint16_t>(lanes)};
 }
 
@@ -306,7 +306,8 @@ Dtype Dtype::from_typestr(std::string_view typestr) {
     const bool well_formed = ec == std::errc{} && end == body.data() + body.size() && bytes > 0 &&
                              std::string_view("biufcmMOSUV").find(body[0]) != std::string_view::npos;
     if (!well_formed)
-        fail(ErrorKind::value, "malformed typestr '", typestr, "' (expected a kind letter and a byte size, as in '<f4')");
+        fail(ErrorKind::value, "malformed typestr '", typestr,
+             "' (expected a kind letter and a byte size, as in '<f4')");
     fail(ErrorKind::unsupported, "unsupported typestr '", typestr,
          "' (stridex takes b1, i1-i8, u1-u8, f2, f4, f8, c8 and c16)");
 }
