@@ -46,7 +46,7 @@ public:
     // Axes stored inside the object; beyond this the storage moves to the heap.
     static constexpr int kInlineNdim = 8;
 
-    Layout() noexcept : ndim_(0), storage_{} {}  // 0-d: one element, no axes
+    Layout() noexcept : ndim_(0) {}  // 0-d: one element, no axes (storage never read)
 
     // C-order (resp. Fortran-order) strides; an extent of 0 counts as 1, as in NumPy.
     static Layout contiguous(std::span<const std::int64_t> shape);
@@ -160,8 +160,10 @@ private:
         std::int64_t* heap;
     };
 
-    // Allocates room for ndim axes, contents zeroed (inline) or unset (heap).
-    Layout(int ndim, Uninit) : ndim_(ndim), storage_{} {
+    // Allocates room for ndim axes, contents unset: every caller fills all ndim entries of both.
+    // Unused inline slots stay indeterminate; copying them is fine, since a union's copy copies
+    // its object representation.
+    Layout(int ndim, Uninit) : ndim_(ndim) {
         if (on_heap()) storage_.heap = new std::int64_t[2 * std::size_t(ndim)];
     }
 
@@ -176,8 +178,8 @@ private:
         if (on_heap()) delete[] storage_.heap;
     }
     static std::int64_t* clone_heap(const Layout& other);
-    // Checks the invariants of a (shape, strides) pair; returns ndim.
-    static int validate(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+    // Checks equal lengths and ndim <= kMaxNdim; returns ndim.
+    static int checked_ndim(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
 
     int normalize_axis(int axis) const {
         // Cannot overflow: axis < 0 and 0 <= ndim_ <= 64.

@@ -91,6 +91,11 @@ int sorted_axes(std::span<const std::int64_t> shape, std::span<const std::int64_
     return n;
 }
 
+// Plain loops rather than std::copy: for a handful of entries they beat a call to memmove.
+void copy_dims(std::span<const std::int64_t> from, std::int64_t* to) {
+    for (std::size_t i = 0; i < from.size(); ++i) to[i] = from[i];
+}
+
 }  // namespace
 
 void Layout::fail_axis(int axis) const {
@@ -106,34 +111,55 @@ std::int64_t* Layout::clone_heap(const Layout& other) {
 
 Layout Layout::unchecked(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
     Layout out(int(shape.size()), Uninit{});
-    std::copy(shape.begin(), shape.end(), out.shape_mut());
-    std::copy(strides.begin(), strides.end(), out.strides_mut());
+    copy_dims(shape, out.shape_mut());
+    copy_dims(strides, out.strides_mut());
     return out;
 }
 
-int Layout::validate(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
+int Layout::checked_ndim(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
     if (shape.size() != strides.size())
         fail(ErrorKind::value, "shape and strides must have the same length, found shape ", tuple(shape),
              " and strides ", tuple(strides));
-    check_shape(shape);
-    std::int64_t lo = 0, hi = 0;
-    if (!element_span(shape, strides, &lo, &hi))
-        fail(ErrorKind::value, "the memory span of shape ", tuple(shape), " with strides ", tuple(strides),
-             " overflows int64");
+    if (shape.size() > std::size_t(kMaxNdim))
+        fail(ErrorKind::value, "a layout has at most ", kMaxNdim, " dimensions, found ", shape.size());
     return int(shape.size());
 }
 
-// Validates before allocating, so that a bad ndim cannot ask for a huge block.
+// The hot path of every import. One pass copies and validates, folding every check into one flag
+// (no branch per check); only when it is raised does the slow path find which rule broke.
+// ndim is checked before the (possible) allocation, so a bad one cannot ask for a huge block.
 Layout::Layout(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides)
-    : Layout(validate(shape, strides), Uninit{}) {
-    std::copy(shape.begin(), shape.end(), shape_mut());
-    std::copy(strides.begin(), strides.end(), strides_mut());
+    : Layout(checked_ndim(shape, strides), Uninit{}) {
+    std::int64_t* sh = shape_mut();
+    std::int64_t* st = strides_mut();
+    std::int64_t product = 1, lo = 0, hi = 0, step = 0, width = 0;
+    bool bad = false;
+    for (int i = 0; i < ndim_; ++i) {
+        const std::int64_t e = shape[i], s = strides[i];
+        sh[i] = e;
+        st[i] = s;
+        bad |= e < 0;
+        bad |= mul_overflows(product, e > 1 ? e : 1, &product);  // 0 counted as 1: see invariants
+        bad |= mul_overflows(s, e > 1 ? e - 1 : 0, &step);       // extent 0 or 1: never steps
+        bad |= add_overflows(lo, std::min<std::int64_t>(step, 0), &lo);
+        bad |= add_overflows(hi, std::max<std::int64_t>(step, 0), &hi);
+    }
+    bad |= __builtin_sub_overflow(hi, lo, &width);
+    if (bad) [[unlikely]] {
+        // Throws the precise error; the object is complete, so its destructor frees any block.
+        check_shape(shape);
+        if (!element_span(shape, strides, &lo, &hi))
+            fail(ErrorKind::value, "the memory span of shape ", tuple(shape), " with strides ", tuple(strides),
+                 " overflows int64");
+        // Unreachable while the two paths agree; never accept a layout the fast path refused.
+        fail(ErrorKind::value, "invalid layout: shape ", tuple(shape), " with strides ", tuple(strides));
+    }
 }
 
 Layout Layout::contiguous(std::span<const std::int64_t> shape) {
     check_shape(shape);
     Layout out(int(shape.size()), Uninit{});
-    std::copy(shape.begin(), shape.end(), out.shape_mut());
+    copy_dims(shape, out.shape_mut());
     fill_contiguous(shape, out.strides_mut(), true);
     return out;
 }
@@ -141,35 +167,39 @@ Layout Layout::contiguous(std::span<const std::int64_t> shape) {
 Layout Layout::f_contiguous(std::span<const std::int64_t> shape) {
     check_shape(shape);
     Layout out(int(shape.size()), Uninit{});
-    std::copy(shape.begin(), shape.end(), out.shape_mut());
+    copy_dims(shape, out.shape_mut());
     fill_contiguous(shape, out.strides_mut(), false);
     return out;
 }
 
+// One pass, no early exit on a mismatch: an empty layout is contiguous whatever its strides, and
+// a zero extent may come after the mismatch. `expected` stays a product of nonzero extents: fits.
 bool Layout::is_c_contiguous() const noexcept {
-    if (empty()) return true;
-    const auto sh = shape();
-    const auto st = strides();
+    const std::int64_t* sh = shape_data();
+    const std::int64_t* st = strides_data();
     std::int64_t expected = 1;
+    bool ok = true;
     for (int i = ndim_ - 1; i >= 0; --i) {
+        if (sh[i] == 0) return true;
         if (sh[i] == 1) continue;  // never stepped along, so its stride is irrelevant
-        if (st[i] != expected) return false;
-        expected *= sh[i];  // at most size(): no overflow
+        ok &= st[i] == expected;
+        expected *= sh[i];
     }
-    return true;
+    return ok;
 }
 
 bool Layout::is_f_contiguous() const noexcept {
-    if (empty()) return true;
-    const auto sh = shape();
-    const auto st = strides();
+    const std::int64_t* sh = shape_data();
+    const std::int64_t* st = strides_data();
     std::int64_t expected = 1;
+    bool ok = true;
     for (int i = 0; i < ndim_; ++i) {
+        if (sh[i] == 0) return true;
         if (sh[i] == 1) continue;
-        if (st[i] != expected) return false;
+        ok &= st[i] == expected;
         expected *= sh[i];
     }
-    return true;
+    return ok;
 }
 
 bool Layout::is_dense() const noexcept {
@@ -391,7 +421,7 @@ Layout Layout::reshape(std::span<const std::int64_t> new_shape) const {
     if (has_zero) known = 0;
     Layout out(nd, Uninit{});
     std::int64_t* ns = out.shape_mut();
-    std::copy(new_shape.begin(), new_shape.end(), ns);
+    copy_dims(new_shape, ns);
     if (unknown >= 0) {
         // As NumPy: nothing to infer from when a known extent is 0.
         if (known == 0 || total % known != 0) fail_size();
