@@ -46,7 +46,8 @@ public:
     // Axes stored inside the object; beyond this the storage moves to the heap.
     static constexpr int kInlineNdim = 8;
 
-    Layout() noexcept : ndim_(0) {}  // 0-d: one element, no axes (storage never read)
+    // 0-d: one element, no axes. The storage is zeroed because copies copy it whole.
+    Layout() noexcept : ndim_(0), storage_{} {}
 
     // C-order (resp. Fortran-order) strides; an extent of 0 counts as 1, as in NumPy.
     static Layout contiguous(std::span<const std::int64_t> shape);

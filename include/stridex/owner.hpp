@@ -11,6 +11,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "stridex/detail/thread_cache.hpp"
+
 namespace stridex {
 
 class Owner {
@@ -56,7 +58,9 @@ private:
         void (*destroy)(Block*) noexcept;
         explicit Block(void (*d)(Block*) noexcept) : destroy(d) {}
     };
-    struct CallbackBlock : Block {
+    // The common owner (a C callback: DLPack deleters, Python references) comes from a per-thread
+    // cache, so importing allocates nothing in steady state.
+    struct CallbackBlock : Block, detail::CachedAllocation<CallbackBlock> {
         void (*release)(void*) noexcept;
         void* context;
         CallbackBlock(void (*r)(void*) noexcept, void* c) : Block(&run), release(r), context(c) {}

@@ -2,6 +2,8 @@
 // so a steady stream of exports allocates nothing).
 #include "stridex/dlpack.hpp"
 
+#include "stridex/detail/thread_cache.hpp"
+
 #include <limits>
 #include <memory>
 #include <new>
@@ -84,80 +86,28 @@ namespace {
 
 inline constexpr int kInlineDims = 8;
 
+// One exported tensor: the managed struct, the owner reference it holds and its shape/strides.
 template <class Managed>
-struct ExportBlock {
+struct ExportBlock : detail::CachedAllocation<ExportBlock<Managed>> {
     Managed managed{};
     Owner owner;
     std::int64_t inline_dims[2 * kInlineDims];  // shape, then strides
     std::unique_ptr<std::int64_t[]> heap_dims;   // only for ndim > kInlineDims
-    ExportBlock* next_free = nullptr;
-};
-
-// A small per-thread cache of export blocks: exports and their deleters are paired in steady
-// state, so after warm-up an export allocates nothing. A deleter running on another thread
-// returns the block to that thread's cache; the cache is bounded and freed at thread exit.
-template <class Block>
-class BlockCache {
-public:
-    ~BlockCache() {
-        destroyed() = true;
-        while (head_) delete std::exchange(head_, head_->next_free);
-    }
-    static Block* take() {
-        if (destroyed()) return new Block();
-        BlockCache& self = instance();
-        if (self.head_ == nullptr) return new Block();
-        --self.count_;
-        return std::exchange(self.head_, self.head_->next_free);
-    }
-    static void give(Block* block) noexcept {
-        block->owner.reset();
-        block->heap_dims.reset();
-        // A deleter may run during thread teardown, after this thread's cache is gone.
-        if (destroyed() || instance().count_ >= kLimit) {
-            delete block;
-            return;
-        }
-        BlockCache& self = instance();
-        block->next_free = self.head_;
-        self.head_ = block;
-        ++self.count_;
-    }
-
-private:
-    static constexpr int kLimit = 64;
-    static BlockCache& instance() {
-        thread_local BlockCache cache;
-        return cache;
-    }
-    // Trivially destructible, so it is still readable while other thread_locals are destroyed.
-    static bool& destroyed() noexcept {
-        thread_local bool flag = false;
-        return flag;
-    }
-    Block* head_ = nullptr;
-    int count_ = 0;
 };
 
 template <class Managed>
 void release_export(Managed* managed) noexcept {
-    using Block = ExportBlock<Managed>;
-    BlockCache<Block>::give(static_cast<Block*>(managed->manager_ctx));
+    delete static_cast<ExportBlock<Managed>*>(managed->manager_ctx);
 }
 
 template <class Managed>
 Managed* export_into(const View& view) {
     using Block = ExportBlock<Managed>;
-    Block* block = BlockCache<Block>::take();
+    std::unique_ptr<Block> block(new Block);  // default-init: the dims are written below
     const int ndim = view.ndim();
     std::int64_t* dims = block->inline_dims;
     if (ndim > kInlineDims) {
-        try {
-            block->heap_dims = std::make_unique<std::int64_t[]>(2 * static_cast<std::size_t>(ndim));
-        } catch (...) {
-            BlockCache<Block>::give(block);
-            throw;
-        }
+        block->heap_dims = std::make_unique<std::int64_t[]>(2 * static_cast<std::size_t>(ndim));
         dims = block->heap_dims.get();
     }
     for (int a = 0; a < ndim; ++a) {
@@ -174,9 +124,9 @@ Managed* export_into(const View& view) {
     t.shape = ndim ? dims : nullptr;
     t.strides = ndim ? dims + ndim : nullptr;
     t.byte_offset = 0;
-    block->managed.manager_ctx = block;
+    block->managed.manager_ctx = block.get();
     block->managed.deleter = &release_export<Managed>;
-    return &block->managed;
+    return &block.release()->managed;
 }
 
 }  // namespace
