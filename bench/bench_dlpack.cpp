@@ -54,10 +54,12 @@ void RoundTrip(benchmark::State& state) {
     long allocations = 0;
     for (auto _ : state) {
         const long before = g_allocations.load(std::memory_order_relaxed);
-        View view = dlpack::import_managed(&producer.tensor);
-        dlpack::DLManagedTensorVersioned* exported = dlpack::export_versioned(view);
+        dlpack::DLManagedTensorVersioned* exported;
+        {
+            const View view = dlpack::import_managed(&producer.tensor);
+            exported = dlpack::export_versioned(view);
+        }
         benchmark::DoNotOptimize(exported);
-        view = View();
         exported->deleter(exported);
         allocations += g_allocations.load(std::memory_order_relaxed) - before;
     }
