@@ -1,0 +1,291 @@
+// stridex::cuda driver access: libcuda.so.1 loaded at run time, one table of the calls we use.
+//
+// stridex never includes cuda.h nor links libcuda: `import stridex` must work on a machine without
+// a GPU. The few ABI types below are declared from the documented driver ABI (cuda.h of CUDA 12
+// and 13, LP64) and pinned with static_asserts; names differ from cuda.h where cuda.h defines
+// macros (cuMemGetAddressRange -> cuMemGetAddressRange_v2, CU_STREAM_LEGACY, ...), so a TU may
+// include both. The opaque handle types are the very same incomplete structs cuda.h declares, so
+// a CUstream from an extension author's code converts without casts.
+//
+// Loading happens once, on first use, thread-safely. Without a driver nothing fails at load or
+// import; every CUDA feature then raises Error(cuda, "CUDA driver libcuda.so.1 not found: ...").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "stridex/error.hpp"
+
+// cuda.h's opaque handle structs, declared identically (global namespace) so the types interoperate.
+struct CUctx_st;
+struct CUstream_st;
+struct CUevent_st;
+
+namespace stridex::cuda {
+
+// ---- ABI: scalar and handle types -------------------------------------------------------------
+using CUresult = int;  // cudaError_enum: an int-sized C enum; 0 is success
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;  // exactly cuda.h's type (not uint64_t = unsigned long)
+using CUmemGenericAllocationHandle = unsigned long long;
+using CUcontext = ::CUctx_st*;
+using CUstream = ::CUstream_st*;
+using CUevent = ::CUevent_st*;
+
+static_assert(sizeof(CUdeviceptr) == 8 && sizeof(CUresult) == 4, "CUDA driver ABI is LP64");
+
+// The CUresult values stridex acts on (names as cuda.h, minus the CUDA_ERROR_ prefix).
+namespace result {
+inline constexpr CUresult success = 0;
+inline constexpr CUresult invalid_value = 1;
+inline constexpr CUresult out_of_memory = 2;
+inline constexpr CUresult not_initialized = 3;
+inline constexpr CUresult deinitialized = 4;
+inline constexpr CUresult no_device = 100;
+inline constexpr CUresult invalid_device = 101;
+inline constexpr CUresult invalid_context = 201;
+inline constexpr CUresult invalid_handle = 400;
+inline constexpr CUresult not_found = 500;
+inline constexpr CUresult not_supported = 801;
+}  // namespace result
+
+// Enum values passed to the driver (cuda.h names in comments). Not "abi": <cxxabi.h> owns ::abi.
+namespace cu {
+inline constexpr int kDeviceAttrVirtualMemoryManagementSupported = 102;  // CU_DEVICE_ATTRIBUTE_...
+inline constexpr int kPointerAttrMemoryType = 2;       // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+inline constexpr int kPointerAttrIsManaged = 8;        // CU_POINTER_ATTRIBUTE_IS_MANAGED
+inline constexpr int kPointerAttrDeviceOrdinal = 9;    // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+inline constexpr int kPointerAttrRangeStartAddr = 11;  // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR
+inline constexpr int kPointerAttrRangeSize = 12;       // CU_POINTER_ATTRIBUTE_RANGE_SIZE
+inline constexpr unsigned kMemoryTypeHost = 1;         // CU_MEMORYTYPE_HOST (pinned/registered)
+inline constexpr unsigned kMemoryTypeDevice = 2;       // CU_MEMORYTYPE_DEVICE
+inline constexpr unsigned kMemoryTypeUnified = 4;      // CU_MEMORYTYPE_UNIFIED
+inline constexpr int kMemAllocationTypePinned = 1;     // CU_MEM_ALLOCATION_TYPE_PINNED
+inline constexpr int kMemLocationTypeDevice = 1;       // CU_MEM_LOCATION_TYPE_DEVICE
+inline constexpr int kMemHandleTypeNone = 0;           // CU_MEM_HANDLE_TYPE_NONE
+inline constexpr int kMemAccessReadWrite = 3;          // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+inline constexpr int kMemGranularityMinimum = 0;       // CU_MEM_ALLOC_GRANULARITY_MINIMUM
+inline constexpr unsigned kEventDisableTiming = 2;     // CU_EVENT_DISABLE_TIMING
+inline constexpr unsigned kStreamNonBlocking = 1;      // CU_STREAM_NON_BLOCKING
+}  // namespace cu
+
+// ---- ABI: structs (CUmemLocation, CUmemAllocationProp, CUmemAccessDesc) ------------------------
+struct MemLocation {  // CUmemLocation
+    int type;         // CUmemLocationType
+    int id;
+};
+struct MemAllocationProp {  // CUmemAllocationProp
+    int type;                  // CUmemAllocationType
+    int requested_handle_types;  // CUmemAllocationHandleType; NONE: export stays opt-in (§7.3)
+    MemLocation location;
+    void* win32_handle_meta_data;
+    struct {
+        unsigned char compression_type;
+        unsigned char gpu_direct_rdma_capable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } alloc_flags;
+};
+struct MemAccessDesc {  // CUmemAccessDesc
+    MemLocation location;
+    int flags;  // CUmemAccess_flags
+};
+static_assert(sizeof(MemLocation) == 8);
+static_assert(sizeof(MemAllocationProp) == 32 && offsetof(MemAllocationProp, location) == 8 &&
+              offsetof(MemAllocationProp, win32_handle_meta_data) == 16 &&
+              offsetof(MemAllocationProp, alloc_flags) == 24);
+static_assert(sizeof(MemAccessDesc) == 12 && offsetof(MemAccessDesc, flags) == 8);
+
+// ---- The table --------------------------------------------------------------------------------
+// Every driver entry point stridex calls, resolved once. Members are the driver functions minus the
+// "cu" prefix, in snake case; each resolves to the variant of CUDA 12.0's ABI (the _v2 functions
+// where there are two). A member is null when the driver lacks the function; calling through
+// Driver::call reports that by name. Tests install a table of their own (DriverOverride).
+struct DriverTable {
+    CUresult (*get_error_name)(CUresult, const char**);
+    CUresult (*get_error_string)(CUresult, const char**);
+    CUresult (*init)(unsigned flags);
+    CUresult (*driver_get_version)(int*);
+    CUresult (*device_get_count)(int*);
+    CUresult (*device_get)(CUdevice*, int ordinal);
+    CUresult (*device_get_attribute)(int*, int attribute, CUdevice);
+    CUresult (*device_can_access_peer)(int*, CUdevice, CUdevice peer);
+    CUresult (*device_primary_ctx_retain)(CUcontext*, CUdevice);
+    CUresult (*device_primary_ctx_release)(CUdevice);
+    CUresult (*ctx_get_current)(CUcontext*);
+    CUresult (*ctx_set_current)(CUcontext);
+    CUresult (*ctx_synchronize)();
+    CUresult (*ctx_get_device)(CUdevice*);  // of the current context
+    CUresult (*pointer_get_attributes)(unsigned count, int* attributes, void** data, CUdeviceptr);
+    CUresult (*mem_get_info)(std::size_t* free, std::size_t* total);
+    CUresult (*stream_create)(CUstream*, unsigned flags);
+    CUresult (*stream_destroy)(CUstream);
+    CUresult (*stream_synchronize)(CUstream);
+    CUresult (*stream_wait_event)(CUstream, CUevent, unsigned flags);
+    CUresult (*event_create)(CUevent*, unsigned flags);
+    CUresult (*event_record)(CUevent, CUstream);
+    CUresult (*event_synchronize)(CUevent);
+    CUresult (*event_destroy)(CUevent);
+    CUresult (*mem_address_reserve)(CUdeviceptr*, std::size_t size, std::size_t alignment, CUdeviceptr hint,
+                                    unsigned long long flags);
+    CUresult (*mem_address_free)(CUdeviceptr, std::size_t size);
+    CUresult (*mem_create)(CUmemGenericAllocationHandle*, std::size_t size, const MemAllocationProp*,
+                           unsigned long long flags);
+    CUresult (*mem_release)(CUmemGenericAllocationHandle);
+    CUresult (*mem_map)(CUdeviceptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle,
+                        unsigned long long flags);
+    CUresult (*mem_unmap)(CUdeviceptr, std::size_t size);
+    CUresult (*mem_set_access)(CUdeviceptr, std::size_t size, const MemAccessDesc*, std::size_t count);
+    CUresult (*mem_get_allocation_granularity)(std::size_t*, const MemAllocationProp*, int option);
+    CUresult (*memcpy_dtoh)(void* dst, CUdeviceptr src, std::size_t bytes);
+    CUresult (*memcpy_htod)(CUdeviceptr dst, const void* src, std::size_t bytes);
+};
+
+// A failed driver call: Error(cuda) that also keeps the CUresult, for callers that branch on it.
+class DriverError : public Error {
+public:
+    DriverError(std::string message, CUresult code) : Error(ErrorKind::cuda, std::move(message)), code_(code) {}
+    CUresult code() const noexcept { return code_; }
+
+private:
+    CUresult code_;
+};
+
+// ---- The driver: a table plus the process-wide state that belongs to it ------------------------
+// The process's libcuda Driver is created on first use and deliberately never destroyed (nor
+// dlclosed): objects torn down at interpreter exit may still call it, and then get
+// CUDA_ERROR_DEINITIALIZED instead of a jump into unmapped code.
+class Driver {
+public:
+    // A usable driver: calls table.init(0) and caches the device count. If init fails the driver
+    // is unusable and says why.
+    explicit Driver(const DriverTable& table, std::string library = "libcuda.so.1");
+    // An unusable driver (library missing or incomplete), with the reason every feature reports.
+    static std::unique_ptr<Driver> unavailable(std::string reason);
+    ~Driver();  // releases pooled events and retained contexts (only test drivers are destroyed)
+    Driver(const Driver&) = delete;
+    Driver& operator=(const Driver&) = delete;
+
+    bool usable() const noexcept { return usable_; }
+    const std::string& unavailable_reason() const noexcept { return reason_; }
+    // The table; Error(cuda, reason) when the driver is unusable.
+    const DriverTable& api() const {
+        if (!usable_) fail_unusable();
+        return table_;
+    }
+    // The table without the check, for noexcept teardown paths (pair it with try_call).
+    const DriverTable& raw() const noexcept { return table_; }
+    int device_count() const noexcept { return device_count_; }
+    int version() const noexcept { return version_; }  // cuDriverGetVersion, e.g. 13000
+
+    // Calls fn(args...) and throws DriverError "<name>: CUDA_ERROR_X (text)" unless it succeeds.
+    template <class... Params, class... Args>
+    void call(const char* name, CUresult (*fn)(Params...), Args&&... args) const {
+        if (!fn) fail_missing(name);
+        const CUresult r = fn(std::forward<Args>(args)...);
+        if (r != result::success) fail_call(name, r);
+    }
+    // Error(cuda) naming `name` when the driver lacks it (for calls made without call()).
+    template <class Fn>
+    void require(const char* name, Fn* fn) const {
+        if (!fn) fail_missing(name);
+    }
+    // The same for teardown paths, which must not throw: returns the CUresult.
+    template <class... Params, class... Args>
+    CUresult try_call(CUresult (*fn)(Params...), Args&&... args) const noexcept {
+        if (!usable_ || !fn) return result::not_found;
+        return fn(std::forward<Args>(args)...);
+    }
+    [[noreturn]] void fail_call(const char* name, CUresult r) const;
+    // "CUDA_ERROR_OUT_OF_MEMORY (out of memory)", from cuGetErrorName and cuGetErrorString.
+    std::string describe(CUresult r) const;
+
+    // The CUdevice of an ordinal; Error(value) for an ordinal that does not exist.
+    CUdevice device(int ordinal);
+    // The device's primary context, retained once for the lifetime of this Driver (the context
+    // torch, CuPy and the runtime API share). Thread-safe.
+    CUcontext primary_context(int ordinal);
+
+    // A small pool of CU_EVENT_DISABLE_TIMING events per device, for order(). The caller must
+    // have the device's context current when acquiring (events are created in it).
+    CUevent acquire_event(int ordinal);
+    void release_event(int ordinal, CUevent event) noexcept;
+
+private:
+    Driver() = default;
+    [[noreturn]] void fail_unusable() const;
+    [[noreturn]] static void fail_missing(const char* name);
+    void check_ordinal(int ordinal) const;
+
+    DriverTable table_{};
+    bool usable_ = false;
+    std::string reason_;
+    int device_count_ = 0;
+    int version_ = 0;
+
+    std::mutex mutex_;  // guards the per-device caches below
+    std::vector<CUdevice> devices_;
+    std::vector<CUcontext> contexts_;            // null until retained
+    std::vector<std::vector<CUevent>> events_;  // free events per ordinal
+};
+
+// The active driver: the process's libcuda (loaded on first call), or the innermost DriverOverride.
+Driver& driver();
+
+// True when a driver is loaded, initialised and sees at least one device. Never throws.
+bool cuda_available() noexcept;
+// Devices the driver sees (honours CUDA_VISIBLE_DEVICES); 0 without a driver. Never throws.
+int device_count() noexcept;
+
+// Makes a device's primary context current for a scope, and restores the caller's context (or
+// none) on exit. Switches only when needed: when the primary context is already current, the
+// guard costs one cuCtxGetCurrent.
+class ContextGuard {
+public:
+    explicit ContextGuard(int ordinal) : ContextGuard(driver(), ordinal) {}
+    ContextGuard(Driver& driver, int ordinal);
+    ~ContextGuard();
+    ContextGuard(const ContextGuard&) = delete;
+    ContextGuard& operator=(const ContextGuard&) = delete;
+
+    CUcontext context() const noexcept { return context_; }
+
+private:
+    Driver& driver_;
+    CUcontext context_ = nullptr;
+    CUcontext previous_ = nullptr;
+    bool switched_ = false;
+};
+
+namespace detail {
+// Loads a driver library by name: dlopen, then resolution of every table entry through
+// cuGetProcAddress_v2 (or cuGetProcAddress, or plain dlsym of versioned names on old drivers).
+// Never throws: a missing library gives an unusable Driver whose reason quotes dlerror.
+std::unique_ptr<Driver> load_driver(const char* library);
+}  // namespace detail
+
+// Test hook: while alive, driver() returns a Driver built from `table` (a test double), or loaded
+// from another library name (to test the loader's error text). Overrides nest; they are meant for
+// single-threaded tests, and objects created under one must be destroyed before it ends.
+class DriverOverride {
+public:
+    explicit DriverOverride(const DriverTable& table);
+    explicit DriverOverride(const char* library);
+    ~DriverOverride();
+    DriverOverride(const DriverOverride&) = delete;
+    DriverOverride& operator=(const DriverOverride&) = delete;
+
+    Driver& driver() noexcept { return *driver_; }
+
+private:
+    std::unique_ptr<Driver> driver_;
+    Driver* previous_;
+};
+
+}  // namespace stridex::cuda

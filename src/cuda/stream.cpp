@@ -1,0 +1,89 @@
+// Stream and Event RAII, and order(): the event-based ordering of one stream after another.
+#include "stridex/cuda/stream.hpp"
+
+namespace stridex::cuda {
+
+CUstream StreamRef::handle() const {
+    if (encoded_ == kNone) fail(ErrorKind::value, "stream -1 means \"no stream\" and has no handle");
+    if (encoded_ == 0)
+        fail(ErrorKind::value, "stream 0 is forbidden by the protocols (ambiguous); use 1 for the legacy default stream");
+    return reinterpret_cast<CUstream>(encoded_);
+}
+
+Stream Stream::create(int device, bool non_blocking) {
+    Driver& d = driver();
+    const ContextGuard guard(d, device);
+    CUstream s = nullptr;
+    d.call("cuStreamCreate", d.api().stream_create, &s, non_blocking ? cu::kStreamNonBlocking : 0u);
+    return Stream(StreamRef::from_handle(s), device, true);
+}
+
+Stream::~Stream() {
+    if (!owning_) return;
+    try {
+        Driver& d = driver();
+        // Destroying a stream with pending work is legal: the driver finishes it, then frees.
+        d.try_call(d.raw().stream_destroy, ref_.handle());
+    } catch (...) {  // no usable driver left (exit): nothing to free
+    }
+}
+
+void Stream::synchronize() const {
+    Driver& d = driver();
+    const ContextGuard guard(d, device_);
+    d.call("cuStreamSynchronize", d.api().stream_synchronize, ref_.handle());
+}
+
+Event::Event(int device) : device_(device) {
+    Driver& d = driver();
+    const ContextGuard guard(d, device);
+    d.call("cuEventCreate", d.api().event_create, &event_, cu::kEventDisableTiming);
+}
+
+Event::~Event() {
+    if (!event_) return;
+    try {
+        Driver& d = driver();
+        d.try_call(d.raw().event_destroy, event_);
+    } catch (...) {
+    }
+}
+
+void Event::record(StreamRef stream) {
+    Driver& d = driver();
+    const ContextGuard guard(d, device_);  // the legacy stream is per context
+    d.call("cuEventRecord", d.api().event_record, event_, stream.handle());
+}
+
+void Event::wait(StreamRef stream) const {
+    Driver& d = driver();
+    const ContextGuard guard(d, device_);
+    d.call("cuStreamWaitEvent", d.api().stream_wait_event, stream.handle(), event_, 0u);
+}
+
+void Event::synchronize() const {
+    Driver& d = driver();
+    d.call("cuEventSynchronize", d.api().event_synchronize, event_);
+}
+
+void order(StreamRef after, StreamRef before, Device device) {
+    // The cheap cases first: they need no driver at all (CPU-only processes call this too).
+    if (after.is_none() || before.is_none() || after == before) return;
+    if (after.encoded() == 0 || before.encoded() == 0) (void)StreamRef(0).handle();  // throws
+    if (!device.is_cuda_family())
+        fail(ErrorKind::value, "stream ordering needs a CUDA device, found ", device.name());
+
+    Driver& d = driver();
+    const ContextGuard guard(d, device.id);
+    const CUevent event = d.acquire_event(device.id);
+    struct Return {  // back to the pool on every path, including a failed record or wait
+        Driver& d;
+        int ordinal;
+        CUevent event;
+        ~Return() { d.release_event(ordinal, event); }
+    } give_back{d, device.id, event};
+    d.call("cuEventRecord", d.api().event_record, event, after.handle());
+    d.call("cuStreamWaitEvent", d.api().stream_wait_event, before.handle(), event, 0u);
+}
+
+}  // namespace stridex::cuda

@@ -1,0 +1,468 @@
+// A test double of the CUDA driver: the calls stridex makes, implemented in memory.
+//
+// It keeps a call log (readable strings, addresses relative to the reservation that holds them),
+// checks every call against the driver's documented rules (violations are logged and answered with
+// CUDA_ERROR_INVALID_VALUE, so a bug shows up as a failed expectation), can fail the n-th call of
+// any function, and backs allocations with host bytes so copies can be checked. Single-threaded.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <utility>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stridex/cuda/driver.hpp"
+
+namespace stridex_test {
+
+using namespace stridex::cuda;
+
+inline constexpr std::size_t MiB = std::size_t{1} << 20;
+
+class FakeDriver {
+public:
+    // ---- configuration (set before the DriverOverride is made) ----
+    int devices = 1;
+    std::size_t granularity = 2 * MiB;
+    CUresult init_result = result::success;
+    std::vector<int> vmm_supported;          // per device; empty = all supported
+    std::vector<std::vector<int>> no_peer;   // pairs {a, b}: a cannot access b
+    bool pointer_attributes_need_context = false;
+
+    // ---- observation ----
+    std::vector<std::string> log;         // VMM, copy, sync, stream and event calls
+    std::vector<std::string> ctx_log;     // context calls (set_current, retain, release)
+    std::vector<std::string> violations;  // rule breaks; tests expect none
+    CUcontext current = nullptr;          // the calling thread's current context
+    int events_created = 0, events_destroyed = 0;
+
+    // The n-th call (1 = the next one) of `call` ("cuMemCreate") returns `r`.
+    void fail_nth(const std::string& call, int nth, CUresult r) { failures_[call] = {nth, r}; }
+
+    // A range pointer_info should know: type 1 host (pinned), 2 device; managed flag.
+    void add_pointer_range(CUdeviceptr base, std::size_t size, unsigned type, bool managed, int ordinal) {
+        ranges_.push_back({base, size, type, managed, ordinal});
+    }
+
+    CUcontext context_of(int ordinal) const { return reinterpret_cast<CUcontext>(std::uintptr_t{0x1000} + 0x100 * ordinal); }
+    int retained(int ordinal) const { return retained_.count(ordinal) ? retained_.at(ordinal) : 0; }
+
+    std::size_t live_allocations() const { return allocations_.size(); }
+    std::size_t live_mappings() const { return mappings_.size(); }
+    std::size_t live_reservations() const { return reservations_.size(); }
+    // Nothing left behind and no rule broken.
+    void expect_clean() const {
+        EXPECT_TRUE(violations.empty()) << "first violation: " << (violations.empty() ? "" : violations.front());
+        EXPECT_EQ(live_mappings(), 0u);
+        EXPECT_EQ(live_allocations(), 0u);
+        EXPECT_EQ(live_reservations(), 0u);
+    }
+    // Access granted on the mapping at `address`, as "dev0,dev1".
+    std::string access_of(CUdeviceptr address) const {
+        auto it = mappings_.find(address);
+        if (it == mappings_.end()) return "unmapped";
+        std::string out;
+        for (int d : it->second.access) out += (out.empty() ? "dev" : ",dev") + std::to_string(d);
+        return out;
+    }
+    // Direct access to the bytes behind a mapped device address (the test's "kernel").
+    std::byte* bytes_at(CUdeviceptr address) {
+        for (auto& [start, m] : mappings_)
+            if (address >= start && address < start + m.size) return allocations_.at(m.handle).bytes.data() + (address - start);
+        return nullptr;
+    }
+    std::vector<std::string> take_log() { return std::exchange(log, {}); }
+
+    DriverTable table() const;
+
+    // ---- the fake calls (public for the trampolines) ----
+    CUresult injected(const char* call) {
+        auto it = failures_.find(call);
+        if (it == failures_.end() || --it->second.first > 0) return result::success;
+        const CUresult r = it->second.second;
+        failures_.erase(it);
+        log.push_back(std::string(call) + " -> injected error " + std::to_string(r));
+        return r;
+    }
+    CUresult violation(std::string what) {
+        violations.push_back(std::move(what));
+        return result::invalid_value;
+    }
+    bool valid_ordinal(int o) const { return o >= 0 && o < devices; }
+    int ordinal_of(CUdevice d) const { return d - 100; }
+    int ordinal_of(CUcontext c) const { return static_cast<int>((reinterpret_cast<std::uintptr_t>(c) - 0x1000) / 0x100); }
+    std::string where(CUdeviceptr a) const {
+        for (auto& [base, size] : reservations_)
+            if (a >= base && a < base + size) return "+" + sz(a - base);
+        return "0x" + hex(a);
+    }
+    static std::string hex(std::uint64_t v) {
+        char b[24];
+        std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(v));
+        return b;
+    }
+    static std::string sz(std::size_t n) { return n % MiB == 0 ? std::to_string(n / MiB) + "M" : std::to_string(n); }
+    static std::string stream_name(CUstream s) {
+        const auto v = reinterpret_cast<std::uintptr_t>(s);
+        return v == 1 ? "legacy" : v == 2 ? "per_thread" : "s" + hex(v);
+    }
+    std::string handle_name(CUmemGenericAllocationHandle h) const { return "h" + std::to_string(h); }
+    CUresult need_context(const char* call) {
+        return current ? result::success : violation(std::string(call) + " without a current context");
+    }
+
+    CUresult device_get(CUdevice* d, int ordinal) {
+        if (!valid_ordinal(ordinal)) return result::invalid_device;
+        *d = 100 + ordinal;
+        return result::success;
+    }
+    CUresult device_get_attribute(int* v, int attribute, CUdevice d) {
+        if (attribute != cu::kDeviceAttrVirtualMemoryManagementSupported) return violation("unexpected attribute");
+        const int o = ordinal_of(d);
+        *v = vmm_supported.empty() ? 1 : vmm_supported.at(static_cast<std::size_t>(o));
+        return result::success;
+    }
+    CUresult can_access_peer(int* v, CUdevice a, CUdevice b) {
+        *v = 1;
+        for (auto& p : no_peer)
+            if (p[0] == ordinal_of(a) && p[1] == ordinal_of(b)) *v = 0;
+        return result::success;
+    }
+    CUresult primary_retain(CUcontext* c, CUdevice d) {
+        const int o = ordinal_of(d);
+        if (!valid_ordinal(o)) return result::invalid_device;
+        ++retained_[o];
+        ctx_log.push_back("retain dev" + std::to_string(o));
+        *c = context_of(o);
+        return result::success;
+    }
+    CUresult primary_release(CUdevice d) {
+        const int o = ordinal_of(d);
+        if (retained(o) == 0) return violation("release of a primary context never retained");
+        --retained_[o];
+        ctx_log.push_back("release dev" + std::to_string(o));
+        return result::success;
+    }
+    CUresult set_current(CUcontext c) {
+        ctx_log.push_back(c ? "set ctx" + std::to_string(ordinal_of(c)) : "set none");
+        current = c;
+        return result::success;
+    }
+    CUresult synchronize() {
+        if (CUresult r = need_context("cuCtxSynchronize")) return r;
+        if (CUresult r = injected("cuCtxSynchronize")) return r;
+        log.push_back("sync dev" + std::to_string(ordinal_of(current)));
+        return result::success;
+    }
+    CUresult pointer_attributes(unsigned n, int* attrs, void** data, CUdeviceptr p) {
+        if (pointer_attributes_need_context && !current) return result::invalid_context;
+        log.push_back("pointer_attributes 0x" + hex(p));
+        const Range* hit = nullptr;
+        for (auto& r : ranges_)
+            if (p >= r.base && p < r.base + r.size) hit = &r;
+        for (unsigned i = 0; i < n; ++i) {
+            switch (attrs[i]) {  // widths as the real driver writes them; booleans as one byte
+                case cu::kPointerAttrMemoryType: *static_cast<unsigned*>(data[i]) = hit ? hit->type : 0; break;
+                case cu::kPointerAttrIsManaged: *static_cast<bool*>(data[i]) = hit && hit->managed; break;
+                case cu::kPointerAttrDeviceOrdinal: *static_cast<int*>(data[i]) = hit ? hit->ordinal : -2; break;
+                case cu::kPointerAttrRangeStartAddr: *static_cast<CUdeviceptr*>(data[i]) = hit ? hit->base : 0; break;
+                case cu::kPointerAttrRangeSize: *static_cast<std::size_t*>(data[i]) = hit ? hit->size : 0; break;
+                default: return violation("unexpected pointer attribute " + std::to_string(attrs[i]));
+            }
+        }
+        return result::success;
+    }
+    CUresult stream_create(CUstream* s, unsigned flags) {
+        if (CUresult r = need_context("cuStreamCreate")) return r;
+        *s = reinterpret_cast<CUstream>(std::uintptr_t{0x5000} + 0x10 * ++streams_);
+        log.push_back("stream_create " + stream_name(*s) + (flags ? " non_blocking" : ""));
+        return result::success;
+    }
+    CUresult stream_destroy(CUstream s) {
+        log.push_back("stream_destroy " + stream_name(s));
+        return result::success;
+    }
+    CUresult event_create(CUevent* e, unsigned flags) {
+        if (CUresult r = need_context("cuEventCreate")) return r;
+        if (flags != cu::kEventDisableTiming) return violation("event without CU_EVENT_DISABLE_TIMING");
+        *e = reinterpret_cast<CUevent>(std::uintptr_t{0x9000} + ++events_created);
+        log.push_back("event_create e" + std::to_string(events_created));
+        return result::success;
+    }
+    CUresult event_destroy(CUevent) {
+        ++events_destroyed;
+        return result::success;
+    }
+    std::string event_name(CUevent e) const { return "e" + std::to_string(reinterpret_cast<std::uintptr_t>(e) - 0x9000); }
+    CUresult event_record(CUevent e, CUstream s) {
+        if (CUresult r = need_context("cuEventRecord")) return r;
+        if (CUresult r = injected("cuEventRecord")) return r;
+        log.push_back("record " + event_name(e) + " on " + stream_name(s) + " ctx" + std::to_string(ordinal_of(current)));
+        return result::success;
+    }
+    CUresult stream_wait_event(CUstream s, CUevent e, unsigned flags) {
+        if (flags != 0) return violation("cuStreamWaitEvent flags");
+        if (CUresult r = injected("cuStreamWaitEvent")) return r;
+        log.push_back("wait " + stream_name(s) + " on " + event_name(e));
+        return result::success;
+    }
+
+    CUresult reserve(CUdeviceptr* p, std::size_t size, std::size_t alignment, CUdeviceptr hint, unsigned long long flags) {
+        if (CUresult r = need_context("cuMemAddressReserve")) return r;
+        if (size == 0 || size % granularity || alignment % granularity || hint || flags)
+            return violation("cuMemAddressReserve arguments");
+        if (CUresult r = injected("cuMemAddressReserve")) return r;
+        next_va_ = (next_va_ + size + 0xfffffff) & ~CUdeviceptr{0xfffffff};  // leave gaps between ranges
+        *p = next_va_;
+        reservations_[*p] = size;
+        log.push_back("reserve " + sz(size));
+        return result::success;
+    }
+    CUresult address_free(CUdeviceptr p, std::size_t size) {
+        auto it = reservations_.find(p);
+        if (it == reservations_.end() || it->second != size) return violation("cuMemAddressFree of no exact reservation");
+        for (auto& [a, m] : mappings_)
+            if (a >= p && a < p + size) return violation("cuMemAddressFree with mappings left in the range");
+        log.push_back("free " + sz(size));
+        reservations_.erase(it);
+        return result::success;
+    }
+    CUresult create(CUmemGenericAllocationHandle* h, std::size_t size, const MemAllocationProp* prop, unsigned long long flags) {
+        if (CUresult r = need_context("cuMemCreate")) return r;
+        if (size == 0 || size % granularity || flags || prop->type != cu::kMemAllocationTypePinned ||
+            prop->location.type != cu::kMemLocationTypeDevice || !valid_ordinal(prop->location.id) ||
+            prop->requested_handle_types != cu::kMemHandleTypeNone || prop->win32_handle_meta_data)
+            return violation("cuMemCreate arguments");
+        if (CUresult r = injected("cuMemCreate")) return r;
+        *h = next_handle_++;
+        allocations_[*h] = {size, prop->location.id, std::vector<std::byte>(size), 0, false};
+        log.push_back("create dev" + std::to_string(prop->location.id) + " " + sz(size) + " -> " + handle_name(*h));
+        return result::success;
+    }
+    CUresult release(CUmemGenericAllocationHandle h) {
+        auto it = allocations_.find(h);
+        if (it == allocations_.end() || it->second.released) return violation("cuMemRelease of an unknown handle");
+        if (CUresult r = injected("cuMemRelease")) return r;
+        log.push_back("release " + handle_name(h));
+        it->second.released = true;
+        if (it->second.mappings == 0) allocations_.erase(it);  // memory lives while mapped (§7.7)
+        return result::success;
+    }
+    CUresult map(CUdeviceptr p, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags) {
+        if (CUresult r = need_context("cuMemMap")) return r;
+        auto it = allocations_.find(h);
+        if (it == allocations_.end() || it->second.released) return violation("cuMemMap of an unknown handle");
+        if (offset != 0 || flags || size != it->second.size || p % granularity) return violation("cuMemMap arguments");
+        bool inside = false;
+        for (auto& [base, rs] : reservations_) inside = inside || (p >= base && p + size <= base + rs);
+        if (!inside) return violation("cuMemMap outside every reservation");
+        for (auto& [a, m] : mappings_)
+            if (p < a + m.size && a < p + size) return violation("cuMemMap over an existing mapping");
+        if (CUresult r = injected("cuMemMap")) return r;
+        mappings_[p] = {size, h, {}};
+        ++it->second.mappings;
+        log.push_back("map " + where(p) + " " + sz(size) + " " + handle_name(h));
+        return result::success;
+    }
+    CUresult unmap(CUdeviceptr p, std::size_t size) {
+        if (CUresult r = need_context("cuMemUnmap")) return r;
+        auto it = mappings_.find(p);
+        if (it == mappings_.end() || it->second.size != size) return violation("cuMemUnmap of no whole mapping at " + where(p));
+        if (CUresult r = injected("cuMemUnmap")) return r;
+        log.push_back("unmap " + where(p) + " " + sz(size));
+        auto& a = allocations_.at(it->second.handle);
+        if (--a.mappings == 0 && a.released) allocations_.erase(it->second.handle);
+        mappings_.erase(it);
+        return result::success;
+    }
+    CUresult set_access(CUdeviceptr p, std::size_t size, const MemAccessDesc* desc, std::size_t count) {
+        if (CUresult r = need_context("cuMemSetAccess")) return r;
+        if (count == 0) return violation("cuMemSetAccess with no descriptors");
+        for (CUdeviceptr a = p; a < p + size;) {  // the range must be mapped throughout
+            auto it = mappings_.find(a);
+            if (it == mappings_.end()) return violation("cuMemSetAccess over unmapped memory at " + where(a));
+            a += it->second.size;
+        }
+        std::string devs;
+        for (std::size_t i = 0; i < count; ++i) {
+            if (desc[i].location.type != cu::kMemLocationTypeDevice || desc[i].flags != cu::kMemAccessReadWrite ||
+                !valid_ordinal(desc[i].location.id))
+                return violation("cuMemSetAccess descriptor");
+            devs += (i ? ",dev" : "dev") + std::to_string(desc[i].location.id);
+        }
+        if (CUresult r = injected("cuMemSetAccess")) return r;
+        for (CUdeviceptr a = p; a < p + size; a += mappings_.at(a).size)
+            for (std::size_t i = 0; i < count; ++i) mappings_.at(a).access.push_back(desc[i].location.id);
+        log.push_back("access " + where(p) + " " + sz(size) + " " + devs);
+        return result::success;
+    }
+    CUresult granularity_of(std::size_t* g, const MemAllocationProp* prop, int option) {
+        if (option != cu::kMemGranularityMinimum || !valid_ordinal(prop->location.id)) return violation("granularity query");
+        *g = granularity;
+        return result::success;
+    }
+    CUresult copy(CUdeviceptr dev, void* host, std::size_t bytes, bool to_host) {
+        if (CUresult r = need_context(to_host ? "cuMemcpyDtoH" : "cuMemcpyHtoD")) return r;
+        std::byte* mem = bytes_at(dev);
+        auto it = mappings_.upper_bound(dev);
+        if (!mem || it == mappings_.begin() || dev + bytes > std::prev(it)->first + std::prev(it)->second.size)
+            return violation("copy outside one mapping at " + where(dev));
+        if (std::prev(it)->second.access.empty()) return violation("copy from memory without access");
+        if (CUresult r = injected(to_host ? "cuMemcpyDtoH" : "cuMemcpyHtoD")) return r;
+        if (to_host)
+            std::memcpy(host, mem, bytes);
+        else
+            std::memcpy(mem, host, bytes);
+        log.push_back(std::string(to_host ? "dtoh " : "htod ") + where(dev) + " " + sz(bytes));
+        return result::success;
+    }
+
+private:
+    struct Range {
+        CUdeviceptr base;
+        std::size_t size;
+        unsigned type;
+        bool managed;
+        int ordinal;
+    };
+    struct Allocation {
+        std::size_t size;
+        int device;
+        std::vector<std::byte> bytes;
+        int mappings;
+        bool released;
+    };
+    struct Mapping {
+        std::size_t size;
+        CUmemGenericAllocationHandle handle;
+        std::vector<int> access;
+    };
+    std::map<std::string, std::pair<int, CUresult>> failures_;
+    std::vector<Range> ranges_;
+    std::map<int, int> retained_;
+    std::map<CUdeviceptr, std::size_t> reservations_;
+    std::map<CUmemGenericAllocationHandle, Allocation> allocations_;
+    std::map<CUdeviceptr, Mapping> mappings_;
+    CUdeviceptr next_va_ = 0x7f0000000000;
+    CUmemGenericAllocationHandle next_handle_ = 1;
+    int streams_ = 0;
+};
+
+// The instance the table's plain function pointers forward to.
+inline FakeDriver* g_fake = nullptr;
+
+inline CUresult fake_error_name(CUresult r, const char** s) {
+    switch (r) {
+        case 0: *s = "CUDA_SUCCESS"; return 0;
+        case 1: *s = "CUDA_ERROR_INVALID_VALUE"; return 0;
+        case 2: *s = "CUDA_ERROR_OUT_OF_MEMORY"; return 0;
+        case 4: *s = "CUDA_ERROR_DEINITIALIZED"; return 0;
+        case 100: *s = "CUDA_ERROR_NO_DEVICE"; return 0;
+        case 201: *s = "CUDA_ERROR_INVALID_CONTEXT"; return 0;
+        default: *s = nullptr; return result::invalid_value;  // as the real driver does
+    }
+}
+inline CUresult fake_error_string(CUresult r, const char** s) {
+    switch (r) {
+        case 0: *s = "no error"; return 0;
+        case 1: *s = "invalid argument"; return 0;
+        case 2: *s = "out of memory"; return 0;
+        case 4: *s = "driver shutting down"; return 0;
+        case 100: *s = "no CUDA-capable device is detected"; return 0;
+        case 201: *s = "invalid device context"; return 0;
+        default: *s = nullptr; return result::invalid_value;
+    }
+}
+
+inline DriverTable FakeDriver::table() const {
+    DriverTable t{};
+    t.get_error_name = fake_error_name;
+    t.get_error_string = fake_error_string;
+    t.init = [](unsigned flags) { return flags ? result::invalid_value : g_fake->init_result; };
+    t.driver_get_version = [](int* v) { return *v = 13000, result::success; };
+    t.device_get_count = [](int* n) { return *n = g_fake->devices, result::success; };
+    t.device_get = [](CUdevice* d, int o) { return g_fake->device_get(d, o); };
+    t.device_get_attribute = [](int* v, int a, CUdevice d) { return g_fake->device_get_attribute(v, a, d); };
+    t.device_can_access_peer = [](int* v, CUdevice a, CUdevice b) { return g_fake->can_access_peer(v, a, b); };
+    t.device_primary_ctx_retain = [](CUcontext* c, CUdevice d) { return g_fake->primary_retain(c, d); };
+    t.device_primary_ctx_release = [](CUdevice d) { return g_fake->primary_release(d); };
+    t.ctx_get_current = [](CUcontext* c) { return *c = g_fake->current, result::success; };
+    t.ctx_set_current = [](CUcontext c) { return g_fake->set_current(c); };
+    t.ctx_synchronize = [] { return g_fake->synchronize(); };
+    t.ctx_get_device = [](CUdevice* d) {
+        if (!g_fake->current) return result::invalid_context;
+        return *d = 100 + g_fake->ordinal_of(g_fake->current), result::success;
+    };
+    t.pointer_get_attributes = [](unsigned n, int* a, void** d, CUdeviceptr p) {
+        return g_fake->pointer_attributes(n, a, d, p);
+    };
+    t.stream_create = [](CUstream* s, unsigned f) { return g_fake->stream_create(s, f); };
+    t.stream_destroy = [](CUstream s) { return g_fake->stream_destroy(s); };
+    t.stream_synchronize = [](CUstream) { return result::success; };
+    t.stream_wait_event = [](CUstream s, CUevent e, unsigned f) { return g_fake->stream_wait_event(s, e, f); };
+    t.event_create = [](CUevent* e, unsigned f) { return g_fake->event_create(e, f); };
+    t.event_record = [](CUevent e, CUstream s) { return g_fake->event_record(e, s); };
+    t.event_synchronize = [](CUevent) { return result::success; };
+    t.event_destroy = [](CUevent e) { return g_fake->event_destroy(e); };
+    t.mem_address_reserve = [](CUdeviceptr* p, std::size_t s, std::size_t a, CUdeviceptr h, unsigned long long f) {
+        return g_fake->reserve(p, s, a, h, f);
+    };
+    t.mem_address_free = [](CUdeviceptr p, std::size_t s) { return g_fake->address_free(p, s); };
+    t.mem_create = [](CUmemGenericAllocationHandle* h, std::size_t s, const MemAllocationProp* p, unsigned long long f) {
+        return g_fake->create(h, s, p, f);
+    };
+    t.mem_release = [](CUmemGenericAllocationHandle h) { return g_fake->release(h); };
+    t.mem_map = [](CUdeviceptr p, std::size_t s, std::size_t o, CUmemGenericAllocationHandle h, unsigned long long f) {
+        return g_fake->map(p, s, o, h, f);
+    };
+    t.mem_unmap = [](CUdeviceptr p, std::size_t s) { return g_fake->unmap(p, s); };
+    t.mem_set_access = [](CUdeviceptr p, std::size_t s, const MemAccessDesc* d, std::size_t n) {
+        return g_fake->set_access(p, s, d, n);
+    };
+    t.mem_get_allocation_granularity = [](std::size_t* g, const MemAllocationProp* p, int o) {
+        return g_fake->granularity_of(g, p, o);
+    };
+    t.memcpy_dtoh = [](void* h, CUdeviceptr d, std::size_t n) { return g_fake->copy(d, h, n, true); };
+    t.memcpy_htod = [](CUdeviceptr d, const void* h, std::size_t n) {
+        return g_fake->copy(d, const_cast<void*>(h), n, false);
+    };
+    return t;
+}
+
+// A fake driver installed as stridex's driver for the scope of a test.
+class FakeCuda {
+public:
+    explicit FakeCuda(int devices = 1, std::size_t granularity = 2 * MiB, CUresult init = result::success)
+        : fake_(configure(devices, granularity, init)), install_(&fake_), override_(fake_.table()) {}
+    FakeDriver* operator->() { return &fake_; }
+    FakeDriver& operator*() { return fake_; }
+    Driver& driver() { return override_.driver(); }
+
+private:
+    static FakeDriver configure(int devices, std::size_t granularity, CUresult init) {
+        FakeDriver f;
+        f.devices = devices;
+        f.granularity = granularity;
+        f.init_result = init;
+        return f;
+    }
+    // Points g_fake at the fake for exactly as long as the overriding Driver lives: that Driver's
+    // destructor still calls the fake (releasing contexts and pooled events).
+    struct Install {
+        FakeDriver* previous;
+        explicit Install(FakeDriver* f) : previous(std::exchange(g_fake, f)) {}
+        ~Install() { g_fake = previous; }
+    };
+    FakeDriver fake_;
+    Install install_;
+    DriverOverride override_;
+};
+
+}  // namespace stridex_test
