@@ -5,6 +5,7 @@
 #include "bindings.hpp"
 #include "stridex/device.hpp"
 #include "stridex/dtype.hpp"
+#include "stridex/error.hpp"
 
 namespace nb = nanobind;
 

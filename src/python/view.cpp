@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "export.hpp"
 #include "py_owner.hpp"
 
 namespace nb = nanobind;
@@ -99,7 +100,8 @@ nb::object derived(const PyView& self, View v) { return wrap_view(std::move(v), 
 }  // namespace
 
 void bind_view(nb::module_& m) {
-    nb::class_<PyView>(m, "View", "A zero-copy strided view of CPU or GPU memory owned by another object.")
+    nb::class_<PyView>(m, "View", "A zero-copy strided view of CPU or GPU memory owned by another object.",
+                       nb::type_slots(view_type_slots()), nb::pooled())
         .def_prop_ro("ptr", [](const PyView& s) { return reinterpret_cast<std::uintptr_t>(s.view.ptr()); },
                      "Address of element 0 (data pointer plus byte offset).")
         .def_prop_ro("shape", [](const PyView& s) { return int_tuple(s.view.shape()); })
@@ -117,7 +119,7 @@ void bind_view(nb::module_& m) {
         .def_prop_ro("is_dense", [](const PyView& s) { return s.view.layout().is_dense(); })
         .def_prop_ro("owner", [](const PyView& s) { return s.source; }, "The object whose memory this is (kept alive).")
         .def_prop_ro("stream", [](const PyView& s) -> nb::object {
-            return s.view.stream() == kNoStream ? nb::none() : nb::int_(s.view.stream());
+            return s.view.stream() == kNoStream ? nb::object(nb::none()) : nb::object(nb::int_(s.view.stream()));
         }, "The CUDA stream the data is ready on (DLPack encoding), or None when nothing is pending.")
         .def("__len__", [](const PyView& s) {
             if (s.view.ndim() == 0) fail(ErrorKind::type, "len() of a 0-d view");

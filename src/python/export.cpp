@@ -1,0 +1,492 @@
+// Export of stridex.View: __dlpack__, __dlpack_device__, __cuda_array_interface__,
+// __array_interface__ and __array__ (the buffer protocol is in export_buffer.cpp, the C exchange
+// API in exchange_api.cpp). The decisions are written down once, in docs/export.md.
+//
+// The DLPack entry points are plain CPython vectorcall methods, not nanobind functions: they are
+// the hot path of every `from_dlpack(view)`, and keyword parsing against interned names costs a few
+// pointer compares. Everything they call is C++; no Python code runs on export.
+#include "export.hpp"
+
+#include <nanobind/stl/string.h>
+
+#include <optional>
+#include <string>
+
+#include "bindings.hpp"
+#include "stridex/copy.hpp"
+#include "stridex/cuda/stream.hpp"
+
+namespace nb = nanobind;
+
+namespace stridex::python {
+
+namespace {
+
+PyTypeObject* g_view_type = nullptr;
+
+// Interned keyword names: a consumer's `stream=` arrives as the interned "stream", so the usual
+// match is one pointer compare.
+PyObject* s_stream = nullptr;
+PyObject* s_max_version = nullptr;
+PyObject* s_dl_device = nullptr;
+PyObject* s_copy = nullptr;
+
+constexpr const char* kVersionedName = "dltensor_versioned";
+constexpr const char* kLegacyName = "dltensor";
+constexpr const char* kUsedVersionedName = "used_dltensor_versioned";
+constexpr const char* kUsedLegacyName = "used_dltensor";
+
+// ---- capsules ---------------------------------------------------------------------------------
+
+// Runs the deleter of an unconsumed capsule. A capsule may die while an exception is propagating
+// (the consumer failed half-way), so the pending exception is saved around the deleter, and any
+// error the capsule access itself raises is reported as unraisable rather than replacing it.
+template <class Managed>
+void capsule_destructor(PyObject* capsule, const char* name, const char* used_name) noexcept {
+    if (PyCapsule_IsValid(capsule, used_name)) return;  // consumed: the consumer owns the deleter
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject* pending = PyErr_GetRaisedException();
+#else
+    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+    PyErr_Fetch(&type, &value, &traceback);
+#endif
+    auto* managed = static_cast<Managed*>(PyCapsule_GetPointer(capsule, name));
+    if (managed == nullptr)
+        PyErr_WriteUnraisable(capsule);
+    else if (managed->deleter)
+        managed->deleter(managed);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(pending);
+#else
+    PyErr_Restore(type, value, traceback);
+#endif
+}
+
+void versioned_destructor(PyObject* capsule) noexcept {
+    capsule_destructor<dlpack::DLManagedTensorVersioned>(capsule, kVersionedName, kUsedVersionedName);
+}
+void legacy_destructor(PyObject* capsule) noexcept {
+    capsule_destructor<dlpack::DLManagedTensor>(capsule, kLegacyName, kUsedLegacyName);
+}
+
+// ---- argument parsing -------------------------------------------------------------------------
+
+bool is_none(PyObject* o) noexcept { return o == nullptr || o == Py_None; }
+
+const char* type_name(PyObject* o) noexcept { return Py_TYPE(o)->tp_name; }
+
+// An int argument (int subclasses such as IntEnum included; bool excluded).
+long long int_argument(PyObject* o, const char* what) {
+    if (!PyLong_Check(o) || PyBool_Check(o)) fail(ErrorKind::type, what, " must be an int, found ", type_name(o));
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow != 0) fail(ErrorKind::value, what, " does not fit in 64 bits");
+    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+    return v;
+}
+
+// A pair of ints, as a tuple (or list): max_version and dl_device.
+std::pair<long long, long long> int_pair(PyObject* o, const char* what) {
+    if (!PyTuple_Check(o) && !PyList_Check(o))
+        fail(ErrorKind::type, what, " must be a tuple of two ints, found ", type_name(o));
+    if (PySequence_Fast_GET_SIZE(o) != 2)
+        fail(ErrorKind::type, what, " must be a tuple of two ints, found ", PySequence_Fast_GET_SIZE(o), " items");
+    PyObject** items = PySequence_Fast_ITEMS(o);
+    return {int_argument(items[0], what), int_argument(items[1], what)};
+}
+
+// The consumer's stream; nullopt for None. 0 and values below -1 are ValueError whatever the device.
+std::optional<std::intptr_t> parse_stream(PyObject* o) {
+    if (is_none(o)) return std::nullopt;
+    const long long v = int_argument(o, "__dlpack__: stream");
+    if (v == 0)
+        fail(ErrorKind::value, "__dlpack__: stream 0 is forbidden (ambiguous between the legacy and the per-thread "
+                               "default stream); pass 1 for the legacy default stream, 2 for per-thread, or -1 for "
+                               "no synchronization");
+    if (v < -1) fail(ErrorKind::value, "__dlpack__: stream must be -1, 1, 2 or a CUDA stream handle, found ", v);
+    return static_cast<std::intptr_t>(v);
+}
+
+bool parse_max_version(PyObject* o) {
+    if (is_none(o)) return false;  // a consumer that sends nothing reads only legacy capsules
+    const auto [major, minor] = int_pair(o, "__dlpack__: max_version");
+    (void)minor;  // any minor of major 1 reads a 1.x capsule: a new minor only adds enum values
+    return major >= 1;
+}
+
+std::optional<Device> parse_dl_device(PyObject* o) {
+    if (is_none(o)) return std::nullopt;
+    const auto [type, id] = int_pair(o, "__dlpack__: dl_device");
+    if (type < 0 || type > INT32_MAX || id < 0 || id > INT32_MAX)
+        fail(ErrorKind::buffer, "__dlpack__: dl_device (", type, ", ", id, ") is not a DLPack device");
+    return Device::from_raw(static_cast<std::int32_t>(type), static_cast<std::int32_t>(id));
+}
+
+std::optional<bool> parse_copy(PyObject* o) {
+    if (is_none(o)) return std::nullopt;
+    if (o == Py_True) return true;
+    if (o == Py_False) return false;
+    fail(ErrorKind::type, "__dlpack__: copy must be True, False or None, found ", type_name(o));
+}
+
+// ---- __dlpack__ ---------------------------------------------------------------------------------
+
+struct DlpackArgs {
+    PyObject* stream = nullptr;
+    PyObject* max_version = nullptr;
+    PyObject* dl_device = nullptr;
+    PyObject* copy = nullptr;
+};
+
+[[noreturn, gnu::cold]] void fail_copy_engine(const View& v, Device target) {
+    fail(ErrorKind::buffer, "__dlpack__: exporting ", v.device().name(), " memory to ", target.name(),
+         " needs a copy that involves device memory; stridex copies host memory only for now (device copies "
+         "arrive with the CUDA copy engine). Copy with the producer framework, or ask for dl_device=(1, 0) from "
+         "host-accessible memory");
+}
+
+// The semantics of one __dlpack__ call (docs/export.md, "__dlpack__"):
+//   target = dl_device or the view's device;
+//   host-accessible memory (pinned, managed) asked for as CPU is relabelled, not copied;
+//   copy=True, or a target the memory cannot be read on, copies (host to host only, IS_COPIED);
+//   the consumer's stream is ordered after the view's stream with an event; host consumers of
+//   CUDA host memory with pending work get a host sync, which is the only order they can see.
+PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
+    const View& v = py_view(self).view;
+    const std::optional<std::intptr_t> stream = parse_stream(a.stream);
+    const bool versioned = parse_max_version(a.max_version);
+    const std::optional<Device> requested = parse_dl_device(a.dl_device);
+    const std::optional<bool> copy = parse_copy(a.copy);
+
+    const Device source = v.device();
+    const Device target = requested.value_or(source);
+    const bool relabel = target != source && target == Device::cpu() && source.host_accessible();
+    const bool needs_copy = target != source && !relabel;
+    if (needs_copy && copy == false)
+        fail(ErrorKind::buffer, "__dlpack__: copy=False, but ", source.name(), " memory can only reach ",
+             target.name(), " through a copy");
+    const bool copying = needs_copy || copy == true;
+
+    // The stream belongs to the consumer's device (the target): CUDA devices take stream values,
+    // every other device only "none" (None) or "no synchronization" (-1).
+    if (stream && *stream != kNoStream && !target.is_cuda_family())
+        fail(ErrorKind::buffer, "__dlpack__: stream ", *stream, " for a ", target.name(),
+             " consumer; devices without CUDA streams take only stream=None (or -1)");
+
+    if (copying) {
+        if (!source.host_accessible() || target != Device::cpu()) fail_copy_engine(v, target);
+        host_sync(v);  // the copy reads on the host
+        const View out = host_copy(v);
+        return dlpack_capsule(out, versioned, dlpack::kFlagIsCopied);
+    }
+    if (relabel) {
+        if (!stream) host_sync(v);  // a CPU consumer; -1 means it takes care of that itself
+        const View out(v.data(), v.byte_offset(), v.layout(), v.dtype(), Device::cpu(), v.readonly(), v.owner(),
+                       v.subbyte_padded());
+        return dlpack_capsule(out, versioned, 0);
+    }
+    if (source.is_cuda_family() && v.stream() != kNoStream) {
+        if (!stream && source.host_accessible())
+            host_sync(v);  // None: maybe a host reader (torch reads pinned memory as CPU memory)
+        else
+            cuda::order(cuda::StreamRef(v.stream()), cuda::StreamRef(stream.value_or(cuda::StreamRef::kLegacy)),
+                        source);
+    }
+    return dlpack_capsule(v, versioned, 0);
+}
+
+PyObject* dlpack_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) noexcept {
+    if (nargs != 0) {
+        PyErr_Format(PyExc_TypeError,
+                     "__dlpack__() takes no positional arguments (keyword-only: stream, max_version, dl_device, copy), "
+                     "but %zd were given",
+                     nargs);
+        return nullptr;
+    }
+    DlpackArgs a;
+    if (kwnames != nullptr) {
+        const Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
+        for (Py_ssize_t i = 0; i < n; ++i) {
+            PyObject* name = PyTuple_GET_ITEM(kwnames, i);
+            PyObject* value = args[i];
+            PyObject** slot = nullptr;
+            if (name == s_stream) slot = &a.stream;
+            else if (name == s_max_version) slot = &a.max_version;
+            else if (name == s_dl_device) slot = &a.dl_device;
+            else if (name == s_copy) slot = &a.copy;
+            // Not interned (built at run time, e.g. **{"str" + "eam": ...}): compare the text.
+            else if (PyUnicode_Compare(name, s_stream) == 0) slot = &a.stream;
+            else if (PyUnicode_Compare(name, s_max_version) == 0) slot = &a.max_version;
+            else if (PyUnicode_Compare(name, s_dl_device) == 0) slot = &a.dl_device;
+            else if (PyUnicode_Compare(name, s_copy) == 0) slot = &a.copy;
+            if (slot == nullptr) {
+                PyErr_Format(PyExc_TypeError,
+                             "__dlpack__() got an unexpected keyword argument '%U' (it takes stream, max_version, "
+                             "dl_device and copy)",
+                             name);
+                return nullptr;
+            }
+            *slot = value;
+        }
+    }
+    try {
+        return dlpack_export(self, a);
+    } catch (...) {
+        set_python_error_from_current_exception();
+        return nullptr;
+    }
+}
+
+PyObject* dlpack_device_method(PyObject* self, PyObject*) noexcept {
+    const Device d = py_view(self).view.device();
+    PyObject* type = PyLong_FromLong(static_cast<long>(d.type));
+    PyObject* id = type ? PyLong_FromLong(d.id) : nullptr;
+    PyObject* out = id ? PyTuple_Pack(2, type, id) : nullptr;
+    Py_XDECREF(type);
+    Py_XDECREF(id);
+    return out;
+}
+
+PyMethodDef g_dlpack_def{
+    "__dlpack__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&dlpack_method)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
+    "A DLPack capsule of this view: versioned (\"dltensor_versioned\", DLPack 1.3) when max_version >= (1, 0), "
+    "legacy (\"dltensor\") otherwise. READ_ONLY is set for read-only views (which a legacy capsule cannot carry: "
+    "BufferError). copy=True or a dl_device the memory is not on gives a host copy flagged IS_COPIED. The "
+    "consumer's stream is ordered after the view's pending work with an event (None: legacy default stream, -1: "
+    "no ordering, 0: ValueError)."};
+
+PyMethodDef g_dlpack_device_def{
+    "__dlpack_device__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&dlpack_device_method)),
+    METH_NOARGS, "__dlpack_device__($self, /)\n--\n\n(device_type, device_id) of the memory, as in the capsule."};
+
+// ---- interfaces ---------------------------------------------------------------------------------
+
+nb::tuple int_tuple(std::span<const std::int64_t> values, std::int64_t scale = 1) {
+    PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(values.size()));
+    if (!t) throw nb::python_error();
+    nb::tuple out = nb::steal<nb::tuple>(t);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        PyObject* item = PyLong_FromLongLong(values[i] * scale);
+        if (!item) throw nb::python_error();
+        PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), item);
+    }
+    return out;
+}
+
+// The typestr of a view for the interfaces; nullopt when the dtype has none (bfloat16, float8/6/4,
+// int4, vector types): those consumers then fall back to __dlpack__ (docs/export.md).
+std::optional<std::string> interface_typestr(const View& v) {
+    if (v.is_packed_subbyte() || v.dtype().lanes != 1) return std::nullopt;
+    try {
+        return v.dtype().typestr();
+    } catch (const Error&) {
+        return std::nullopt;
+    }
+}
+
+// Keys the two interfaces share: shape, typestr, descr, strides (None when C-contiguous, else
+// bytes), data (pointer of element 0, 0 when empty) and version 3.
+nb::dict interface_dict(const View& v, const std::string& typestr) {
+    nb::dict d;
+    d["shape"] = int_tuple(v.shape());
+    d["typestr"] = typestr;
+    nb::list descr;
+    descr.append(nb::make_tuple("", typestr));
+    d["descr"] = descr;
+    d["strides"] = v.layout().is_c_contiguous() ? nb::none() : nb::object(int_tuple(v.strides(), v.itemsize()));
+    const auto address = v.layout().empty() ? std::uintptr_t{0} : reinterpret_cast<std::uintptr_t>(v.ptr());
+    d["data"] = nb::make_tuple(nb::int_(address), nb::bool_(v.readonly()));
+    d["version"] = 3;
+    return d;
+}
+
+PyObject* attribute_error(const std::string& message) noexcept {
+    PyErr_SetString(PyExc_AttributeError, message.c_str());
+    return nullptr;
+}
+
+PyObject* cuda_array_interface_get(PyObject* self, void*) noexcept {
+    try {
+        const View& v = py_view(self).view;
+        const DeviceType t = v.device().type;
+        // AttributeError, not another error: consumers probe with hasattr/getattr and must fall
+        // through to the array interface or DLPack for memory CUDA kernels cannot take as is.
+        if (t != DeviceType::kCUDA && t != DeviceType::kCUDAManaged)
+            return attribute_error("__cuda_array_interface__: this stridex.View is " + v.device().name() +
+                                   " memory, not CUDA device or managed memory; use __dlpack__ or "
+                                   "__array_interface__");
+        const std::optional<std::string> typestr = interface_typestr(v);
+        if (!typestr)
+            return attribute_error("__cuda_array_interface__: dtype " + v.dtype().name() +
+                                   " has no typestr; use __dlpack__");
+        nb::dict d = interface_dict(v, *typestr);
+        // The stream the data is ready on: consumers wait on it. Never 0 (forbidden): a View made
+        // ready on "stream 0" was made ready on the legacy default stream.
+        const std::intptr_t s = v.stream();
+        d["stream"] = s == kNoStream ? nb::none() : nb::object(nb::int_(s == 0 ? cuda::StreamRef::kLegacy : s));
+        return d.release().ptr();
+    } catch (...) {
+        set_python_error_from_current_exception();
+        return nullptr;
+    }
+}
+
+PyObject* array_interface_get(PyObject* self, void*) noexcept {
+    try {
+        const View& v = py_view(self).view;
+        if (!v.device().host_accessible())
+            return attribute_error("__array_interface__: this stridex.View is " + v.device().name() +
+                                   " memory, which the CPU cannot read; use __dlpack__ or __cuda_array_interface__");
+        const std::optional<std::string> typestr = interface_typestr(v);
+        if (!typestr)
+            return attribute_error("__array_interface__: dtype " + v.dtype().name() +
+                                   " has no typestr; use __dlpack__ or numpy.asarray (through __array__)");
+        host_sync(v);  // the reader is the host
+        return interface_dict(v, *typestr).release().ptr();
+    } catch (...) {
+        set_python_error_from_current_exception();
+        return nullptr;
+    }
+}
+
+PyGetSetDef g_cai_def{"__cuda_array_interface__", &cuda_array_interface_get, nullptr,
+                      "CUDA array interface v3 (CUDA device and managed memory only; AttributeError otherwise).",
+                      nullptr};
+PyGetSetDef g_ai_def{"__array_interface__", &array_interface_get, nullptr,
+                     "NumPy array interface v3 (host-accessible memory only; AttributeError otherwise).", nullptr};
+
+// __array__: NumPy's last resort after the buffer protocol and __array_interface__, reached for
+// the dtypes those cannot describe (bfloat16, float8 ...: an unsigned integer array of the same
+// width, then viewed as the ml_dtypes type) and for device memory (a clear error instead of a 0-d
+// object array).
+nb::object array_method(nb::handle self, nb::handle dtype, nb::handle copy) {
+    const View& v = py_view(self.ptr()).view;
+    if (!v.device().host_accessible())
+        fail(ErrorKind::type, "cannot make a NumPy array of ", v.device().name(),
+             " memory without a copy to the host; copy with the owning framework first");
+    if (v.is_packed_subbyte())
+        fail(ErrorKind::buffer, "packed ", v.dtype().name(), " has no NumPy representation (one element a byte)");
+    if (v.dtype().lanes != 1)
+        fail(ErrorKind::buffer, "vector dtype ", v.dtype().name(), " has no NumPy representation");
+    nb::module_ numpy = nb::module_::import_("numpy");
+    std::optional<std::string> typestr = interface_typestr(v);
+    const bool retype = !typestr;
+    if (retype) {
+        const std::int64_t size = v.itemsize();
+        if (size != 1 && size != 2 && size != 4 && size != 8)
+            fail(ErrorKind::buffer, "dtype ", v.dtype().name(), " has no NumPy representation");
+        typestr = (size == 1 ? std::string("|u") : std::string("<u")) + std::to_string(size);
+    }
+    host_sync(v);
+    nb::object holder = nb::module_::import_("types").attr("SimpleNamespace")();
+    holder.attr("__array_interface__") = interface_dict(v, *typestr);
+    holder.attr("view") = self;  // the array's base keeps the view, and so the memory, alive
+    nb::object array = numpy.attr("asarray")(holder);
+    if (retype) array = array.attr("view")(self.attr("dtype").attr("numpy"));
+    const bool copy_true = copy.is(Py_True);
+    if (!dtype.is_none()) {
+        nb::object wanted = numpy.attr("dtype")(dtype);
+        if (!array.attr("dtype").equal(wanted)) {
+            if (copy.is(Py_False))
+                fail(ErrorKind::value, "__array__: copy=False, but dtype ", nb::str(wanted).c_str(),
+                     " needs a conversion of ", v.dtype().name());
+            return array.attr("astype")(wanted);
+        }
+    }
+    if (copy_true) return array.attr("copy")();
+    return array;
+}
+
+}  // namespace
+
+PyTypeObject* view_type() noexcept { return g_view_type; }
+
+void set_python_error_from_current_exception() noexcept {
+    try {
+        throw;
+    } catch (const Error& e) {
+        PyErr_SetString(python_exception_for(e.kind()), e.what());
+    } catch (nb::python_error& e) {
+        e.restore();
+    } catch (const nb::builtin_exception& e) {
+        // nanobind's own exceptions (next_overload, cast errors): let nanobind translate them.
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (const std::bad_alloc&) {
+        PyErr_NoMemory();
+    } catch (const std::exception& e) {
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (...) {
+        PyErr_SetString(PyExc_RuntimeError, "stridex: unknown C++ exception");
+    }
+}
+
+PyObject* dlpack_capsule(const View& view, bool versioned, std::uint64_t extra_flags) {
+    if (versioned) {
+        dlpack::DLManagedTensorVersioned* t = dlpack::export_versioned(view, extra_flags);
+        PyObject* capsule = PyCapsule_New(t, kVersionedName, &versioned_destructor);
+        if (capsule == nullptr) {
+            nb::python_error error;  // fetched first: the deleter may run Python code
+            t->deleter(t);
+            throw error;
+        }
+        return capsule;
+    }
+    dlpack::DLManagedTensor* t = dlpack::export_legacy(view);
+    PyObject* capsule = PyCapsule_New(t, kLegacyName, &legacy_destructor);
+    if (capsule == nullptr) {
+        nb::python_error error;
+        t->deleter(t);
+        throw error;
+    }
+    return capsule;
+}
+
+void host_sync(const View& view) {
+    if (view.stream() == kNoStream || !view.device().is_cuda_family()) return;
+    const cuda::Stream stream = cuda::Stream::borrow(cuda::StreamRef(view.stream()), view.device().id);
+    nb::gil_scoped_release release;  // other Python threads may run while the GPU finishes
+    stream.synchronize();
+}
+
+void bind_export(nb::module_& m) {
+    s_stream = PyUnicode_InternFromString("stream");
+    s_max_version = PyUnicode_InternFromString("max_version");
+    s_dl_device = PyUnicode_InternFromString("dl_device");
+    s_copy = PyUnicode_InternFromString("copy");
+    if (!s_stream || !s_max_version || !s_dl_device || !s_copy) throw nb::python_error();
+
+    nb::handle cls = nb::type<PyView>();
+    if (!cls.is_valid()) fail(ErrorKind::value, "bind_export: stridex.View must be bound before export");
+    g_view_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+
+    auto add = [&](const char* name, PyObject* descriptor) {
+        if (!descriptor) throw nb::python_error();
+        nb::object owned = nb::steal(descriptor);
+        cls.attr(name) = owned;
+    };
+    add("__dlpack__", PyDescr_NewMethod(g_view_type, &g_dlpack_def));
+    add("__dlpack_device__", PyDescr_NewMethod(g_view_type, &g_dlpack_device_def));
+    add("__cuda_array_interface__", PyDescr_NewGetSet(g_view_type, &g_cai_def));
+    add("__array_interface__", PyDescr_NewGetSet(g_view_type, &g_ai_def));
+    cls.attr("__array__") = nb::cpp_function(&array_method, nb::is_method(), nb::name("__array__"), nb::scope(cls),
+                                             nb::arg("dtype") = nb::none(), nb::arg("copy") = nb::none(),
+                                             "NumPy conversion (zero-copy for host memory; bfloat16 and float8 "
+                                             "through ml_dtypes).");
+    cls.attr("_with_stream") = nb::cpp_function(
+        [](const PyView& self, std::int64_t stream) {
+            if (stream == 0 || stream < -1)
+                fail(ErrorKind::value, "stream must be -1 (nothing pending), 1, 2 or a CUDA stream handle, found ", stream);
+            View v = self.view;
+            v.set_stream(static_cast<std::intptr_t>(stream));
+            return wrap_view(std::move(v), self.source);
+        },
+        nb::is_method(), nb::name("_with_stream"), nb::scope(cls), nb::arg("stream"),
+        "The same view, ready on `stream` (DLPack encoding; -1: nothing pending). For stridex's C++ casters, "
+        "which bring a C++ View's pending stream along.");
+    bind_exchange_api(cls);
+    bind_from_pointer(m);
+}
+
+}  // namespace stridex::python

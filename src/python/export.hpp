@@ -1,0 +1,48 @@
+// Export of stridex.View to other frameworks: the pieces export.cpp, export_buffer.cpp,
+// exchange_api.cpp and from_pointer.cpp share. The rules themselves are in docs/export.md.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include "py_owner.hpp"
+#include "stridex/dlpack.hpp"
+#include "stridex/view.hpp"
+
+namespace stridex::python {
+
+// errors.cpp: the Python exception class for an error kind.
+PyObject* python_exception_for(ErrorKind kind) noexcept;
+
+// Translates the C++ exception being handled into a Python error (stridex::Error by kind,
+// nb::python_error restored, bad_alloc -> MemoryError, anything else -> RuntimeError). For the raw
+// CPython entry points (vectorcall methods, slots, exchange API), which nanobind does not wrap.
+void set_python_error_from_current_exception() noexcept;
+
+// The stridex.View type object (set by bind_export) and a checked access to its View.
+PyTypeObject* view_type() noexcept;
+inline bool is_view(PyObject* o) noexcept { return PyObject_TypeCheck(o, view_type()) != 0; }
+inline PyView& py_view(PyObject* o) noexcept { return *nanobind::inst_ptr<PyView>(o); }
+
+// A DLPack capsule ("dltensor_versioned" or "dltensor") around a fresh export of `view`. The
+// capsule's destructor runs the deleter only if no consumer renamed it to used_*, and keeps any
+// pending Python exception. New reference; Error / bad_alloc on failure, nothing leaked.
+PyObject* dlpack_capsule(const View& view, bool versioned, std::uint64_t extra_flags);
+
+// Host memory with pending CUDA work (pinned or managed memory a kernel still writes): blocks the
+// host until `view.stream()` is done. The one host-blocking sync of export, for host consumers
+// (buffer protocol, array interface, a host copy), which no event can order. No-op otherwise.
+void host_sync(const View& view);
+
+// export_buffer.cpp: bf_getbuffer/bf_releasebuffer for nb::type_slots on the View class
+// (view.cpp), a 0-terminated array.
+const PyType_Slot* view_type_slots() noexcept;
+
+// exchange_api.cpp: __dlpack_c_exchange_api__ (1.3 capsule) and __c_dlpack_exchange_api__ (1.2 int)
+// on the View type.
+void bind_exchange_api(nanobind::handle view_type);
+const dlpack::DLPackExchangeAPI& exchange_api() noexcept;
+
+// from_pointer.cpp: stridex.from_pointer.
+void bind_from_pointer(nanobind::module_& m);
+
+}  // namespace stridex::python

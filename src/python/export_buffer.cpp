@@ -1,0 +1,103 @@
+// The buffer protocol (PEP 3118) on stridex.View, for host-accessible memory: memoryview(view),
+// NumPy's first choice in np.asarray(view), bytes(view), struct, array, ...
+//
+// Strides are exported in bytes, as the protocol wants; negative and zero strides are legal there.
+// A read-only view refuses a writable request (BufferError); the protocol has no format for
+// bfloat16 or float8, so those refuse too (consumers fall back to __array__ or DLPack).
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "export.hpp"
+
+namespace stridex::python {
+namespace {
+
+// What the Py_buffer points into, freed by releasebuffer: the format and shape/strides arrays.
+struct BufferBlock {
+    char format[8];
+    Py_ssize_t dims[1];  // shape[ndim], then strides[ndim] (allocated to size)
+};
+
+int buffer_error(const std::string& message) noexcept {
+    PyErr_SetString(PyExc_BufferError, message.c_str());
+    return -1;
+}
+
+bool requested(int flags, int what) noexcept { return (flags & what) == what; }
+
+int view_getbuffer(PyObject* self, Py_buffer* b, int flags) noexcept {
+    b->obj = nullptr;
+    try {
+        const View& v = py_view(self).view;
+        if (!v.device().host_accessible())
+            return buffer_error("stridex.View of " + v.device().name() +
+                                " memory has no buffer protocol: the CPU cannot read it");
+        if (requested(flags, PyBUF_WRITABLE) && v.readonly())
+            return buffer_error("stridex.View is read-only: a writable buffer was requested");
+        if (v.is_packed_subbyte() || v.dtype().lanes != 1)
+            return buffer_error("dtype " + v.dtype().name() + " has no PEP 3118 buffer format");
+        std::string format;
+        try {
+            format = v.dtype().buffer_format();
+        } catch (const Error&) {
+            return buffer_error("dtype " + v.dtype().name() +
+                                " has no PEP 3118 buffer format; use __dlpack__ or numpy.asarray");
+        }
+        const bool c = v.layout().is_c_contiguous();
+        const bool f = v.layout().is_f_contiguous();
+        if (requested(flags, PyBUF_C_CONTIGUOUS) && !c) return buffer_error("stridex.View is not C-contiguous");
+        if (requested(flags, PyBUF_F_CONTIGUOUS) && !f) return buffer_error("stridex.View is not Fortran-contiguous");
+        if (requested(flags, PyBUF_ANY_CONTIGUOUS) && !c && !f) return buffer_error("stridex.View is not contiguous");
+        if (!requested(flags, PyBUF_STRIDES) && !c)
+            return buffer_error("stridex.View is not C-contiguous, and the consumer takes no strides");
+        host_sync(v);
+
+        const int ndim = v.ndim();
+        const std::size_t bytes = sizeof(BufferBlock) + sizeof(Py_ssize_t) * (2 * static_cast<std::size_t>(ndim));
+        auto* block = static_cast<BufferBlock*>(PyMem_Malloc(bytes));
+        if (block == nullptr) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        std::memset(block->format, 0, sizeof block->format);
+        std::memcpy(block->format, format.data(), std::min(format.size(), sizeof block->format - 1));
+        Py_ssize_t* shape = block->dims;
+        Py_ssize_t* strides = block->dims + ndim;
+        for (int a = 0; a < ndim; ++a) {
+            const auto i = static_cast<std::size_t>(a);
+            shape[a] = static_cast<Py_ssize_t>(v.shape()[i]);
+            strides[a] = static_cast<Py_ssize_t>(v.strides()[i] * v.itemsize());
+        }
+        b->buf = v.ptr();
+        b->len = static_cast<Py_ssize_t>(v.size() * v.itemsize());
+        b->readonly = v.readonly() ? 1 : 0;
+        b->itemsize = static_cast<Py_ssize_t>(v.itemsize());
+        b->format = requested(flags, PyBUF_FORMAT) ? block->format : nullptr;
+        b->ndim = ndim;
+        b->shape = requested(flags, PyBUF_ND) ? shape : nullptr;
+        b->strides = requested(flags, PyBUF_STRIDES) ? strides : nullptr;
+        b->suboffsets = nullptr;
+        b->internal = block;
+        Py_INCREF(self);  // the buffer keeps the View, and so its memory, alive
+        b->obj = self;
+        return 0;
+    } catch (...) {
+        set_python_error_from_current_exception();
+        return -1;
+    }
+}
+
+void view_releasebuffer(PyObject*, Py_buffer* b) noexcept { PyMem_Free(b->internal); }
+
+const PyType_Slot kSlots[] = {
+    {Py_bf_getbuffer, reinterpret_cast<void*>(&view_getbuffer)},
+    {Py_bf_releasebuffer, reinterpret_cast<void*>(&view_releasebuffer)},
+    {0, nullptr},
+};
+
+}  // namespace
+
+const PyType_Slot* view_type_slots() noexcept { return kSlots; }
+
+}  // namespace stridex::python
