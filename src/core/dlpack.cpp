@@ -49,6 +49,11 @@ Layout layout_of(const DLTensor& t, bool null_strides_mean_c_order) {
 View view_of(const DLTensor& t, Owner owner, DLTensorRules rules) {
     Layout layout = layout_of(t, rules.null_strides_mean_c_order);
     const Dtype dtype = Dtype::from_raw(t.dtype.code, t.dtype.bits, t.dtype.lanes);
+    // Vector dtypes are valid DLPack, but no framework exchanges them and strides would count
+    // vectors, not scalars: importers refuse them (PROTOCOLS.md, importer checklist 7).
+    if (dtype.lanes != 1)
+        fail(ErrorKind::unsupported, "DLPack dtype ", dtype.name(), " has ", dtype.lanes,
+             " lanes; stridex imports scalar dtypes (lanes == 1) only");
     const Device device = Device::from_raw(t.device.device_type, t.device.device_id);
     if (t.byte_offset > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
         fail(ErrorKind::value, "DLPack byte_offset ", t.byte_offset, " does not fit in int64");

@@ -188,6 +188,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadTensor{"float with 12 bits", {2}, {1}, {2, 12, 1}, cpu, false, testing::kNdimFromShape, ErrorKind::type, "12"},
         BadTensor{"zero lanes", {2}, {1}, {2, 32, 0}, cpu, false, testing::kNdimFromShape, ErrorKind::type, "lanes"},
         BadTensor{"unknown dtype code", {2}, {1}, {99, 32, 1}, cpu, false, testing::kNdimFromShape, ErrorKind::unsupported, "99"},
+        BadTensor{"vector dtype", {2}, {1}, {2, 32, 4}, cpu, false, testing::kNdimFromShape, ErrorKind::unsupported, "lanes"},
         BadTensor{"bool with 16 bits", {2}, {1}, {6, 16, 1}, cpu, false, testing::kNdimFromShape, ErrorKind::type, "16"},
         BadTensor{"unused device type 5", {2}, {1}, f32, {5, 0}, false, testing::kNdimFromShape, ErrorKind::unsupported, "5"},
         BadTensor{"negative device id", {2}, {1}, f32, {2, -1}, false, testing::kNdimFromShape, ErrorKind::value, "-1"}));
