@@ -1,0 +1,98 @@
+// stridex.view(obj, *, stream=...): the importers and what they share.
+//
+// import.cpp         the entry point, the per-type cache and the order of the protocols
+// import_dlpack.cpp  the DLPack C exchange API, __dlpack__ and raw capsules
+// import_interfaces.cpp  __cuda_array_interface__, __array_interface__ and the buffer protocol
+// import_testing.cpp the stridex._stridex._testing submodule (test-only producers and hooks)
+//
+// Everything here runs with the GIL held. Errors are stridex::Error (mapped by errors.cpp) or
+// nb::python_error (a producer's own exception, passed through unchanged).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+
+#include "producers.hpp"
+#include "stream_policy.hpp"
+#include "stridex/dlpack.hpp"
+#include "stridex/view.hpp"
+
+namespace stridex::python {
+
+// Attribute names, interned once (bind_import).
+struct Names {
+    PyObject* dlpack;                  // __dlpack__
+    PyObject* dlpack_device;           // __dlpack_device__
+    PyObject* exchange_api;            // __dlpack_c_exchange_api__ (DLPack 1.3, a capsule)
+    PyObject* exchange_api_int;        // __c_dlpack_exchange_api__ (DLPack 1.2, an int)
+    PyObject* cuda_array_interface;    // __cuda_array_interface__
+    PyObject* array_interface;         // __array_interface__
+    PyObject* dtype;                   // dtype
+    PyObject* name;                    // name
+    // dict keys
+    PyObject* version, *shape, *typestr, *data, *strides, *mask, *stream, *offset, *descr;
+    // __dlpack__ keyword names and values
+    PyObject* kw_stream_max_version;  // ("stream", "max_version")
+    PyObject* kw_max_version;         // ("max_version",)
+    PyObject* kw_stream;              // ("stream",)
+    PyObject* max_version;            // (1, 3)
+};
+extern Names names;
+
+// What a Python type offers, found once per type (import.cpp caches it).
+struct TypeEntry {
+    PyTypeObject* type = nullptr;        // strong reference while cached
+    unsigned int version_tag = 0;        // the type's tp_version_tag when probed
+    const dlpack::DLPackExchangeAPI* exchange = nullptr;
+    PyObject* exchange_holder = nullptr; // the capsule or int the API came from (strong)
+    PyObject* dlpack = nullptr;          // __dlpack__ as found on the type (strong)
+    PyObject* dlpack_device = nullptr;   // __dlpack_device__ as found on the type (strong)
+    bool dlpack_unbound = false;         // a plain method: call it with self first, no binding
+    bool dlpack_device_unbound = false;
+    bool cai_on_type = false;            // __cuda_array_interface__ defined on the type
+    bool ai_on_type = false;             // __array_interface__ defined on the type
+    bool instance_attrs = false;         // instances have a __dict__: interfaces may live there
+    bool buffer = false;                 // tp_as_buffer->bf_getbuffer
+    DlpackKeywords keywords = DlpackKeywords::full;  // from the row, lowered by a TypeError retry
+    const ProducerRow* row = nullptr;
+};
+
+// Each importer returns the View (still without its stream) as a prvalue, so that it is built
+// once, in place, inside the Python object (a View move copies ~200 bytes), and sets `ready` to the
+// stream the data is ready on as the producer left it (kNoStream: nothing promised). Each throws
+// nb::python_error or stridex::Error on failure; the caller decides whether a BufferError means
+// "try the next protocol".
+
+// ---- import_dlpack.cpp ----
+View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready);
+View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& request, std::intptr_t& ready);
+// A capsule from __dlpack__ (raw = false) or passed by the caller (raw = true): consumed (renamed
+// "used_dltensor[_versioned]") and imported; the deleter runs exactly once on every path.
+// `readonly` marks the import read-only whatever the capsule says (immutable producers).
+View consume_capsule(PyObject* capsule, bool raw, bool readonly = false);
+// The exchange API a type offers (1.3 capsule preferred over the 1.2 int), walking prev_api to
+// major 1; nullptr if none. `holder` receives a strong reference to keep it alive.
+const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder);
+
+// ---- import_interfaces.cpp ----
+// `interface` is the object's __cuda_array_interface__ / __array_interface__ value.
+View import_cai(PyObject* obj, PyObject* interface, std::intptr_t& ready);
+View import_array_interface(PyObject* obj, PyObject* interface);
+View import_buffer(PyObject* obj);
+
+// ---- import.cpp ----
+// The whole import: a new stridex.View object (a new reference).
+PyObject* import_object(PyObject* obj, const StreamRequest& request);
+
+// Per-type cache statistics, for tests.
+struct CacheStats {
+    std::uint64_t hits = 0, fills = 0, uncacheable = 0;
+};
+CacheStats cache_stats() noexcept;
+void clear_type_cache() noexcept;
+
+// ---- import_testing.cpp ----
+void bind_import_testing(nanobind::module_& m);
+
+}  // namespace stridex::python

@@ -1,0 +1,276 @@
+// DLPack importers: the C exchange API (no Python call at all), __dlpack__ (one call, two when the
+// stream to send depends on the device), and capsules.
+#include <cstring>
+#include <optional>
+
+#include "import.hpp"
+#include "stridex/cuda/driver.hpp"
+#include "stridex/error.hpp"
+
+namespace nb = nanobind;
+
+namespace stridex::python {
+namespace {
+
+constexpr const char* kVersionedName = "dltensor_versioned";
+constexpr const char* kLegacyName = "dltensor";
+constexpr const char* kExchangeName = "dlpack_exchange_api";
+
+void run_legacy_deleter(void* tensor) noexcept {
+    auto* managed = static_cast<dlpack::DLManagedTensor*>(tensor);
+    managed->deleter(managed);
+}
+
+[[noreturn]] void raise_current_or(PyObject* type, const char* message) {
+    if (!PyErr_Occurred()) PyErr_SetString(type, message);
+    throw nb::python_error();
+}
+
+// An attribute of the type object itself (class attributes, through the MRO), or nullptr.
+PyObject* type_attr(PyTypeObject* type, PyObject* name) noexcept {
+    PyObject* out = PyObject_GetAttr(reinterpret_cast<PyObject*>(type), name);
+    if (!out) PyErr_Clear();
+    return out;
+}
+
+// __dlpack_device__() -> Device. Unknown device types are kept as they are: they only select
+// the stream value (None), and the capsule's own device is validated on import.
+Device call_dlpack_device(PyObject* obj, const TypeEntry& entry) {
+    PyObject* args[2] = {nullptr, obj};
+    nb::object result = nb::steal(
+        entry.dlpack_device_unbound
+            ? PyObject_Vectorcall(entry.dlpack_device, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr)
+            : PyObject_CallMethodObjArgs(obj, names.dlpack_device, nullptr));
+    if (!result.is_valid()) throw nb::python_error();
+    PyObject* r = result.ptr();
+    long values[2] = {0, 0};
+    bool ok = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2;
+    for (Py_ssize_t i = 0; ok && i < 2; ++i) {
+        PyObject* item = PyTuple_GET_ITEM(r, i);
+        ok = PyIndex_Check(item) && !PyBool_Check(item);
+        if (!ok) break;
+        nb::object index = nb::steal(PyNumber_Index(item));
+        if (!index.is_valid()) throw nb::python_error();
+        values[i] = PyLong_AsLong(index.ptr());
+        if (values[i] == -1 && PyErr_Occurred()) throw nb::python_error();
+        ok = values[i] >= INT32_MIN && values[i] <= INT32_MAX;
+    }
+    if (!ok)
+        fail(ErrorKind::value, "__dlpack_device__() must return a (device_type, device_id) tuple of ints, found ",
+             nb::str(nb::handle(r)).c_str());
+    return Device{static_cast<DeviceType>(values[0]), static_cast<std::int32_t>(values[1])};
+}
+
+// __dlpack__(stream=..., max_version=(1, 3)). A TypeError means an unknown keyword (array API):
+// retried with fewer keywords, which is allowed because stridex never sends dl_device or copy.
+// The level that worked is remembered for the type by the caller (entry.keywords).
+nb::object call_dlpack(PyObject* obj, TypeEntry& entry, DlpackStream& stream) {
+    // None is every conformant producer's default: left out (one keyword less for the producer to
+    // bind) unless the row says the default is something else (torch >= 2.10: -1). Host-only
+    // producers take nothing but None anyway.
+    const bool omit_stream = entry.row->host_only || (stream.value == Py_None && !entry.row->spell_none);
+    DlpackKeywords level = entry.keywords;  // what the producer takes
+    for (;;) {
+        PyObject* args[4] = {nullptr, obj, nullptr, nullptr};
+        PyObject* kwnames = nullptr;
+        if (level == DlpackKeywords::full) {
+            if (omit_stream) {
+                args[2] = names.max_version;
+                kwnames = names.kw_max_version;
+            } else {
+                args[2] = stream.value;
+                args[3] = names.max_version;
+                kwnames = names.kw_stream_max_version;
+            }
+        } else if (level == DlpackKeywords::stream_only && !omit_stream) {
+            args[2] = stream.value;
+            kwnames = names.kw_stream;
+        }
+        PyObject* result;
+        if (entry.dlpack_unbound) {
+            result = PyObject_Vectorcall(entry.dlpack, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+        } else {
+            nb::object bound = nb::steal(PyObject_GetAttr(obj, names.dlpack));
+            if (!bound.is_valid()) throw nb::python_error();
+            result = PyObject_Vectorcall(bound.ptr(), args + 2, PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+        }
+        if (result) {
+            entry.keywords = level;
+            return nb::steal(result);
+        }
+        // Only a call that passed keywords can have failed for them.
+        if (kwnames == nullptr || !PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();
+        PyErr_Clear();
+        level = level == DlpackKeywords::full ? DlpackKeywords::stream_only : DlpackKeywords::none;
+        // A producer that takes no stream cannot be asked to order anything.
+        if (level == DlpackKeywords::none && stream.value != Py_None) stream.ready = kNoStream;
+    }
+}
+
+// CuPy 13.4-14.2 (cupy#10172) divides negative byte strides by the item size as unsigned numbers:
+// -k elements arrive as 2**64/itemsize - k. For a power-of-two item size that is exact, so it is
+// undone exactly; such values (at least 2**63/itemsize) cannot be the strides of a real array, and
+// true negative strides (2**63 and up as unsigned) are left alone. Item size 1 comes out right.
+void repair_unsigned_strides(PyObject* capsule) noexcept {
+    const char* name = PyCapsule_CheckExact(capsule) ? PyCapsule_GetName(capsule) : nullptr;
+    dlpack::DLTensor* t = nullptr;
+    if (name && std::strcmp(name, kVersionedName) == 0) {
+        auto* m = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, name));
+        if (m && m->version.major == dlpack::kMajorVersion) t = &m->dl_tensor;
+    } else if (name && std::strcmp(name, kLegacyName) == 0) {
+        auto* m = static_cast<dlpack::DLManagedTensor*>(PyCapsule_GetPointer(capsule, name));
+        if (m) t = &m->dl_tensor;
+    }
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (!t || !t->strides || t->ndim <= 0 || t->ndim > kMaxNdim) return;
+    const std::uint64_t itemsize = (std::uint64_t{t->dtype.bits} * t->dtype.lanes + 7) / 8;
+    if (itemsize < 2 || (itemsize & (itemsize - 1)) != 0) return;
+    const std::uint64_t wrap = UINT64_MAX / itemsize + 1;  // 2**64 / itemsize
+    for (std::int32_t i = 0; i < t->ndim; ++i) {
+        const auto s = static_cast<std::uint64_t>(t->strides[i]);
+        if (s >= wrap / 2 && s < wrap) t->strides[i] = static_cast<std::int64_t>(s - wrap);
+    }
+}
+
+}  // namespace
+
+const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder) {
+    *holder = nullptr;
+    const dlpack::DLPackExchangeAPI* api = nullptr;
+    if (PyObject* capsule = type_attr(type, names.exchange_api)) {
+        if (PyCapsule_IsValid(capsule, kExchangeName)) {
+            api = static_cast<const dlpack::DLPackExchangeAPI*>(PyCapsule_GetPointer(capsule, kExchangeName));
+            *holder = capsule;
+        } else {
+            Py_DECREF(capsule);
+        }
+    }
+    if (!api) {
+        if (PyObject* address = type_attr(type, names.exchange_api_int)) {
+            if (PyLong_Check(address)) {
+                api = static_cast<const dlpack::DLPackExchangeAPI*>(PyLong_AsVoidPtr(address));
+                if (PyErr_Occurred()) {
+                    PyErr_Clear();
+                    api = nullptr;
+                }
+            }
+            if (api)
+                *holder = address;
+            else
+                Py_DECREF(address);
+        }
+    }
+    // Each major version may change the layout after the header; prev_api chains to older ones.
+    while (api && api->header.version.major != dlpack::kMajorVersion)
+        api = reinterpret_cast<const dlpack::DLPackExchangeAPI*>(api->header.prev_api);
+    if (!api || !api->managed_tensor_from_py_object_no_sync || !api->current_work_stream) {
+        Py_XDECREF(*holder);
+        *holder = nullptr;
+        return nullptr;
+    }
+    return api;
+}
+
+View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready) {
+    const dlpack::DLPackExchangeAPI* api = entry.exchange;
+    dlpack::DLManagedTensorVersioned* tensor = nullptr;
+    if (api->managed_tensor_from_py_object_no_sync(obj, &tensor) != 0)
+        raise_current_or(PyExc_BufferError, "the DLPack exchange API failed without saying why");
+    if (tensor == nullptr)
+        fail(ErrorKind::buffer, "the DLPack exchange API of ", Py_TYPE(obj)->tp_name, " returned no tensor");
+    // The device is read before import_managed takes the tensor (its deleter may run any time
+    // after), and the stream asked first, so that a failure leaves only the tensor to release.
+    const dlpack::DLDevice device = tensor->dl_tensor.device;
+    ready = kNoStream;
+    if (tensor->version.major == dlpack::kMajorVersion &&
+        (device.device_type == static_cast<std::int32_t>(DeviceType::kCUDA) ||
+         device.device_type == static_cast<std::int32_t>(DeviceType::kCUDAManaged))) {
+        // No sync was done: the data is ready in the order of the producer's current stream.
+        void* stream = nullptr;
+        if (api->current_work_stream(device.device_type, device.device_id, &stream) != 0) {
+            if (tensor->deleter) tensor->deleter(tensor);
+            raise_current_or(PyExc_BufferError, "DLPack exchange API current_work_stream failed without saying why");
+        }
+        // NULL is the driver's default (legacy) stream, which the protocols spell 1.
+        ready = stream ? reinterpret_cast<std::intptr_t>(stream) : 1;
+    }
+    // From here the View owns the deleter: any throw runs it exactly once.
+    return dlpack::import_managed(tensor);
+}
+
+View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& request, std::intptr_t& ready) {
+    const ProducerRow& row = *entry.row;
+    // __dlpack_device__ first, but only when the stream to send depends on it: the default request
+    // sends None everywhere, and host-only producers take nothing but None.
+    std::optional<Device> device;
+    if (!row.host_only && entry.dlpack_device &&
+        (request.kind != StreamRequest::Kind::by_default || row.needs_current_device))
+        device = call_dlpack_device(obj, entry);
+    DlpackStream stream;
+    if (row.host_only)
+        stream.ready = kNoStream;  // NumPy & co: None (not even sent), nothing pending
+    else
+        dlpack_stream(request, device ? &*device : nullptr, row, stream);
+
+    // torch >= 2.9 refuses tensors of a GPU other than the current one: make it current.
+    std::optional<cuda::ContextGuard> current;
+    if (row.needs_current_device && device && device->type == DeviceType::kCUDA && cuda::device_count() > device->id)
+        current.emplace(device->id);
+    nb::object capsule = call_dlpack(obj, entry, stream);
+    current.reset();
+
+    ready = stream.ready;
+    if (row.repair_negative_strides) repair_unsigned_strides(capsule.ptr());
+    // JAX arrays are immutable, but its legacy capsules cannot say so (jax#19123).
+    return consume_capsule(capsule.ptr(), false, row.immutable);
+}
+
+View consume_capsule(PyObject* capsule, bool raw, bool readonly) {
+    const ErrorKind wrong = raw ? ErrorKind::type : ErrorKind::buffer;
+    if (!PyCapsule_CheckExact(capsule))
+        fail(wrong, "__dlpack__() must return a PyCapsule, found ", Py_TYPE(capsule)->tp_name);
+    const char* name = PyCapsule_GetName(capsule);  // may be NULL, without an error
+    // Decide by the NAME, not by what was asked: JAX, MLX and nanobind answer a versioned request
+    // with a legacy capsule (cuda-python#285).
+    const bool versioned = name && std::strcmp(name, kVersionedName) == 0;
+    if (versioned || (name && std::strcmp(name, kLegacyName) == 0)) {
+        void* pointer = PyCapsule_GetPointer(capsule, name);
+        if (!pointer) throw nb::python_error();
+        // Renamed before anything can fail: the producer's destructor skips "used_" capsules, so
+        // from here on import_managed alone runs the deleter, exactly once, on every path.
+        if (PyCapsule_SetName(capsule, versioned ? "used_dltensor_versioned" : "used_dltensor") != 0)
+            throw nb::python_error();
+        // A capsule __dlpack__ just returned is ours alone: its destructor (which would only find
+        // the "used_" name and return) need not run at all.
+        if (!raw) PyCapsule_SetDestructor(capsule, nullptr);
+        if (versioned) {
+            auto* tensor = static_cast<dlpack::DLManagedTensorVersioned*>(pointer);
+            if (readonly && tensor->version.major == dlpack::kMajorVersion) tensor->flags |= dlpack::kFlagReadOnly;
+            return dlpack::import_managed(tensor);
+        }
+        auto* tensor = static_cast<dlpack::DLManagedTensor*>(pointer);
+        if (!readonly) return dlpack::import_managed(tensor);
+        // import_managed's legacy rules plus read-only, built in place (no View copy).
+        Owner owner;
+        if (tensor->deleter) {
+            try {
+                owner = Owner::from_callback(&run_legacy_deleter, tensor);
+            } catch (...) {
+                tensor->deleter(tensor);
+                throw;
+            }
+        }
+        return dlpack::view_of(tensor->dl_tensor, std::move(owner),
+                               dlpack::DLTensorRules{.null_strides_mean_c_order = true, .readonly = true});
+    }
+    if (name && std::strncmp(name, "used_dltensor", 13) == 0)
+        fail(ErrorKind::buffer, "this DLPack capsule was already consumed (it is named '", name,
+             "'): a capsule can be imported only once");
+    if (raw)
+        fail(ErrorKind::type, "expected a DLPack capsule named 'dltensor_versioned' or 'dltensor', found a capsule named '",
+             name ? name : "NULL", "'");
+    fail(ErrorKind::buffer, "__dlpack__() returned a capsule named '", name ? name : "NULL",
+         "', expected 'dltensor_versioned' or 'dltensor'");
+}
+
+}  // namespace stridex::python

@@ -1,0 +1,379 @@
+// stridex._stridex._testing: test-only producers and hooks for tests/python/test_import*.py.
+//
+// Pure-Python tests cannot build DLPack capsules with chosen fields, nor types that offer the C
+// exchange API, nor see which streams stridex ordered on a machine without a GPU. This submodule
+// does exactly that and nothing else; it is not part of the public API.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "import.hpp"
+#include "py_owner.hpp"
+#include "stridex/error.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace stridex::python {
+namespace {
+
+// Counts deleter calls of the capsules made by make_capsule.
+struct DeleterCounter {
+    int calls = 0;
+};
+
+// One test tensor: a DLManagedTensor[Versioned] over the memory of a buffer-protocol object.
+struct TestTensor {
+    dlpack::DLManagedTensorVersioned versioned{};
+    dlpack::DLManagedTensor legacy{};
+    bool is_versioned = true;
+    Py_buffer buffer{};          // keeps the exporting object alive
+    PyObject* counter = nullptr; // a DeleterCounter (strong), or nullptr
+    std::vector<std::int64_t> shape, strides;
+};
+
+void destroy(TestTensor* t) noexcept {
+    if (interpreter_finalizing()) return;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    if (t->counter) {
+        nb::inst_ptr<DeleterCounter>(nb::handle(t->counter))->calls += 1;
+        Py_DECREF(t->counter);
+    }
+    PyBuffer_Release(&t->buffer);
+    PyGILState_Release(gil);
+    delete t;
+}
+void delete_versioned(dlpack::DLManagedTensorVersioned* m) { destroy(static_cast<TestTensor*>(m->manager_ctx)); }
+void delete_legacy(dlpack::DLManagedTensor* m) { destroy(static_cast<TestTensor*>(m->manager_ctx)); }
+
+struct TensorSpec {
+    bool versioned = true;
+    std::uint32_t major = 1, minor = 3;
+    std::uint64_t flags = 0;
+    bool null_strides = false;
+    bool null_shape = false;
+    bool null_deleter = false;
+    std::uint64_t byte_offset = 0;
+    nb::object shape = nb::none(), strides = nb::none(), dtype = nb::none(), device = nb::none();
+};
+
+std::vector<std::int64_t> ints(nb::handle seq) {
+    std::vector<std::int64_t> out;
+    for (nb::handle h : seq) out.push_back(nb::cast<std::int64_t>(h));
+    return out;
+}
+
+TestTensor* make_tensor(nb::handle array, const TensorSpec& spec, PyObject* counter) {
+    auto* t = new TestTensor();
+    if (PyObject_GetBuffer(array.ptr(), &t->buffer, PyBUF_RECORDS_RO) != 0) {
+        delete t;
+        throw nb::python_error();
+    }
+    try {
+        const Dtype format = t->buffer.format ? Dtype::from_buffer_format(t->buffer.format) : dtypes::uint8;
+        dlpack::DLDataType dtype{static_cast<std::uint8_t>(format.code), format.bits, format.lanes};
+        if (!spec.dtype.is_none()) {
+            auto d = ints(spec.dtype);
+            dtype = {static_cast<std::uint8_t>(d.at(0)), static_cast<std::uint8_t>(d.at(1)),
+                     static_cast<std::uint16_t>(d.size() > 2 ? d[2] : 1)};
+        }
+        dlpack::DLDevice device{1, 0};
+        if (!spec.device.is_none()) {
+            auto d = ints(spec.device);
+            device = {static_cast<std::int32_t>(d.at(0)), static_cast<std::int32_t>(d.at(1))};
+        }
+        const int ndim = t->buffer.ndim;
+        if (spec.shape.is_none()) {
+            for (int i = 0; i < ndim; ++i) t->shape.push_back(t->buffer.shape[i]);
+        } else {
+            t->shape = ints(spec.shape);
+        }
+        if (spec.strides.is_none()) {
+            for (int i = 0; i < ndim && spec.shape.is_none(); ++i)
+                t->strides.push_back(t->buffer.strides ? t->buffer.strides[i] / t->buffer.itemsize : 0);
+            if (!spec.shape.is_none()) {  // C-order strides of the given shape
+                t->strides.assign(t->shape.size(), 1);
+                for (std::size_t i = t->shape.size(); i-- > 1;)
+                    t->strides[i - 1] = t->strides[i] * (t->shape[i] ? t->shape[i] : 1);
+            }
+        } else {
+            t->strides = ints(spec.strides);
+        }
+        dlpack::DLTensor tensor{};
+        tensor.data = t->buffer.buf;
+        tensor.device = device;
+        tensor.ndim = static_cast<std::int32_t>(t->shape.size());
+        tensor.dtype = dtype;
+        tensor.shape = spec.null_shape || t->shape.empty() ? nullptr : t->shape.data();
+        tensor.strides = spec.null_strides || t->strides.empty() ? nullptr : t->strides.data();
+        tensor.byte_offset = spec.byte_offset;
+        t->is_versioned = spec.versioned;
+        if (spec.versioned) {
+            t->versioned.version = {spec.major, spec.minor};
+            t->versioned.manager_ctx = t;
+            t->versioned.deleter = spec.null_deleter ? nullptr : &delete_versioned;
+            t->versioned.flags = spec.flags;
+            t->versioned.dl_tensor = tensor;
+        } else {
+            t->legacy.dl_tensor = tensor;
+            t->legacy.manager_ctx = t;
+            t->legacy.deleter = spec.null_deleter ? nullptr : &delete_legacy;
+        }
+    } catch (...) {
+        PyBuffer_Release(&t->buffer);
+        delete t;
+        throw;
+    }
+    // A tensor without a deleter is never freed: it must hold no Python object of nanobind's.
+    t->counter = spec.null_deleter ? nullptr : counter;
+    Py_XINCREF(t->counter);
+    return t;
+}
+
+// The producer side of a capsule: an unconsumed capsule runs the deleter when it dies, a "used_"
+// one does not (PROTOCOLS §1, "Producer destructor").
+void capsule_destructor(PyObject* capsule) {
+    const char* name = PyCapsule_GetName(capsule);
+    if (name && std::strncmp(name, "used_", 5) == 0) return;
+    auto* t = static_cast<TestTensor*>(PyCapsule_GetContext(capsule));
+    if (!t) return;
+    if (t->is_versioned) {
+        if (t->versioned.deleter) t->versioned.deleter(&t->versioned);
+    } else if (t->legacy.deleter) {
+        t->legacy.deleter(&t->legacy);
+    }
+}
+
+// Capsule names must outlive the capsule: keep every custom name ever used.
+const char* stored_name(const std::string& name) {
+    static auto* names_seen = new std::vector<std::string*>();
+    for (std::string* s : *names_seen)
+        if (*s == name) return s->c_str();
+    names_seen->push_back(new std::string(name));
+    return names_seen->back()->c_str();
+}
+
+nb::tuple make_capsule(nb::handle array, bool versioned, nb::object name, nb::object version, std::uint64_t flags,
+                       bool null_strides, bool null_shape, bool null_deleter, std::uint64_t byte_offset,
+                       nb::object shape, nb::object strides, nb::object dtype, nb::object device) {
+    TensorSpec spec;
+    spec.versioned = versioned;
+    if (!version.is_none()) {
+        auto v = ints(version);
+        spec.major = static_cast<std::uint32_t>(v.at(0));
+        spec.minor = static_cast<std::uint32_t>(v.at(1));
+    }
+    spec.flags = flags;
+    spec.null_strides = null_strides;
+    spec.null_shape = null_shape;
+    spec.null_deleter = null_deleter;
+    spec.byte_offset = byte_offset;
+    spec.shape = shape;
+    spec.strides = strides;
+    spec.dtype = dtype;
+    spec.device = device;
+    nb::object counter = nb::cast(DeleterCounter{});
+    TestTensor* t = make_tensor(array, spec, counter.ptr());
+    const char* capsule_name =
+        name.is_none() ? (versioned ? "dltensor_versioned" : "dltensor") : stored_name(nb::cast<std::string>(name));
+    void* pointer = versioned ? static_cast<void*>(&t->versioned) : static_cast<void*>(&t->legacy);
+    PyObject* capsule = PyCapsule_New(pointer, capsule_name, &capsule_destructor);
+    if (!capsule) {
+        if (versioned) delete_versioned(&t->versioned); else delete_legacy(&t->legacy);
+        throw nb::python_error();
+    }
+    PyCapsule_SetContext(capsule, t);
+    return nb::make_tuple(nb::steal(capsule), counter);
+}
+
+// ---- Producers offering the DLPack C exchange API ---------------------------------------------
+struct ExchangeState {
+    std::intptr_t work_stream = 0;  // what current_work_stream reports (0: NULL)
+    int work_stream_calls = 0;
+    int from_py_calls = 0;
+};
+ExchangeState g_exchange;
+
+struct ExchangeBase {
+    nb::object array;
+    std::int32_t device_type = 1, device_id = 0;
+    std::uint64_t flags = 0;
+    bool refuse = false;  // answer BufferError
+};
+// Three Python types, one per way of offering the API.
+struct ExchangeProducer : ExchangeBase {};         // 1.3 capsule
+struct ExchangeProducerInt : ExchangeBase {};      // 1.2 int
+struct ExchangeProducerChained : ExchangeBase {};  // 1.3 capsule of a major-2 API chaining to major 1
+
+int from_py_object(void* py_object, dlpack::DLManagedTensorVersioned** out) noexcept {
+    try {
+        ++g_exchange.from_py_calls;
+        auto* self = nb::inst_ptr<ExchangeBase>(nb::handle(static_cast<PyObject*>(py_object)));
+        if (self->refuse) {
+            PyErr_SetString(PyExc_BufferError, "this test producer refuses to export");
+            return -1;
+        }
+        TensorSpec spec;
+        spec.flags = self->flags;
+        spec.device = nb::make_tuple(self->device_type, self->device_id);
+        TestTensor* t = make_tensor(self->array, spec, nullptr);
+        *out = &t->versioned;
+        return 0;
+    } catch (nb::python_error& e) {
+        e.restore();
+    } catch (const std::exception& e) {
+        PyErr_SetString(PyExc_BufferError, e.what());
+    }
+    return -1;
+}
+
+int current_work_stream(std::int32_t, std::int32_t, void** out) noexcept {
+    ++g_exchange.work_stream_calls;
+    *out = reinterpret_cast<void*>(g_exchange.work_stream);
+    return 0;
+}
+
+dlpack::DLPackExchangeAPI g_api_v1{{{1, 3}, nullptr}, nullptr, &from_py_object, nullptr, nullptr, &current_work_stream};
+// A future major version: its layout after the header is unknown to stridex, so every slot is
+// poison; only prev_api may be followed.
+dlpack::DLPackExchangeAPI g_api_v2{{{2, 0}, &g_api_v1.header}, nullptr, nullptr, nullptr, nullptr, nullptr};
+
+template <class T>
+void bind_exchange_producer(nb::module_& m, const char* name, nb::object api_attribute, const char* attribute) {
+    nb::class_<T>(m, name, "A test producer offering the DLPack C exchange API over a buffer-protocol array.")
+        .def("__init__",
+             [](T* self, nb::object array, nb::object device, std::uint64_t flags, bool refuse) {
+                 new (self) T();
+                 self->array = array;
+                 if (!device.is_none()) {
+                     auto d = ints(device);
+                     self->device_type = static_cast<std::int32_t>(d.at(0));
+                     self->device_id = static_cast<std::int32_t>(d.at(1));
+                 }
+                 self->flags = flags;
+                 self->refuse = refuse;
+             },
+             "array"_a, "device"_a = nb::none(), "flags"_a = 0, "refuse"_a = false)
+        .def_prop_ro("array", [](const T& s) { return s.array; });
+    nb::handle(nb::type<T>()).attr(attribute) = api_attribute;
+}
+
+std::string kind_name(StreamRequest::Kind k) {
+    switch (k) {
+        case StreamRequest::Kind::by_default: return "default";
+        case StreamRequest::Kind::no_sync: return "no_sync";
+        case StreamRequest::Kind::on_stream: return "stream";
+    }
+    return "?";
+}
+
+const char* keywords_name(DlpackKeywords k) {
+    switch (k) {
+        case DlpackKeywords::full: return "full";
+        case DlpackKeywords::stream_only: return "stream_only";
+        case DlpackKeywords::none: return "none";
+    }
+    return "?";
+}
+
+nb::dict row_dict(const ProducerRow& r) {
+    nb::dict d;
+    d["name"] = r.name;
+    d["module"] = r.module;
+    d["package"] = r.package;
+    d["since"] = nb::make_tuple(r.since.major, r.since.minor, r.since.patch);
+    d["until"] = nb::make_tuple(r.until.major, r.until.minor, r.until.patch);
+    d["keywords"] = keywords_name(r.keywords);
+    d["host_only"] = r.host_only;
+    d["takes_no_sync"] = r.takes_no_sync;
+    d["takes_per_thread"] = r.takes_per_thread;
+    d["needs_current_device"] = r.needs_current_device;
+    d["immutable"] = r.immutable;
+    d["spell_none"] = r.spell_none;
+    d["repair_negative_strides"] = r.repair_negative_strides;
+    d["why"] = r.why;
+    return d;
+}
+
+}  // namespace
+
+void bind_import_testing(nb::module_& parent) {
+    nb::module_ m = parent.def_submodule("_testing", "Test-only producers and hooks (not a public API).");
+
+    nb::class_<DeleterCounter>(m, "DeleterCounter").def_ro("calls", &DeleterCounter::calls);
+    m.def("make_capsule", &make_capsule, "array"_a, nb::kw_only(), "versioned"_a = true, "name"_a = nb::none(),
+          "version"_a = nb::none(), "flags"_a = 0, "null_strides"_a = false, "null_shape"_a = false,
+          "null_deleter"_a = false, "byte_offset"_a = 0, "shape"_a = nb::none(), "strides"_a = nb::none(),
+          "dtype"_a = nb::none(), "device"_a = nb::none(),
+          "A DLPack capsule over `array`'s memory with chosen fields; returns (capsule, DeleterCounter). shape and "
+          "strides count elements; dtype is (code, bits[, lanes]); device is (device_type, device_id).");
+
+    nb::object capsule_v1 = nb::steal(PyCapsule_New(&g_api_v1, "dlpack_exchange_api", nullptr));
+    nb::object capsule_v2 = nb::steal(PyCapsule_New(&g_api_v2, "dlpack_exchange_api", nullptr));
+    if (!capsule_v1.is_valid() || !capsule_v2.is_valid()) throw nb::python_error();
+    bind_exchange_producer<ExchangeProducer>(m, "ExchangeProducer", capsule_v1, "__dlpack_c_exchange_api__");
+    bind_exchange_producer<ExchangeProducerInt>(m, "ExchangeProducerInt",
+                                                nb::int_(reinterpret_cast<std::uintptr_t>(&g_api_v1)),
+                                                "__c_dlpack_exchange_api__");
+    bind_exchange_producer<ExchangeProducerChained>(m, "ExchangeProducerChained", capsule_v2,
+                                                    "__dlpack_c_exchange_api__");
+    m.def("set_work_stream", [](std::intptr_t s) { g_exchange.work_stream = s; },
+          "What the test exchange API's current_work_stream reports (0 = NULL).");
+    m.def("exchange_calls", [] {
+        return nb::make_tuple(g_exchange.from_py_calls, g_exchange.work_stream_calls);
+    }, "(managed_tensor_from_py_object_no_sync calls, current_work_stream calls) so far.");
+
+    m.def("capture_orders", &testing::capture_orders, "on"_a,
+          "While on, stream orderings are recorded (captured_orders) instead of reaching the CUDA driver.");
+    m.def("captured_orders", [] {
+        nb::list out;
+        for (const OrderRecord& r : testing::captured_orders())
+            out.append(nb::make_tuple(r.after, r.before, r.device.name()));
+        testing::clear_orders();
+        return out;
+    }, "[(after, before, device)]: `before` was made to wait for the work queued on `after`. Clears the log.");
+    m.def("fake_cuda_pointers", &testing::fake_cuda_pointers, "on"_a,
+          "While on, __cuda_array_interface__ pointers are taken to be memory of cuda:0.");
+
+    m.def("parse_stream", [](nb::handle stream) {
+        const StreamRequest r = parse_stream(stream.ptr());
+        return nb::make_tuple(kind_name(r.kind), r.handle);
+    }, "stream"_a.none(), "How stridex.view() reads a stream argument: (kind, handle).");
+    m.def("producer_rows", [] {
+        nb::list out;
+        for (const ProducerRow& r : producer_rows()) out.append(row_dict(r));
+        return out;
+    });
+    m.def("producer_for", [](nb::handle type) {
+        if (!PyType_Check(type.ptr())) fail(ErrorKind::type, "expected a type");
+        return std::string(producer_for(reinterpret_cast<PyTypeObject*>(type.ptr())).name);
+    }, "type"_a, "The quirk-table row stridex uses for a type.");
+    m.def("dlpack_stream", [](const std::string& row_name, nb::handle stream, nb::object device) {
+        const ProducerRow* row = producer_named(row_name.c_str());
+        if (!row) fail(ErrorKind::value, "no producer row named '", row_name, "'");
+        const StreamRequest request = parse_stream(stream.ptr());
+        Device d;
+        const Device* known = nullptr;
+        if (!device.is_none()) {
+            auto v = ints(device);
+            d = Device{static_cast<DeviceType>(v.at(0)), static_cast<std::int32_t>(v.at(1))};
+            known = &d;
+        }
+        DlpackStream out;
+        dlpack_stream(request, known, *row, out);
+        return nb::make_tuple(nb::borrow(out.value),
+                              out.ready == kNoStream ? nb::object(nb::none()) : nb::object(nb::int_(out.ready)));
+    }, "row"_a, "stream"_a.none(), "device"_a.none() = nb::none(),
+       "(value sent as __dlpack__(stream=...), stream the data is then ready on) for a row, a stream argument "
+       "and the __dlpack_device__ answer (None: not asked).");
+    m.def("cache_stats", [] {
+        const CacheStats s = cache_stats();
+        return nb::make_tuple(s.hits, s.fills, s.uncacheable);
+    }, "(hits, fills, uncacheable) of the per-type protocol cache.");
+    m.def("clear_type_cache", &clear_type_cache);
+}
+
+}  // namespace stridex::python

@@ -1,0 +1,141 @@
+// The producer quirk table (see producers.hpp). One row per framework and version range; the
+// facts come from PROTOCOLS.md §4-5, cited per row. Add a row here, a test in
+// tests/python/test_stream_policy.py and a line in docs/import.md.
+#include "producers.hpp"
+
+#include <array>
+#include <cstring>
+
+namespace stridex::python {
+namespace {
+
+constexpr Version kAny{0, 0, 0};
+constexpr Version kNewest{1 << 30, 0, 0};
+
+using K = DlpackKeywords;
+
+// clang-format off
+//  name           module(s)          package      since         until        keywords       host   -1     2      cur.dev immut. None  repair
+constexpr std::array kRows{
+    ProducerRow{"numpy<2.1",  "numpy",      "numpy",     kAny,         {2, 1, 0},   K::stream_only, true,  true,  true,  false, false, false, false,
+        "NumPy < 2.1: __dlpack__(stream=None) only; host memory, so stream must be None"},
+    ProducerRow{"numpy",      "numpy",      "numpy",     {2, 1, 0},    kNewest,     K::full,        true,  true,  true,  false, false, false, false,
+        "NumPy: host memory only and stream must be None (RuntimeError, ValueError in 2.5): no __dlpack_device__ call, no stream"},
+    ProducerRow{"torch<2.9",  "torch",      "torch",     kAny,         {2, 9, 0},   K::stream_only, false, true,  false, false, false, true, false,
+        "torch < 2.9: __dlpack__(stream) only; stream 2 raises BufferError (pytorch#150217), 0 asserts"},
+    ProducerRow{"torch",      "torch",      "torch",     {2, 9, 0},    kNewest,     K::full,        false, true,  false, true,  false, true, false,
+        "torch >= 2.9: stream 2 raises BufferError, 0 asserts; BufferError unless the tensor is on the current device; >= 2.10 defaults to stream -1, so None is spelt out"},
+    ProducerRow{"jax<0.4.27", "jax|jaxlib", "jax",       kAny,         {0, 4, 27},  K::stream_only, false, false, true,  false, true, false, false,
+        "JAX < 0.4.27: stream only; an int stream is a raw CUstream, so -1 fails (CUDA_ERROR_INVALID_HANDLE)"},
+    ProducerRow{"jax",        "jax|jaxlib", "jax",       {0, 4, 27},   kNewest,     K::full,        false, false, true,  false, true, false, false,
+        "JAX: -1 is taken as a CUstream and fails; legacy capsules whatever max_version says; arrays are immutable"},
+    ProducerRow{"cupy<13.4",  "cupy",       "cupy",      kAny,         {13, 4, 0},  K::stream_only, false, true,  true,  false, false, false, false,
+        "CuPy < 13.4: stream only"},
+    ProducerRow{"cupy",       "cupy",       "cupy",      {13, 4, 0},   kNewest,     K::full,        false, true,  true,  false, false, false, true,
+        "CuPy: -1 no sync, other ints an event wait; >= 13.4 exports negative strides divided as unsigned (cupy#10172)"},
+    ProducerRow{"warp",       "warp",       "warp",      kAny,         kNewest,     K::stream_only, false, true,  true,  false, false, false, false,
+        "Warp: __dlpack__(stream=None) only, legacy capsules"},
+    ProducerRow{"mlx<0.32",   "mlx",        "mlx",       kAny,         {0, 32, 0},  K::none,        false, true,  true,  false, false, false, false,
+        "MLX <= 0.31: __dlpack__() takes no keywords"},
+    ProducerRow{"mlx",        "mlx",        "mlx",       {0, 32, 0},   kNewest,     K::full,        false, true,  true,  false, false, false, false,
+        "MLX >= 0.32: keywords accepted (and ignored), legacy capsules"},
+    ProducerRow{"cuda.core",  "cuda.core",  "cuda.core", kAny,         kNewest,     K::full,        false, true,  true,  false, false, false, false,
+        "cuda.core StridedMemoryView: stream ignored"},
+    ProducerRow{"nanobind",   "nanobind",   "nanobind",  kAny,         kNewest,     K::full,        false, true,  true,  false, false, false, false,
+        "nanobind ndarray: stream ignored, legacy capsule unless max_version >= (1, 0)"},
+    ProducerRow{"generic",    "",           "",          kAny,         kNewest,     K::full,        false, true,  true,  false, false, false, false,
+        "array API 2023.12: stream None/-1/1/2/handle on CUDA, None on the host; TypeError retried with fewer keywords"},
+};
+// clang-format on
+
+// `module` equals one of the '|'-separated names, or starts with one followed by '.'.
+bool module_matches(const char* patterns, const char* module) noexcept {
+    if (*patterns == '\0') return true;
+    const std::size_t length = std::strlen(module);
+    for (const char* p = patterns; *p;) {
+        const char* end = std::strchr(p, '|');
+        const std::size_t n = end ? static_cast<std::size_t>(end - p) : std::strlen(p);
+        if (length >= n && std::strncmp(module, p, n) == 0 && (module[n] == '\0' || module[n] == '.')) return true;
+        if (!end) break;
+        p = end + 1;
+    }
+    return false;
+}
+
+// The package's __version__, read from sys.modules only: an instance of one of its types exists,
+// so the package is imported; importing anything here would be a side effect of a type check.
+Version package_version(const char* package) noexcept {
+    Version unknown{-1, -1, -1};
+    PyObject* modules = PyImport_GetModuleDict();  // borrowed
+    PyObject* module = modules ? PyDict_GetItemString(modules, package) : nullptr;  // borrowed
+    if (!module) return unknown;
+    PyObject* text = PyObject_GetAttrString(module, "__version__");
+    if (!text) {
+        PyErr_Clear();
+        return unknown;
+    }
+    const char* utf8 = PyUnicode_Check(text) ? PyUnicode_AsUTF8(text) : nullptr;
+    if (!utf8) PyErr_Clear();
+    const Version v = utf8 ? parse_version(utf8) : unknown;
+    Py_DECREF(text);
+    return v;
+}
+
+bool in_range(const ProducerRow& row, Version v) noexcept {
+    // An unknown version takes the newest row: behaviour converges on the array API over time.
+    if (v.major < 0) return row.until == kNewest;
+    return row.since <= v && v < row.until;
+}
+
+}  // namespace
+
+std::span<const ProducerRow> producer_rows() noexcept { return kRows; }
+
+Version parse_version(const char* text) noexcept {
+    int parts[3] = {0, 0, 0};
+    int count = 0;
+    const char* p = text;
+    while (count < 3) {
+        if (*p < '0' || *p > '9') break;
+        long value = 0;
+        while (*p >= '0' && *p <= '9' && value < (1L << 24)) value = value * 10 + (*p++ - '0');
+        parts[count++] = static_cast<int>(value);
+        if (*p != '.') break;
+        ++p;
+    }
+    if (count == 0) return {-1, -1, -1};
+    return {parts[0], parts[1], parts[2]};
+}
+
+const ProducerRow& producer_for(PyTypeObject* type) noexcept {
+    const ProducerRow& generic = kRows.back();
+    PyObject* module_obj = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__module__");
+    if (!module_obj) {
+        PyErr_Clear();
+        return generic;
+    }
+    const char* module = PyUnicode_Check(module_obj) ? PyUnicode_AsUTF8(module_obj) : nullptr;
+    if (!module) PyErr_Clear();
+    const ProducerRow* found = &generic;
+    if (module) {
+        Version version{-2, -2, -2};  // read lazily: only rows that match the module need it
+        for (const ProducerRow& row : kRows) {
+            if (*row.module == '\0' || !module_matches(row.module, module)) continue;
+            if (version.major == -2) version = package_version(row.package);
+            if (in_range(row, version)) {
+                found = &row;
+                break;
+            }
+        }
+    }
+    Py_DECREF(module_obj);
+    return *found;
+}
+
+const ProducerRow* producer_named(const char* name) noexcept {
+    for (const ProducerRow& row : kRows)
+        if (std::strcmp(row.name, name) == 0) return &row;
+    return nullptr;
+}
+
+}  // namespace stridex::python

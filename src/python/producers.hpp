@@ -1,0 +1,65 @@
+// The producer quirk table: what each framework's `__dlpack__` accepts, as data.
+//
+// stridex.view() says which stream the caller will use; each row says how that intent is spelled
+// for one producer (PROTOCOLS.md §4). A row is chosen once per Python type, from the type's
+// `__module__` and the package's `__version__`, and cached with the type (import.cpp). Every row
+// has a test in tests/python/test_stream_policy.py; the prose for each row is in docs/import.md.
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+#include <span>
+
+namespace stridex::python {
+
+// What `__dlpack__` takes as keywords.
+enum class DlpackKeywords : std::uint8_t {
+    full,         // stream, max_version (and dl_device, copy): array API 2023.12
+    stream_only,  // array API 2021.12: stream only (max_version raises TypeError)
+    none,         // no keywords at all (MLX <= 0.31)
+};
+
+struct Version {
+    int major = 0, minor = 0, patch = 0;
+    friend constexpr auto operator<=>(const Version&, const Version&) = default;
+};
+
+struct ProducerRow {
+    const char* name;          // stable id, used by tests and docs ("numpy", "torch<2.9", ...)
+    const char* module;        // type.__module__ is this or starts with it plus '.'; "" = any
+    const char* package;       // module whose __version__ selects the row by version
+    Version since;             // row applies to package versions in [since, until)
+    Version until;
+    DlpackKeywords keywords;
+    bool host_only;            // every array of the type is in host memory: no __dlpack_device__
+                               // call, and no stream argument (None, the default, is the only
+                               // value host producers take)
+    bool takes_no_sync;        // stream=-1 means "no synchronization" (JAX: a CUstream, fails)
+    bool takes_per_thread;     // stream=2 is accepted (torch: BufferError)
+    bool needs_current_device; // raises BufferError unless the array's GPU is the current device
+    bool immutable;            // arrays are immutable by contract: imports are read-only even
+                               // through a legacy capsule, which cannot say so (jax#19123)
+    bool spell_none;           // stream=None must be sent explicitly: the parameter's default is
+                               // something else (torch >= 2.10: -1, no sync); elsewhere None is
+                               // the default and is left out (one keyword less to bind)
+    bool repair_negative_strides;  // DLPack strides of negative-stride arrays come divided as
+                               // unsigned (CuPy 13.4-14.2, cupy#10172): 2**64/itemsize - k for
+                               // -k. Such values cannot be real strides; they are repaired exactly
+    const char* why;           // one line, for docs and test ids
+};
+
+// The whole table, most specific rows first; the last row is the generic one.
+std::span<const ProducerRow> producer_rows() noexcept;
+
+// The row for a type (reads type.__module__ and, where rows differ by version, the package's
+// __version__ from sys.modules). Never fails: anything unknown gets the generic row. Needs the GIL.
+const ProducerRow& producer_for(PyTypeObject* type) noexcept;
+
+// The row of a given name (tests); nullptr if there is none.
+const ProducerRow* producer_named(const char* name) noexcept;
+
+// "2.11.0+cu130" -> {2, 11, 0}; anything unparsable -> nullopt-like {-1, -1, -1}.
+Version parse_version(const char* text) noexcept;
+
+}  // namespace stridex::python

@@ -1,0 +1,288 @@
+// The stream contract (see stream_policy.hpp and docs/import.md).
+#include "stream_policy.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "stridex/cuda/driver.hpp"
+#include "stridex/cuda/pointer.hpp"
+#include "stridex/cuda/stream.hpp"
+#include "stridex/error.hpp"
+
+namespace nb = nanobind;
+
+namespace stridex::python {
+namespace {
+
+PyObject* g_no_sync = nullptr;  // the NO_SYNC sentinel, alive for the life of the process
+
+const char* type_name(PyObject* o) noexcept { return Py_TYPE(o)->tp_name; }
+
+// obj.name, or nullptr when absent (no AttributeError is raised or cleared on the way when the
+// interpreter can avoid it). Other errors propagate as nb::python_error.
+PyObject* optional_attr(PyObject* obj, const char* name) {
+    PyObject* out = nullptr;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyObject_GetOptionalAttrString(obj, name, &out) < 0) throw nb::python_error();
+#else
+    PyObject* key = PyUnicode_InternFromString(name);
+    if (!key) throw nb::python_error();
+    const int r = _PyObject_LookupAttr(obj, key, &out);
+    Py_DECREF(key);
+    if (r < 0) throw nb::python_error();
+#endif
+    return out;
+}
+
+const char kAccepted[] =
+    "stream must be None (the default: legacy default stream on CUDA), stridex.NO_SYNC (or -1: no "
+    "ordering), an int (1 legacy default stream, 2 per-thread default stream, or a CUstream handle), an object "
+    "with __cuda_stream__, or a torch, CuPy or Numba stream";
+
+// An explicit int from the caller. 0 is rejected: DLPack and the CUDA array interface forbid it,
+// since it could mean the legacy or the per-thread default stream.
+StreamRequest from_int(PyObject* value) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+    if (overflow != 0 || v > static_cast<long long>(INTPTR_MAX))
+        fail(ErrorKind::value, "stream must be -1 (no ordering), 1, 2 or a stream handle that fits in a pointer; found ",
+             nb::str(nb::handle(value)).c_str());
+    if (v == 0)
+        fail(ErrorKind::value,
+             "stream=0 is ambiguous (legacy or per-thread default stream?) and forbidden by DLPack and the CUDA "
+             "array interface: pass 1 for the legacy default stream, 2 for the per-thread default stream, a "
+             "stream handle, None for the default, or stridex.NO_SYNC for no ordering");
+    if (v == -1) return {StreamRequest::Kind::no_sync, 0};
+    if (v < -1)
+        fail(ErrorKind::value, "stream must be -1 (no ordering), 1, 2 or a stream handle, found ", v);
+    return {StreamRequest::Kind::on_stream, static_cast<std::intptr_t>(v)};
+}
+
+// A handle read from a stream object. NULL is the driver's default stream, i.e. the legacy one
+// (torch.cuda.default_stream().cuda_stream is 0): it becomes 1, as CuPy and torch do.
+StreamRequest from_handle(PyObject* value, const char* where) {
+    if (value == Py_None) return {StreamRequest::Kind::on_stream, 1};
+    if (!PyIndex_Check(value) || PyBool_Check(value))
+        fail(ErrorKind::type, where, " must be an int, found ", type_name(value));
+    nb::object index = nb::steal(PyNumber_Index(value));
+    if (!index.is_valid()) throw nb::python_error();
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+    if (overflow != 0 || v < 0 || v > static_cast<long long>(INTPTR_MAX))
+        fail(ErrorKind::value, where, " must be a stream handle (a non-negative int), found ",
+             overflow ? std::string("an int out of range") : std::to_string(v));
+    return {StreamRequest::Kind::on_stream, v == 0 ? 1 : static_cast<std::intptr_t>(v)};
+}
+
+bool module_starts_with(PyObject* obj, const char* prefix) {
+    nb::object module = nb::steal(optional_attr(reinterpret_cast<PyObject*>(Py_TYPE(obj)), "__module__"));
+    if (!module.is_valid() || !PyUnicode_Check(module.ptr())) return false;
+    const char* text = PyUnicode_AsUTF8(module.ptr());
+    if (!text) {
+        PyErr_Clear();
+        return false;
+    }
+    return std::strncmp(text, prefix, std::strlen(prefix)) == 0;
+}
+
+StreamRequest from_object(PyObject* stream) {
+    // The CUDA stream protocol (cuda.core; CuPy >= 13, recent torch and Numba too): preferred.
+    if (nb::object protocol = nb::steal(optional_attr(stream, "__cuda_stream__")); protocol.is_valid()) {
+        nb::object pair = PyCallable_Check(protocol.ptr()) ? protocol() : protocol;
+        if (!PyTuple_Check(pair.ptr()) || PyTuple_GET_SIZE(pair.ptr()) != 2)
+            fail(ErrorKind::value, "__cuda_stream__() must return a (version, handle) tuple, found ",
+                 nb::str(pair).c_str());
+        return from_handle(PyTuple_GET_ITEM(pair.ptr(), 1), "__cuda_stream__()[1]");
+    }
+    // torch.cuda.Stream / ExternalStream
+    if (nb::object h = nb::steal(optional_attr(stream, "cuda_stream")); h.is_valid())
+        return from_handle(h.ptr(), "stream.cuda_stream");
+    // cupy.cuda.Stream / ExternalStream
+    if (module_starts_with(stream, "cupy"))
+        if (nb::object h = nb::steal(optional_attr(stream, "ptr")); h.is_valid())
+            return from_handle(h.ptr(), "stream.ptr");
+    // numba.cuda streams: .handle is a ctypes c_void_p (.value, None for NULL) or a driver handle.
+    if (module_starts_with(stream, "numba")) {
+        if (nb::object h = nb::steal(optional_attr(stream, "handle")); h.is_valid()) {
+            if (nb::object v = nb::steal(optional_attr(h.ptr(), "value")); v.is_valid())
+                return from_handle(v.ptr(), "stream.handle.value");
+            nb::object as_int = nb::steal(PyNumber_Long(stream));
+            if (as_int.is_valid()) return from_handle(as_int.ptr(), "int(stream)");
+            PyErr_Clear();
+            return from_handle(h.ptr(), "stream.handle");
+        }
+    }
+    // NumPy integers, IntEnums and other int-likes are plain ints.
+    if (PyIndex_Check(stream)) {
+        nb::object index = nb::steal(PyNumber_Index(stream));
+        if (!index.is_valid()) throw nb::python_error();
+        return from_int(index.ptr());
+    }
+    fail(ErrorKind::type, kAccepted, "; found ", type_name(stream));
+}
+
+// ---- test hooks -------------------------------------------------------------------------------
+bool g_capture_orders = false;
+bool g_fake_cuda_pointers = false;
+std::vector<OrderRecord>& order_log() {
+    static auto* log = new std::vector<OrderRecord>();  // leaked: used until exit
+    return *log;
+}
+
+void order_streams(std::intptr_t ready, std::intptr_t consumer, Device device) {
+    if (g_capture_orders) {
+        order_log().push_back({ready, consumer, device});
+        return;
+    }
+    // cuda::order(after, before, device): `before` waits for what is queued on `after` so far.
+    cuda::order(cuda::StreamRef(ready), cuda::StreamRef(consumer), device);
+}
+
+// The current device: the one of the context current on this thread (torch, CuPy and the runtime
+// API make the device's primary context current), device 0 when none is.
+Device current_cuda_device() {
+    cuda::Driver& d = cuda::driver();
+    if (!d.usable() || d.device_count() == 0) return Device::cuda(0);
+    cuda::CUcontext current = nullptr;
+    d.call("cuCtxGetCurrent", d.api().ctx_get_current, &current);
+    if (current == nullptr) return Device::cuda(0);
+    cuda::CUdevice device = -1;
+    d.call("cuCtxGetDevice", d.api().ctx_get_device, &device);
+    // CUdevice is a handle; the ordinal is its index among cuDeviceGet's answers (cached).
+    for (int i = 0; i < d.device_count(); ++i)
+        if (d.device(i) == device) return Device::cuda(i);
+    return Device::cuda(0);
+}
+
+}  // namespace
+
+PyObject* no_sync_sentinel() noexcept { return g_no_sync; }
+
+void release_no_sync_sentinel() noexcept {
+    // Still compared by identity after this (stridex.view called from later atexit handlers): the
+    // module attribute keeps the object, and so its address, alive until the module goes.
+    Py_XDECREF(g_no_sync);
+}
+
+StreamRequest parse_stream(PyObject* stream) {
+    if (stream == Py_None) return {};
+    if (stream == g_no_sync) return {StreamRequest::Kind::no_sync, 0};
+    if (PyLong_Check(stream)) {
+        if (PyBool_Check(stream)) fail(ErrorKind::type, kAccepted, "; found bool");
+        return from_int(stream);
+    }
+    return from_object(stream);
+}
+
+void dlpack_stream(const StreamRequest& request, const Device* device, const ProducerRow& row, DlpackStream& out) {
+    out.value = Py_None;
+    if (row.host_only) {  // NumPy & co: None is the only value they take, and nothing is pending
+        out.ready = kNoStream;
+        return;
+    }
+    if (device == nullptr) {
+        // The default request: None for every producer. On CUDA that is the legacy default stream
+        // (array API; torch, CuPy, Warp) or a host-side wait until ready (JAX), so the data is
+        // ready on stream 1 either way; on the host, None is the only legal value.
+        out.ready = 1;
+        return;
+    }
+    std::intptr_t send = 0;  // 0: send None
+    if (device->type == DeviceType::kROCM) {
+        // ROCm: None is the legacy default stream, other values are hipStream_t; stridex passes
+        // the caller's intent through and orders nothing itself.
+        out.ready = kNoStream;
+        if (request.kind == StreamRequest::Kind::no_sync) send = -1;
+        if (request.kind == StreamRequest::Kind::on_stream) send = request.handle;
+    } else if (device->type == DeviceType::kCUDA || device->type == DeviceType::kCUDAManaged) {
+        switch (request.kind) {
+            case StreamRequest::Kind::by_default: out.ready = 1; break;
+            case StreamRequest::Kind::no_sync:
+                if (row.takes_no_sync) {
+                    send = -1;
+                    out.ready = kNoStream;
+                } else {
+                    out.ready = 1;  // JAX: None makes it wait on the host, -1 would fail
+                }
+                break;
+            case StreamRequest::Kind::on_stream:
+                if (request.handle == 2 && !row.takes_per_thread) {
+                    // torch refuses 2: it syncs the legacy stream instead, and finish() orders the
+                    // per-thread stream after that with an event.
+                    send = 1;
+                    out.ready = 1;
+                } else {
+                    send = request.handle;
+                    out.ready = request.handle;
+                }
+                break;
+        }
+    } else {
+        // CPU, pinned (torch treats it as CPU and refuses a CUDA stream), and every other device:
+        // None, the only value host producers accept. Nothing is promised about pending work.
+        out.ready = kNoStream;
+    }
+    if (send != 0) {
+        out.holder = PyLong_FromSsize_t(send);
+        if (!out.holder) throw nb::python_error();
+        out.value = out.holder;
+    }
+}
+
+void finish(View& view, const StreamRequest& request, std::intptr_t ready) {
+    const Device device = view.device();
+    if (!stream_ordered(device)) {
+        view.set_stream(kNoStream);
+        return;
+    }
+    if (request.kind == StreamRequest::Kind::no_sync) {
+        view.set_stream(ready);
+        return;
+    }
+    const std::intptr_t consumer = request.consumer();
+    if (ready != kNoStream && ready != consumer) order_streams(ready, consumer, device);
+    view.set_stream(consumer);
+}
+
+Device device_of_cuda_pointer(std::uintptr_t ptr) {
+    if (g_fake_cuda_pointers) return Device::cuda(0);
+    if (ptr == 0) return current_cuda_device();
+    return cuda::pointer_info(ptr).device();
+}
+
+namespace testing {
+void capture_orders(bool on) noexcept { g_capture_orders = on; }
+bool capturing_orders() noexcept { return g_capture_orders; }
+const std::vector<OrderRecord>& captured_orders() noexcept { return order_log(); }
+void clear_orders() noexcept { order_log().clear(); }
+void fake_cuda_pointers(bool on) noexcept { g_fake_cuda_pointers = on; }
+}  // namespace testing
+
+namespace {
+// NO_SYNC is a plain CPython object rather than a nanobind instance: it lives as long as the module
+// (and longer, in whoever holds it), which nanobind's leak check at exit would report.
+PyObject* no_sync_repr(PyObject*) { return PyUnicode_FromString("stridex.NO_SYNC"); }
+PyObject* no_sync_reduce(PyObject*, PyObject*) { return PyUnicode_FromString("NO_SYNC"); }
+PyMethodDef g_no_sync_methods[] = {{"__reduce__", &no_sync_reduce, METH_NOARGS, nullptr}, {nullptr, nullptr, 0, nullptr}};
+PyType_Slot g_no_sync_slots[] = {
+    {Py_tp_repr, reinterpret_cast<void*>(&no_sync_repr)},
+    {Py_tp_methods, g_no_sync_methods},
+    {Py_tp_doc, const_cast<char*>("The type of stridex.NO_SYNC: ask stridex.view() for no stream ordering at all.")},
+    {0, nullptr},
+};
+PyType_Spec g_no_sync_spec = {"stridex._stridex.NoSyncType", sizeof(PyObject), 0,
+                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, g_no_sync_slots};
+}  // namespace
+
+void bind_stream_policy(nb::module_& m) {
+    nb::object type = nb::steal(PyType_FromSpec(&g_no_sync_spec));
+    if (!type.is_valid()) throw nb::python_error();
+    g_no_sync = PyType_GenericAlloc(reinterpret_cast<PyTypeObject*>(type.ptr()), 0);  // the only instance
+    if (!g_no_sync) throw nb::python_error();
+    m.attr("NoSyncType") = type;
+    m.attr("NO_SYNC") = nb::borrow(g_no_sync);
+}
+
+}  // namespace stridex::python

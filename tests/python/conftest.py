@@ -1,0 +1,46 @@
+"""Fixtures shared by every Python test file: kept small and generic."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+import stridex
+
+
+def cuda_device_count() -> int:
+    """CUDA devices stridex can use; 0 without a driver or a GPU (never raises)."""
+    try:
+        available = getattr(stridex, "cuda_available", None)
+        if available is not None and not available():
+            return 0
+        count = getattr(stridex, "device_count", None)
+        if count is not None:
+            return int(count())
+        return 1 if available is not None else 0
+    except Exception:  # noqa: BLE001 - a probe: any failure means "no CUDA"
+        return 0
+
+
+def pytest_report_header(config):
+    return f"stridex {stridex.__version__} from {stridex.__file__}; CUDA devices: {cuda_device_count()}"
+
+
+@pytest.fixture
+def cuda():
+    """Skips the test, with the reason, unless stridex sees a CUDA device."""
+    if cuda_device_count() == 0:
+        pytest.skip("no CUDA device (stridex.cuda_available() is False)")
+    return cuda_device_count()
+
+
+@pytest.fixture
+def collect():
+    """A full garbage collection, for tests that drop the last reference to a producer."""
+
+    def run():
+        for _ in range(3):
+            gc.collect()
+
+    return run
