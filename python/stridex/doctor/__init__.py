@@ -1,0 +1,402 @@
+"""``python -m stridex doctor``: the interop matrix of this machine.
+
+For every producer × consumer × case on every device, the doctor hands an array over twice:
+natively (the consumer's own from_dlpack/asarray on the producer's array) and through stridex
+(``stridex.view`` then the consumer's own import of the View), and checks that the consumer aliases
+the producer's memory with the same pointer, shape, strides, dtype, device and read-only flag, and,
+on GPUs, that stream order holds. See docs/doctor.md.
+
+Modules: discovery (what is installed), cases (what is checked), frameworks (one adapter per
+framework), checks (the checks and the claims table), report (text and JSON), bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import faulthandler
+import importlib
+import json
+import os
+import platform
+import queue
+import signal
+import subprocess
+import sys
+import threading
+
+from . import cases as cases_mod
+from . import checks
+from .checks import Context, summarize
+from .discovery import KNOWN, DeviceReport, FrameworkInfo, discover, discover_devices, one_line
+from .frameworks import ADAPTERS, Adapter
+from .report import Progress, render_json, render_text, stridex_features
+
+EXIT_OK, EXIT_CLAIMED_FAILURE, EXIT_USAGE = 0, 1, 2
+
+CLI_DESCRIPTION = """\
+The interop matrix of this machine. For every producer -> consumer pair of the frameworks found,
+every case (contiguous, strided, negative strides, 0-d, empty, bool, bfloat16, read-only; stream
+order on GPUs) and every device, the array is handed over twice: natively (the consumer's own
+from_dlpack, or asarray where the producer has no __dlpack__) and through stridex (stridex.view,
+then the consumer's own import of the View). Each is checked: same pointer, shape, strides, dtype,
+device and read-only flag, memory shared (written through one side, read through the other), and
+on GPUs the producer's pending work ordered before the consumer's stream.
+
+cells: native then stridex. ✓ pass, ✗n failed (reason n listed below the matrix), — does not
+apply (one side cannot represent the case on that device; -v says why), * not claimed.
+
+exit status: 0 when every claimed stridex cell passed, 1 when one failed, 2 on a usage error.
+Native failures never change it. See docs/doctor.md.
+"""
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    known = ", ".join(k.name for k in KNOWN)
+    parser.add_argument("--frameworks", type=_csv, metavar="LIST",
+                        help=f"comma-separated frameworks to check (default: all installed). Known: {known}")
+    parser.add_argument("--device", default="all", metavar="DEVICE",
+                        help="cpu, cuda (every GPU), cuda:N, or all (default)")
+    parser.add_argument("--cases", type=_csv, metavar="LIST",
+                        help="comma-separated cases (default: all). Known: " + ", ".join(cases_mod.CASES_BY_NAME))
+    parser.add_argument("--quick", action="store_true",
+                        help="only the quick cases: " + ", ".join(c.name for c in cases_mod.CASES if c.quick))
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON document on stdout (progress and framework chatter go to stderr)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also list why cells do not apply, and the cases")
+    parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    parser.add_argument("--adapter", action="append", default=[], metavar="MODULE:CLASS",
+                        help="add a framework adapter (a frameworks.Adapter subclass), e.g. for an in-house "
+                             "array type; repeatable")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run the checks in this process (starts faster; a crashing check ends the doctor "
+                             "instead of being recorded)")
+    parser.add_argument("--check-timeout", type=float, default=300.0, metavar="S",
+                        help="a check silent for this long is recorded as hung and skipped (default 300)")
+    parser.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--_resume", default="0:0", help=argparse.SUPPRESS)
+    parser.add_argument("--_skip", action="append", default=[], help=argparse.SUPPRESS)
+    parser.set_defaults(func=main)
+
+
+def _load_plugin(spec: str) -> tuple[FrameworkInfo, type[Adapter]]:
+    module_name, _, class_name = spec.partition(":")
+    if not module_name or not class_name:
+        raise ValueError(f"--adapter takes MODULE:CLASS, found {spec!r}")
+    module = importlib.import_module(module_name)
+    cls = getattr(module, class_name)
+    version = getattr(cls, "version_string", None) or getattr(module, "__version__", None)
+    return FrameworkInfo(cls.name, module_name, "ok", version=version, module=module), cls
+
+
+def build_adapters(infos: list[FrameworkInfo], plugins: dict[str, type[Adapter]]) -> dict[str, Adapter]:
+    """An adapter per working framework; one whose setup fails is shown as broken, with the reason."""
+    adapters: dict[str, Adapter] = {}
+    for info in infos:
+        cls = plugins.get(info.name) or ADAPTERS.get(info.name)
+        if not info.ok or info.role != "arrays" or cls is None:
+            continue
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                adapter = cls(info)
+                if info.module is None:
+                    info.module = adapter.m
+        except Exception as exc:  # noqa: BLE001
+            info.status, info.reason = "broken", f"adapter setup failed: {one_line(exc)}"
+            continue
+        adapters[info.name] = adapter
+    return adapters
+
+
+def select_devices(report: DeviceReport, wanted: str) -> list[str]:
+    if wanted == "all":
+        return list(report.devices)
+    if wanted == "cuda":
+        return [d for d in report.devices if d.startswith("cuda:")]
+    if wanted in report.devices:
+        return [wanted]
+    raise ValueError(f"no device {wanted!r} here; found: {', '.join(report.devices)}")
+
+
+@contextlib.contextmanager
+def _stdout_for_json(enabled: bool):
+    """While the doctor runs, anything written to stdout (Python or C level, e.g. framework
+    banners) goes to stderr; the JSON document is written to the real stdout at the end."""
+    if not enabled:
+        yield sys.stdout
+        return
+    sys.stdout.flush()
+    saved_fd = os.dup(1)
+    os.dup2(2, 1)
+    saved_stdout = sys.stdout
+    sys.stdout = sys.stderr
+    real = os.fdopen(os.dup(saved_fd), "w", encoding="utf-8")
+    try:
+        yield real
+    finally:
+        sys.stdout.flush()
+        sys.stdout = saved_stdout
+        os.dup2(saved_fd, 1)
+        os.close(saved_fd)
+        real.flush()
+        real.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Collecting results. The checks run in a worker process that streams events (JSON lines) to the
+# supervisor; when a check kills the worker (a segfault in a framework or in stridex) or hangs, the
+# supervisor records that check as failed and starts a new worker after it. `--in-process` runs the
+# same events in this process instead (faster to start, but a crash ends the doctor).
+
+CRASHES_BEFORE_SKIP = 3  # crashes of one (device, producer, consumer, route) before the rest is skipped
+
+
+def collect(args: argparse.Namespace, emit, resume: tuple[int, int] = (0, 0),
+            skip: frozenset[tuple[str, str, str, str]] = frozenset()) -> None:
+    """Discover, plan and run, reporting through emit(event): "env", then per cell "cell",
+    and per route "begin" and "outcome", then "done"."""
+    import stridex as sx
+
+    plugins: dict[str, type[Adapter]] = {}
+    plugin_infos: list[FrameworkInfo] = []
+    for spec in args.adapter:
+        info, cls = _load_plugin(spec)
+        plugins[info.name] = cls
+        plugin_infos.append(info)
+    names = None
+    if args.frameworks:
+        names = [n for n in args.frameworks if n not in plugins]
+        if "ml_dtypes" not in names:
+            names.append("ml_dtypes")  # bfloat16 needs it; cheap
+        plugin_infos = [i for i in plugin_infos if i.name in args.frameworks]
+    infos = discover(names) + plugin_infos
+    adapters = build_adapters(infos, plugins)
+    devices = discover_devices(sx, {i.name: i for i in infos})
+    chosen = select_devices(devices, args.device)
+    selected = cases_mod.select(args.cases, quick=args.quick)
+    ctx = Context(sx, adapters)
+    todo = checks.plan(adapters, chosen, selected)
+    emit({"type": "env", "frameworks": [i.to_json() for i in infos], "devices": devices.to_json(),
+          "chosen": chosen, "cases": [c.name for c in selected], "features": stridex_features(sx),
+          "header": {"stridex_version": getattr(sx, "__version__", "?"), "stridex_path": os.path.dirname(sx.__file__),
+                     "python": platform.python_version(), "platform": f"{platform.system()}-{platform.machine()}"},
+          "planned": len(todo)})
+    progress = Progress(sys.stderr, enabled=not args.no_progress)
+    faulthandler.enable(sys.stderr)  # a crash still says where
+    first, first_route = resume
+    for i in range(first, len(todo)):
+        device, p, c, case = todo[i]
+        progress(i, len(todo), f"{device} {p.name} → {c.name} {case.name}")
+        cell = {"type": "cell", "index": i, "device": device, "producer": p.name, "consumer": c.name,
+                "case": case.name}
+        reason = checks.applies(p, c, case, device)
+        if reason:
+            emit({**cell, "na": reason})
+            continue
+        claimed, why = checks.claim(p, c, case)
+        emit({**cell, "claimed": claimed, "why": why})
+        for r, route in enumerate(checks.ROUTES):
+            if i == first and r < first_route:
+                continue
+            if (device, p.name, c.name, route) in skip:
+                outcome = checks.Outcome(checks.FAIL, f"not run: this route crashed the doctor {CRASHES_BEFORE_SKIP} "
+                                                      f"times for {p.name} → {c.name} on {device}")
+            else:
+                emit({"type": "begin", "index": i, "route": route})
+                outcome = checks.run_route(ctx, p, c, case, device, route)
+            emit({"type": "outcome", "index": i, "route": route, "outcome": outcome.to_json()})
+    progress(len(todo), len(todo), "done")
+    emit({"type": "done"})
+
+
+class Session:
+    """The events of one doctor run, from one or several workers, and what they add up to."""
+
+    def __init__(self) -> None:
+        self.env: dict | None = None
+        self.cells: dict[int, dict] = {}
+        self.outcomes: dict[tuple[int, str], checks.Outcome] = {}
+        self.begun: tuple[int, str] | None = None
+        self.done = False
+
+    def add(self, event: dict) -> None:
+        kind = event["type"]
+        if kind == "env":
+            self.env = self.env or event
+        elif kind == "cell":
+            self.cells[event["index"]] = event
+            if "na" in event:
+                for route in checks.ROUTES:
+                    self.outcomes[(event["index"], route)] = checks.Outcome(checks.NA, event["na"])
+        elif kind == "begin":
+            self.begun = (event["index"], event["route"])
+        elif kind == "outcome":
+            self.outcomes[(event["index"], event["route"])] = checks.Outcome.from_json(event["outcome"])
+            self.begun = None
+        elif kind == "done":
+            self.done = True
+        elif kind == "usage":
+            raise ValueError(event["message"])
+
+    def crashed(self, what: str) -> tuple[int, int] | None:
+        """Record the route that was running as failed with `what`; return where to resume."""
+        if self.begun is None:
+            return None
+        index, route = self.begun
+        self.outcomes[(index, route)] = checks.Outcome(checks.FAIL, what)
+        self.begun = None
+        r = checks.ROUTES.index(route) + 1
+        return (index, r) if r < len(checks.ROUTES) else (index + 1, 0)
+
+    def result(self) -> dict:
+        """Everything the renderers take, and the exit status."""
+        env = self.env
+        cells = []
+        for index in sorted(self.cells):
+            ev = self.cells[index]
+            native = self.outcomes.get((index, checks.NATIVE), checks.Outcome(checks.FAIL, "not run"))
+            sx_out = self.outcomes.get((index, checks.STRIDEX), checks.Outcome(checks.FAIL, "not run"))
+            if "na" not in ev:
+                checks.apply_claim(sx_out, ev["claimed"], ev["why"])
+            cells.append(checks.Cell(ev["device"], ev["producer"], ev["consumer"], ev["case"], native, sx_out))
+        summary = summarize(cells)
+        status = EXIT_CLAIMED_FAILURE if summary["stridex"]["claimed_failures"] else EXIT_OK
+        return dict(cells=cells, cases=cases_mod.select(env["cases"]),
+                    frameworks=[FrameworkInfo.from_json(f) for f in env["frameworks"]],
+                    devices=DeviceReport.from_json(env["devices"]), features=env["features"], header=env["header"],
+                    summary=summary, exit_status=status)
+
+
+def _worker_command(args: argparse.Namespace, resume: tuple[int, int], skip: set) -> list[str]:
+    cmd = [sys.executable, "-m", "stridex", "doctor", "--_worker", f"--_resume={resume[0]}:{resume[1]}",
+           f"--device={args.device}"]
+    if args.frameworks:
+        cmd.append("--frameworks=" + ",".join(args.frameworks))
+    if args.cases:
+        cmd.append("--cases=" + ",".join(args.cases))
+    if args.quick:
+        cmd.append("--quick")
+    if args.no_progress:
+        cmd.append("--no-progress")
+    cmd += [f"--adapter={a}" for a in args.adapter]
+    cmd += [f"--_skip={'|'.join(s)}" for s in sorted(skip)]
+    return cmd
+
+
+def _signal_name(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"{signal.Signals(-code).name}"
+        return f"signal {-code}"
+    return f"exit status {code}"
+
+
+def supervise(args: argparse.Namespace, session: Session) -> str | None:
+    """Run workers until the plan is done; None, or why the doctor could not run at all."""
+    resume, skip, crashes = (0, 0), set(), {}
+    while True:
+        proc = subprocess.Popen(_worker_command(args, resume, skip), stdout=subprocess.PIPE, text=True,
+                                encoding="utf-8", bufsize=1)
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout] + [lines.put(None)], daemon=True).start()
+        hung = False
+        while True:
+            try:
+                line = lines.get(timeout=args.check_timeout)
+            except queue.Empty:
+                hung = True
+                proc.kill()
+                break
+            if line is None:
+                break
+            if line.startswith("{"):
+                session.add(json.loads(line))
+        code = proc.wait()
+        if session.done:
+            return None
+        if session.env is None:
+            return f"the doctor's worker stopped before any check ({_signal_name(code)}); see stderr above"
+        if session.begun is None:
+            return f"the doctor's worker stopped between checks ({_signal_name(code)}); see stderr above"
+        index, route = session.begun
+        cell = session.cells[index]
+        what = (f"no progress for {args.check_timeout:.0f} s: the check hung (the doctor killed it and went on)"
+                if hung else f"crashed the process ({_signal_name(code)}); the doctor went on in a new one")
+        key = (cell["device"], cell["producer"], cell["consumer"], route)
+        crashes[key] = crashes.get(key, 0) + 1
+        if crashes[key] >= CRASHES_BEFORE_SKIP:
+            skip.add(key)
+        resume = session.crashed(what)
+        sys.stderr.write(f"doctor: {cell['device']} {cell['producer']} → {cell['consumer']} {cell['case']} "
+                         f"[{route}]: {what}\n")
+
+
+def _run_worker(args: argparse.Namespace) -> int:
+    first, _, route = args._resume.partition(":")
+    skip = frozenset(tuple(s.split("|")) for s in args._skip)
+    with _stdout_for_json(True) as out:
+        def emit(event: dict) -> None:
+            out.write(json.dumps(event) + "\n")
+            out.flush()
+
+        try:
+            collect(args, emit, (int(first), int(route or 0)), skip)
+        except (ValueError, ImportError, AttributeError) as exc:  # before any check: a usage error
+            emit({"type": "usage", "message": str(exc)})
+            return EXIT_USAGE
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> None:
+    """Usage errors found without importing any framework (the worker finds the rest)."""
+    cases_mod.select(args.cases, quick=args.quick)
+    if args.device not in ("all", "cpu", "cuda") and not (args.device.startswith("cuda:") and
+                                                            args.device[5:].isdigit()):
+        raise ValueError(f"--device takes cpu, cuda, cuda:N or all, found {args.device!r}")
+    plugins = {_load_plugin(spec)[0].name for spec in args.adapter}
+    unknown = set(args.frameworks or ()) - {k.name for k in KNOWN} - plugins
+    if unknown:
+        raise ValueError(f"unknown framework(s): {', '.join(sorted(unknown))}; known: "
+                         f"{', '.join(k.name for k in KNOWN)}")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args._worker:
+        return _run_worker(args)
+    with _stdout_for_json(args.json) as out:
+        session = Session()
+        try:
+            _validate(args)
+            if args.in_process:
+                collect(args, session.add)
+                problem = None
+            else:
+                if not args.no_progress:
+                    sys.stderr.write("doctor: importing frameworks ...\n")
+                problem = supervise(args, session)
+        except (ValueError, ImportError, AttributeError) as exc:  # bad --frameworks/--cases/--device/--adapter
+            print(f"stridex doctor: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if session.env is None:
+            print(f"stridex doctor: {problem}", file=sys.stderr)
+            return EXIT_USAGE
+        if problem:
+            print(f"stridex doctor: {problem}; the matrix below is incomplete", file=sys.stderr)
+        result = session.result()
+        if args.json:
+            options = {"frameworks": args.frameworks, "device": args.device, "devices": session.env["chosen"],
+                       "cases": session.env["cases"], "quick": args.quick, "in_process": args.in_process}
+            json.dump(render_json(**result, options=options), out, indent=1, ensure_ascii=False)
+            out.write("\n")
+        else:
+            out.write(render_text(**result, stream=out, verbose=args.verbose))
+        out.flush()
+        return result["exit_status"] if not problem else max(result["exit_status"], EXIT_CLAIMED_FAILURE)
+
+
+__all__ = ["add_arguments", "main", "collect", "Session", "build_adapters", "Adapter", "ADAPTERS"]

@@ -1,0 +1,144 @@
+"""`python -m stridex doctor` and `bench` as CI runs them: subprocesses over the CPU frameworks here.
+
+The first test is the acceptance test of the whole project on a CPU machine: every claimed pair
+passes, and NumPy -> NumPy through stridex aliases the memory. It fails until stridex.view and the
+View's exports exist, by design.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+TIMEOUT = 240  # the whole CPU doctor takes seconds; the bound only stops a hang
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: int = TIMEOUT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "stridex", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env or dict(os.environ), encoding="utf-8")
+
+
+def find(doc: dict, producer: str, consumer: str, case: str, device: str = "cpu") -> dict:
+    for cell in doc["results"]:
+        if (cell["device"], cell["producer"], cell["consumer"], cell["case"]) == (device, producer, consumer, case):
+            return cell
+    raise AssertionError(f"no result for {device} {producer} -> {consumer} {case}")
+
+
+@pytest.fixture(scope="module")
+def cpu_doctor() -> tuple[subprocess.CompletedProcess, dict]:
+    proc = run_cli("doctor", "--json", "--device", "cpu")
+    try:
+        doc = json.loads(proc.stdout)  # the whole stdout is one JSON document: nothing else leaks there
+    except json.JSONDecodeError as exc:
+        raise AssertionError(f"stdout is not JSON ({exc}); stderr:\n{proc.stderr[-3000:]}\nstdout:\n"
+                             f"{proc.stdout[:3000]}") from exc
+    return proc, doc
+
+
+def test_cpu_doctor_passes_and_numpy_roundtrip_aliases(cpu_doctor):
+    proc, doc = cpu_doctor
+    cell = find(doc, "numpy", "numpy", "contiguous")
+    assert cell["stridex"]["status"] == "pass", f"numpy -> numpy through stridex: {cell['stridex']['reason']}"
+    assert cell["stridex"]["aliasing"] == "write", "aliasing must be verified by a write through one side"
+    assert cell["stridex"]["claimed"] is True
+    failed = [f"{c['producer']} -> {c['consumer']} {c['case']}: {c['stridex']['reason']}"
+              for c in doc["results"] if c["stridex"]["status"] == "fail" and c["stridex"].get("claimed")]
+    assert not failed, "claimed stridex pairs failed:\n" + "\n".join(failed)
+    assert doc["exit_status"] == 0
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_cpu_doctor_document_shape(cpu_doctor):
+    proc, doc = cpu_doctor
+    assert proc.returncode == doc["exit_status"]
+    names = {f["name"]: f for f in doc["frameworks"]}
+    assert names["numpy"]["status"] == "ok" and names["numpy"]["version"]
+    assert "torch" in names  # every known framework is listed, installed or not
+    assert doc["devices"]["devices"][0] == "cpu"
+    assert {c["name"] for c in doc["cases"]} >= {"contiguous", "strided", "negative", "0-d", "empty", "bool",
+                                                  "bfloat16", "readonly"}
+    for cell in doc["results"]:
+        for route in ("native", "stridex"):
+            outcome = cell[route]
+            assert outcome["status"] in ("pass", "fail", "n/a")
+            if outcome["status"] != "pass":
+                assert outcome["reason"], f"{cell} has no reason"
+        assert (cell["native"]["status"] == "n/a") == (cell["stridex"]["status"] == "n/a")
+    # native NumPy -> NumPy works on every NumPy >= 2.1, and the doctor proves it by writing
+    native = find(doc, "numpy", "numpy", "strided")["native"]
+    assert native["status"] == "pass" and native["aliasing"] == "write" and native["how"] == "numpy.from_dlpack"
+    # a case one side cannot represent is "does not apply", with the reason
+    assert "bfloat16" in {c["case"] for c in doc["results"]}
+    summary = doc["summary"]["stridex"]
+    assert summary["pass"] + summary["fail"] + summary["n/a"] == len(doc["results"])
+
+
+def test_text_matrix_shows_versions_and_symbols():
+    proc = run_cli("doctor", "--frameworks", "numpy", "--cases", "contiguous,bfloat16", "--no-progress")
+    assert proc.returncode in (0, 1), proc.stderr
+    out = proc.stdout
+    import numpy
+
+    assert f"numpy {numpy.__version__}" in out
+    assert re.search(r"numpy\s+(→|->)\s+numpy", out)
+    assert "contig" in out and "bf16" in out
+    assert "✓" in out or "ok" in out
+    assert ("exit status 0" in out) == (proc.returncode == 0)
+    assert proc.stderr == ""  # --no-progress: nothing on stderr for a clean run
+
+
+def test_progress_goes_to_stderr_only():
+    proc = run_cli("doctor", "--frameworks", "numpy", "--cases", "contiguous", "--json")
+    json.loads(proc.stdout)
+    assert "doctor:" in proc.stderr  # progress and the check count
+
+
+def test_version_and_help():
+    import stridex
+
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and f"stridex {stridex.__version__}" in proc.stdout
+    proc = run_cli("--help")
+    assert proc.returncode == 0 and "doctor" in proc.stdout and "bench" in proc.stdout
+    proc = run_cli("doctor", "--help")
+    assert proc.returncode == 0 and "--frameworks" in proc.stdout and "exit status" in proc.stdout
+    proc = run_cli()
+    assert proc.returncode == 2 and "doctor" in proc.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--cases", "nope"), "unknown case"),
+    (("--frameworks", "nope"), "unknown framework"),
+    (("--device", "cuda:7"), "no device"),
+    (("--adapter", "no_such_module_for_doctor:X"), "no_such_module_for_doctor"),
+])
+def test_usage_errors_exit_2(args, message):
+    proc = run_cli("doctor", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_bench_quick_cpu():
+    proc = run_cli("bench", "--quick", "--frameworks", "numpy", "--device", "cpu", "--repeat", "2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "### Import" in out and "### Hand-over" in out
+    assert "| cpu" in out and "numpy.from_dlpack" in out
+    row = next(line for line in out.splitlines() if "numpy → numpy" in line)
+    native = row.split("|")[4].strip()
+    assert native.replace(",", "").replace(".", "").isdigit(), row  # a number of ns, not "—"
+
+
+def test_bench_json():
+    proc = run_cli("bench", "--quick", "--frameworks", "numpy", "--device", "cpu", "--repeat", "2", "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    assert doc["empty_call_ns"] > 0
+    (row,) = [r for r in doc["handovers"] if r["producer"] == "numpy" and r["consumer"] == "numpy"]
+    assert row["native"] > 0
