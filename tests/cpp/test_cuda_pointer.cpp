@@ -5,6 +5,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "expect_error.hpp"
 #include "stridex/cuda/pointer.hpp"
 #include "test_cuda_fake_driver.hpp"
 
@@ -21,14 +22,7 @@ constexpr std::int64_t kMax64 = std::numeric_limits<std::int64_t>::max();
 
 template <class F>
 std::string value_error(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), ErrorKind::value) << e.what();
-        return e.what();
-    }
-    ADD_FAILURE() << "no Error(value)";
-    return {};
+    return ::stridex::testing::expect_error(f, ErrorKind::value).message();
 }
 
 TEST(DevicePtr, ByteArithmetic) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <optional>
 
+#include "expect_error.hpp"
 #include "stridex/cuda/vmm.hpp"
 #include "test_cuda_fake_driver.hpp"
 
@@ -24,17 +25,7 @@ VirtualBufferOptions chunks_of(std::size_t chunk, std::vector<int> devices = {0}
     return o;
 }
 
-template <class F>
-const Error expect_error(F&& f, ErrorKind kind) {
-    try {
-        f();
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), kind) << e.what();
-        return e;
-    }
-    ADD_FAILURE() << "no stridex::Error thrown";
-    return Error(kind, "");
-}
+using ::stridex::testing::expect_error;
 
 TEST(VirtualBuffer, MapsChunksBehindEachOtherAndSetsAccessOnce) {
     FakeCuda fake;

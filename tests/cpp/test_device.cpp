@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "stridex/device.hpp"
+#include "expect_error.hpp"
 #include "stridex/error.hpp"
 
 namespace stridex {
@@ -27,24 +28,6 @@ using stridex::Error;
 using stridex::ErrorKind;
 
 // Passes when f throws stridex::Error of `kind` whose message contains `needle`.
-template <class F>
-::testing::AssertionResult throws_error(F&& f, ErrorKind kind, std::string_view needle) {
-    try {
-        f();
-    } catch (const Error& e) {
-        if (e.kind() != kind)
-            return ::testing::AssertionFailure() << "kind " << stridex::to_string(e.kind()) << " instead of "
-                                                 << stridex::to_string(kind) << ": " << e.what();
-        if (std::string_view(e.what()).find(needle) == std::string_view::npos)
-            return ::testing::AssertionFailure() << "message '" << e.what() << "' lacks '" << needle << "'";
-        return ::testing::AssertionSuccess();
-    } catch (const std::exception& e) {
-        return ::testing::AssertionFailure() << "other exception: " << e.what();
-    }
-    return ::testing::AssertionFailure() << "nothing thrown";
-}
-
-#define EXPECT_ERROR(expr, kind, needle) EXPECT_TRUE(throws_error([&] { (void)(expr); }, ErrorKind::kind, needle))
 
 // Everything known about each type, restated from DLPack and the stridex brief.
 struct TypeCase {

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "expect_error.hpp"
 #include "producer.hpp"
 #include "stridex/dlpack.hpp"
 
@@ -14,18 +15,8 @@ namespace {
 using dlpack::DLManagedTensor;
 using dlpack::DLManagedTensorVersioned;
 using testing::DeleterCount;
+using ::stridex::testing::expect_error;
 using testing::produce;
-
-template <class F>
-void expect_error(F&& f, ErrorKind kind, const std::string& fragment) {
-    try {
-        f();
-        ADD_FAILURE() << "expected an error containing '" << fragment << "'";
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), kind) << e.what();
-        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-    }
-}
 
 TEST(DLPackImport, VersionedTensorBecomesAView) {
     std::vector<float> buf(24);

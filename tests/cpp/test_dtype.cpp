@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "stridex/dtype.hpp"
+#include "expect_error.hpp"
 #include "stridex/error.hpp"
 
 namespace stridex {
@@ -31,24 +32,6 @@ using stridex::ErrorKind;
 namespace dtypes = stridex::dtypes;
 
 // Passes when f throws stridex::Error of `kind` whose message contains `needle`.
-template <class F>
-::testing::AssertionResult throws_error(F&& f, ErrorKind kind, std::string_view needle) {
-    try {
-        f();
-    } catch (const Error& e) {
-        if (e.kind() != kind)
-            return ::testing::AssertionFailure() << "kind " << stridex::to_string(e.kind()) << " instead of "
-                                                 << stridex::to_string(kind) << ": " << e.what();
-        if (std::string_view(e.what()).find(needle) == std::string_view::npos)
-            return ::testing::AssertionFailure() << "message '" << e.what() << "' lacks '" << needle << "'";
-        return ::testing::AssertionSuccess();
-    } catch (const std::exception& e) {
-        return ::testing::AssertionFailure() << "other exception: " << e.what();
-    }
-    return ::testing::AssertionFailure() << "nothing thrown";
-}
-
-#define EXPECT_ERROR(expr, kind, needle) EXPECT_TRUE(throws_error([&] { (void)(expr); }, ErrorKind::kind, needle))
 
 constexpr bool kLE = std::endian::native == std::endian::little;
 constexpr std::string_view kNative = kLE ? "<" : ">";

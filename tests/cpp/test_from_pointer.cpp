@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/cuda/from_pointer.hpp"
 
@@ -83,14 +84,7 @@ Layout vector_of(std::int64_t n) {
 
 template <class F>
 std::string value_error(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), ErrorKind::value) << e.what();
-        return e.what();
-    }
-    ADD_FAILURE() << "expected Error(value)";
-    return {};
+    return ::stridex::testing::expect_error(f, ErrorKind::value).message();
 }
 
 TEST_F(FromPointerFake, DeviceComesFromTheMemory) {

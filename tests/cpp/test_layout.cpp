@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "expect_error.hpp"
 #include "stridex/layout.hpp"
 
 // Allocation counting for the no-allocation test. The replacements are weak so that another test
@@ -60,13 +61,7 @@ Dims vec(std::span<const std::int64_t> v) { return {v.begin(), v.end()}; }
 // Runs f, expecting an Error of `kind` whose message contains `needle`.
 template <class F>
 void expect_error(ErrorKind kind, std::string_view needle, F&& f) {
-    try {
-        f();
-        ADD_FAILURE() << "expected an Error (" << to_string(kind) << ") containing '" << needle << "'";
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), kind) << e.message();
-        EXPECT_NE(e.message().find(needle), std::string::npos) << "message: " << e.message();
-    }
+    ::stridex::testing::expect_error(f, kind, needle);
 }
 
 void expect_layout(const Layout& l, const Dims& shape, const Dims& strides) {
