@@ -216,6 +216,19 @@ void release_buffer(void* p) noexcept {
     delete buffer;
 }
 
+// An Owner that releases a filled heap Py_buffer; the buffer is released at once if that fails.
+Owner adopt_buffer(Py_buffer* buffer, Py_buffer** out) {
+    try {
+        Owner owner = Owner::from_callback(&release_buffer, buffer);
+        *out = buffer;
+        return owner;
+    } catch (...) {
+        PyBuffer_Release(buffer);
+        delete buffer;
+        throw;
+    }
+}
+
 // Gets a buffer of `obj` with `flags` into a heap Py_buffer whose Owner releases it (with the GIL).
 // An exporter's refusal is a BufferError whatever it raised (NumPy: ValueError "cannot include
 // dtype 'E' in a buffer"), so that the next protocol is tried and the messages are collected.
@@ -229,15 +242,7 @@ Owner get_buffer(PyObject* obj, int flags, Py_buffer** out) {
         }
         throw nb::python_error();
     }
-    try {
-        Owner owner = Owner::from_callback(&release_buffer, buffer);
-        *out = buffer;
-        return owner;
-    } catch (...) {
-        PyBuffer_Release(buffer);
-        delete buffer;
-        throw;
-    }
+    return adopt_buffer(buffer, out);
 }
 
 // A writable buffer if the object gives one, else a read-only one.
@@ -252,15 +257,7 @@ Owner get_bytes(PyObject* obj, Py_buffer** out) {
         delete buffer;
         return get_buffer(obj, PyBUF_SIMPLE, out);
     }
-    try {
-        Owner owner = Owner::from_callback(&release_buffer, buffer);
-        *out = buffer;
-        return owner;
-    } catch (...) {
-        PyBuffer_Release(buffer);
-        delete buffer;
-        throw;
-    }
+    return adopt_buffer(buffer, out);
 }
 
 }  // namespace
