@@ -105,7 +105,9 @@ static_assert(sizeof(DLDataType) == sizeof(Dtype) && sizeof(DLDevice) == sizeof(
 // Both take ownership of `tensor` in every outcome: on success the View's owner runs the deleter
 // when the last View goes; on any error the deleter has run exactly once before the throw.
 View import_managed(DLManagedTensorVersioned* tensor);
-View import_managed(DLManagedTensor* tensor);
+// Legacy tensors carry no flags; `readonly` marks the view read-only where the caller knows the
+// producer's data is immutable (JAX exports immutable arrays through legacy capsules).
+View import_managed(DLManagedTensor* tensor, bool readonly = false);
 
 // A borrowed DLTensor (exchange API's dltensor_from_py_object_no_sync): validated like a
 // versioned 1.3 tensor; `owner` keeps the memory alive.

@@ -80,10 +80,11 @@ View import_managed(DLManagedTensorVersioned* tensor) {
     return view_of(tensor->dl_tensor, owner_running_deleter(tensor), rules);
 }
 
-View import_managed(DLManagedTensor* tensor) {
+View import_managed(DLManagedTensor* tensor, bool readonly) {
     if (tensor == nullptr) fail(ErrorKind::value, "expected a DLManagedTensor, found NULL");
-    // Legacy tensors carry no flags: not known to be read-only, and NULL strides mean C order.
-    return view_of(tensor->dl_tensor, owner_running_deleter(tensor), DLTensorRules{.null_strides_mean_c_order = true});
+    // NULL strides mean C order in every legacy tensor.
+    return view_of(tensor->dl_tensor, owner_running_deleter(tensor),
+                   DLTensorRules{.null_strides_mean_c_order = true, .readonly = readonly});
 }
 
 // ---- export -----------------------------------------------------------------------------------

@@ -16,11 +16,6 @@ constexpr const char* kVersionedName = "dltensor_versioned";
 constexpr const char* kLegacyName = "dltensor";
 constexpr const char* kExchangeName = "dlpack_exchange_api";
 
-void run_legacy_deleter(void* tensor) noexcept {
-    auto* managed = static_cast<dlpack::DLManagedTensor*>(tensor);
-    managed->deleter(managed);
-}
-
 [[noreturn]] void raise_current_or(PyObject* type, const char* message) {
     if (!PyErr_Occurred()) PyErr_SetString(type, message);
     throw nb::python_error();
@@ -248,20 +243,7 @@ View consume_capsule(PyObject* capsule, bool raw, bool readonly) {
             if (readonly && tensor->version.major == dlpack::kMajorVersion) tensor->flags |= dlpack::kFlagReadOnly;
             return dlpack::import_managed(tensor);
         }
-        auto* tensor = static_cast<dlpack::DLManagedTensor*>(pointer);
-        if (!readonly) return dlpack::import_managed(tensor);
-        // import_managed's legacy rules plus read-only, built in place (no View copy).
-        Owner owner;
-        if (tensor->deleter) {
-            try {
-                owner = Owner::from_callback(&run_legacy_deleter, tensor);
-            } catch (...) {
-                tensor->deleter(tensor);
-                throw;
-            }
-        }
-        return dlpack::view_of(tensor->dl_tensor, std::move(owner),
-                               dlpack::DLTensorRules{.null_strides_mean_c_order = true, .readonly = true});
+        return dlpack::import_managed(static_cast<dlpack::DLManagedTensor*>(pointer), readonly);
     }
     if (name && std::strncmp(name, "used_dltensor", 13) == 0)
         fail(ErrorKind::buffer, "this DLPack capsule was already consumed (it is named '", name,

@@ -55,6 +55,17 @@ TEST(DLPackImport, LegacyNullStridesMeanCOrder) {
     EXPECT_FALSE(v.readonly()) << "legacy capsules carry no read-only flag";
 }
 
+TEST(DLPackImport, LegacyCanBeMarkedReadOnlyByTheCaller) {
+    std::vector<double> buf(2);
+    DeleterCount count;
+    {
+        View v = dlpack::import_managed(produce<DLManagedTensor>(buf.data(), {2}, {1}, count, {2, 64, 1}), true);
+        EXPECT_TRUE(v.readonly());
+        EXPECT_THROW(v.as<double>(), Error);
+    }
+    EXPECT_EQ(count.calls, 1);
+}
+
 TEST(DLPackImport, VersionedBeforeMinor2AcceptsNullStrides) {
     std::vector<float> buf(6);
     DeleterCount count;
