@@ -14,6 +14,7 @@
 
 #include "bindings.hpp"
 #include "stridex/copy.hpp"
+#include "stream_policy.hpp"
 #include "stridex/cuda/stream.hpp"
 
 namespace nb = nanobind;
@@ -98,13 +99,7 @@ std::pair<long long, long long> int_pair(PyObject* o, const char* what) {
 // The consumer's stream; nullopt for None. 0 and values below -1 are ValueError whatever the device.
 std::optional<std::intptr_t> parse_stream(PyObject* o) {
     if (is_none(o)) return std::nullopt;
-    const long long v = int_argument(o, "__dlpack__: stream");
-    if (v == 0)
-        fail(ErrorKind::value, "__dlpack__: stream 0 is forbidden (ambiguous between the legacy and the per-thread "
-                               "default stream); pass 1 for the legacy default stream, 2 for per-thread, or -1 for "
-                               "no synchronization");
-    if (v < -1) fail(ErrorKind::value, "__dlpack__: stream must be -1, 1, 2 or a CUDA stream handle, found ", v);
-    return static_cast<std::intptr_t>(v);
+    return checked_stream_int(int_argument(o, "__dlpack__: stream"), "__dlpack__: stream", true);
 }
 
 bool parse_max_version(PyObject* o) {

@@ -7,6 +7,7 @@
 
 #include "import.hpp"
 #include "py_owner.hpp"
+#include "stream_policy.hpp"
 #include "stridex/error.hpp"
 
 namespace nb = nanobind;
@@ -278,11 +279,7 @@ View import_cai(PyObject* obj, PyObject* dict, std::intptr_t& ready) {
     ready = kNoStream;
     if (PyObject* stream = item(dict, names.stream); stream && stream != Py_None) {
         const std::int64_t s = int64_of(stream, kCAI, names.stream, "None or a stream handle (an int)");
-        if (s == 0)
-            fail(ErrorKind::value, kCAI, "['stream'] must not be 0 (forbidden by the CUDA array interface: "
-                                         "1 is the legacy default stream, 2 the per-thread one)");
-        if (s < 0) fail(ErrorKind::value, kCAI, "['stream'] must be a stream handle, found ", s);
-        ready = static_cast<std::intptr_t>(s);
+        ready = checked_stream_int(s, "__cuda_array_interface__['stream']", false);
     }
     // No device key: the pointer's own attributes say where it lives (0: the current device).
     const Device device = device_of_cuda_pointer(ptr);

@@ -48,16 +48,26 @@ StreamRequest from_int(PyObject* value) {
     if (overflow != 0 || v > static_cast<long long>(INTPTR_MAX))
         fail(ErrorKind::value, "stream must be -1 (no ordering), 1, 2 or a stream handle that fits in a pointer; found ",
              nb::str(nb::handle(value)).c_str());
-    if (v == 0)
-        fail(ErrorKind::value,
-             "stream=0 is ambiguous (legacy or per-thread default stream?) and forbidden by DLPack and the CUDA "
-             "array interface: pass 1 for the legacy default stream, 2 for the per-thread default stream, a "
-             "stream handle, None for the default, or stridex.NO_SYNC for no ordering");
-    if (v == -1) return {StreamRequest::Kind::no_sync, 0};
-    if (v < -1)
-        fail(ErrorKind::value, "stream must be -1 (no ordering), 1, 2 or a stream handle, found ", v);
-    return {StreamRequest::Kind::on_stream, static_cast<std::intptr_t>(v)};
+    const std::intptr_t stream = checked_stream_int(v, "stream", true);
+    if (stream == kNoStream) return {StreamRequest::Kind::no_sync, 0};
+    return {StreamRequest::Kind::on_stream, stream};
 }
+
+}  // namespace
+
+std::intptr_t checked_stream_int(long long value, const char* where, bool allow_no_sync) {
+    if (value == 0)
+        fail(ErrorKind::value, where, " 0 is forbidden by DLPack and the CUDA array interface (ambiguous: the legacy "
+             "or the per-thread default stream?); pass 1 for the legacy default stream, 2 for the per-thread "
+             "default stream, or a stream handle", allow_no_sync ? ", or -1 (stridex.NO_SYNC) for no ordering" : "");
+    if (value == -1 && allow_no_sync) return kNoStream;
+    if (value < (allow_no_sync ? -1 : 1))
+        fail(ErrorKind::value, where, " must be ", allow_no_sync ? "-1 (no ordering), " : "",
+             "1, 2 or a stream handle, found ", value);
+    return static_cast<std::intptr_t>(value);
+}
+
+namespace {
 
 // A handle read from a stream object. NULL is the driver's default stream, i.e. the legacy one
 // (torch.cuda.default_stream().cuda_stream is 0): it becomes 1, as CuPy and torch do.

@@ -39,6 +39,13 @@ struct StreamRequest {
 // Throws stridex::Error (type or value) or nb::python_error.
 StreamRequest parse_stream(PyObject* stream);
 
+// The DLPack / CUDA-array-interface encoding of a stream as an int, checked in this one place for
+// stridex.view(stream=...), View.__dlpack__(stream=...) and a CAI's 'stream' key: -1 means no
+// synchronization (where `allow_no_sync`), 1 the legacy default stream, 2 the per-thread default
+// stream, anything above a CUstream handle. 0 is forbidden (legacy or per-thread?), values below
+// -1 mean nothing. `where` names the argument in the ValueError.
+std::intptr_t checked_stream_int(long long value, const char* where, bool allow_no_sync);
+
 // The NO_SYNC sentinel (a borrowed reference, valid once bind_stream_policy ran).
 PyObject* no_sync_sentinel() noexcept;
 // Drops stridex's own reference to it (at exit; the module attribute keeps it until teardown).
