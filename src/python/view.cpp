@@ -114,6 +114,10 @@ void bind_view(nb::module_& m) {
         .def_prop_ro("ndim", [](const PyView& s) { return s.view.ndim(); })
         .def_prop_ro("itemsize", [](const PyView& s) { return s.view.itemsize(); })
         .def_prop_ro("nbytes", [](const PyView& s) { return s.view.nbytes(); })
+        .def_prop_ro("byte_span", [](const PyView& s) {
+            const Span span = s.view.byte_span();
+            return nb::make_tuple(span.lo, span.hi);
+        }, "(lo, hi): the bytes the elements occupy, relative to ptr (negative strides reach below it).")
         .def_prop_ro("is_c_contiguous", [](const PyView& s) { return s.view.layout().is_c_contiguous(); })
         .def_prop_ro("is_f_contiguous", [](const PyView& s) { return s.view.layout().is_f_contiguous(); })
         .def_prop_ro("is_dense", [](const PyView& s) { return s.view.layout().is_dense(); })

@@ -23,8 +23,7 @@ def host_array(v) -> np.ndarray:
     shape, strides = tuple(v.shape), tuple(v.byte_strides)
     if v.size == 0:
         return np.empty(shape, dtype)
-    lo = sum(min(0, s * (n - 1)) for n, s in zip(shape, strides))
-    hi = sum(max(0, s * (n - 1)) for n, s in zip(shape, strides)) + dtype.itemsize
+    lo, hi = v.byte_span
     buf = (ctypes.c_char * (hi - lo)).from_address(v.ptr + lo)
     return np.ndarray(shape, dtype, buffer=buf, offset=-lo, strides=strides)
 

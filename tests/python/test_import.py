@@ -388,3 +388,12 @@ def test_signature():
     with pytest.raises(TypeError, match="unexpected keyword"):
         stridex.view(np.zeros(2), streem=1)
     assert stridex.view.__text_signature__ == "(obj, /, *, stream=None)"
+
+
+def test_byte_span_covers_negative_strides():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert stridex.view(a).byte_span == (0, 48)
+    v = stridex.view(a[::-1, 1::2])
+    # ptr is element (2, 1): two rows of 16 bytes below it, one 8-byte column step plus an item above
+    assert v.byte_span == (-32, 8 + 4)
+    assert stridex.view(a[:0]).byte_span == (0, 0)

@@ -49,8 +49,7 @@ def device_array(v) -> np.ndarray:
     shape, strides = tuple(v.shape), tuple(v.byte_strides)
     if v.size == 0:
         return np.empty(shape, dtype)
-    lo = sum(min(0, s * (n - 1)) for n, s in zip(shape, strides))
-    hi = sum(max(0, s * (n - 1)) for n, s in zip(shape, strides)) + dtype.itemsize
+    lo, hi = v.byte_span
     host = np.empty(hi - lo, np.uint8)
     assert cu.cuMemcpyDtoH_v2(host.ctypes.data, v.ptr + lo, hi - lo) == 0
     return np.ndarray(shape, dtype, buffer=host, offset=-lo, strides=strides)
