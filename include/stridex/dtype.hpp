@@ -56,6 +56,8 @@ struct Dtype {
     static Dtype from_name(std::string_view name);
 
     bool is_subbyte() const noexcept { return int{bits} * int{lanes} < 8; }
+    // Sub-byte lanes packed into exactly one byte (float4_e2m1fn x 2: torch's float4_e2m1fn_x2).
+    bool is_packed_byte() const noexcept { return lanes > 1 && bits < 8 && int{bits} * int{lanes} == 8; }
     // Bytes one element occupies when every element is byte-addressed (DLPack's size rule).
     std::int64_t itemsize() const noexcept { return (std::int64_t{bits} * lanes + 7) / 8; }
     // Bytes needed for `count` elements. Sub-byte elements are packed (DLPack's default) unless

@@ -145,8 +145,9 @@ int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
     if (!is_view(o)) return not_a_view(o);
     const View& v = py_view(o).view;
     // A bare DLTensor has no flags: it cannot say read-only nor padded, so such views refuse (as
-    // legacy capsules do) rather than hand out memory a kernel may write or misread.
-    if (v.readonly()) {
+    // legacy capsules do) rather than hand out memory a kernel may write or misread. Immutable
+    // views go out as their producer's legacy capsules do (docs/export.md, "Writability").
+    if (v.writability() == Writability::readonly) {
         PyErr_SetString(PyExc_BufferError,
                         "stridex exchange API: a read-only view has no borrowed DLTensor (it cannot carry READ_ONLY); "
                         "use managed_tensor_from_py_object_no_sync");

@@ -149,7 +149,10 @@ struct DlpackArgs {
 PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
     const View& v = py_view(self).view;
     const std::optional<std::intptr_t> stream = parse_stream(a.stream);
-    const bool versioned = parse_max_version(a.max_version);
+    // A view whose producer could not say whether it is writable (a legacy capsule) answers with a
+    // legacy capsule whatever was asked, so each consumer applies its own rule for those, as it
+    // would to the producer itself (NumPy: read-only). Copies are the consumer's: as asked.
+    const bool asked_versioned = parse_max_version(a.max_version);
     const std::optional<Device> requested = parse_dl_device(a.dl_device);
     const std::optional<bool> copy = parse_copy(a.copy);
 
@@ -161,6 +164,7 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
         fail(ErrorKind::buffer, "__dlpack__: copy=False, but ", source.name(), " memory can only reach ",
              target.name(), " through a copy");
     const bool copying = needs_copy || copy == true;
+    const bool versioned = asked_versioned && (copying || v.writability() != Writability::unknown);
 
     // The stream belongs to the consumer's device (the target): CUDA devices take stream values,
     // every other device only "none" (None) or "no synchronization" (-1).
@@ -176,8 +180,9 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
     }
     if (relabel) {
         if (!stream) host_sync(v);  // a CPU consumer; -1 means it takes care of that itself
-        const View out(v.data(), v.byte_offset(), v.layout(), v.dtype(), Device::cpu(), v.readonly(), v.owner(),
-                       v.subbyte_padded());
+        const View out = View(v.data(), v.byte_offset(), v.layout(), v.dtype(), Device::cpu(), false, v.owner(),
+                              v.subbyte_padded())
+                             .with_writability(v.writability());
         return dlpack_capsule(out, versioned, 0);
     }
     if (source.is_cuda_family() && v.stream() != kNoStream) {
@@ -247,8 +252,9 @@ PyMethodDef g_dlpack_def{
     METH_FASTCALL | METH_KEYWORDS,
     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
     "A DLPack capsule of this view: versioned (\"dltensor_versioned\", DLPack 1.3) when max_version >= (1, 0), "
-    "legacy (\"dltensor\") otherwise. READ_ONLY is set for read-only views (which a legacy capsule cannot carry: "
-    "BufferError). copy=True or a dl_device the memory is not on gives a host copy flagged IS_COPIED. The "
+    "legacy (\"dltensor\") otherwise, and for views whose producer could not say whether they are writable. "
+    "READ_ONLY is set for read-only views; a legacy capsule cannot carry it, so views a producer said read-only "
+    "refuse to leave as one (BufferError), while immutable views (JAX) leave unflagged as the producer's own do. copy=True or a dl_device the memory is not on gives a host copy flagged IS_COPIED. The "
     "consumer's stream is ordered after the view's pending work with an event (None: legacy default stream, -1: "
     "no ordering, 0: ValueError)."};
 
@@ -282,7 +288,7 @@ std::optional<std::string> interface_typestr(const View& v) {
 }
 
 // Keys the two interfaces share: shape, typestr, descr, strides (None when C-contiguous, else
-// bytes), data (pointer of element 0, 0 when empty) and version 3.
+// bytes), data (pointer of element 0, the producer's own even when empty) and version 3.
 nb::dict interface_dict(const View& v, const std::string& typestr) {
     nb::dict d;
     d["shape"] = int_tuple(v.shape());
@@ -291,8 +297,7 @@ nb::dict interface_dict(const View& v, const std::string& typestr) {
     descr.append(nb::make_tuple("", typestr));
     d["descr"] = descr;
     d["strides"] = v.layout().is_c_contiguous() ? nb::none() : nb::object(int_tuple(v.strides(), v.itemsize()));
-    const auto address = v.layout().empty() ? std::uintptr_t{0} : reinterpret_cast<std::uintptr_t>(v.ptr());
-    d["data"] = nb::make_tuple(nb::int_(address), nb::bool_(v.readonly()));
+    d["data"] = nb::make_tuple(nb::int_(reinterpret_cast<std::uintptr_t>(v.ptr())), nb::bool_(v.readonly()));
     d["version"] = 3;
     return d;
 }

@@ -69,8 +69,9 @@ View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready
 View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& request, std::intptr_t& ready);
 // A capsule from __dlpack__ (raw = false) or passed by the caller (raw = true): consumed (renamed
 // "used_dltensor[_versioned]") and imported; the deleter runs exactly once on every path.
-// `readonly` marks the import read-only whatever the capsule says (immutable producers).
-View consume_capsule(PyObject* capsule, bool raw, bool readonly = false);
+// `immutable`: the producer's arrays are immutable by contract (its row says so), so the view is
+// read-only whatever the capsule says (Writability::immutable unless the capsule says read-only).
+View consume_capsule(PyObject* capsule, bool raw, bool immutable = false);
 // The exchange API a type offers (1.3 capsule preferred over the 1.2 int), walking prev_api to
 // major 1; nullptr if none. `holder` receives a strong reference to keep it alive.
 const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder);

@@ -220,7 +220,7 @@ View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& 
     return consume_capsule(capsule.ptr(), false, row.immutable);
 }
 
-View consume_capsule(PyObject* capsule, bool raw, bool readonly) {
+View consume_capsule(PyObject* capsule, bool raw, bool immutable) {
     const ErrorKind wrong = raw ? ErrorKind::type : ErrorKind::buffer;
     if (!PyCapsule_CheckExact(capsule))
         fail(wrong, "__dlpack__() must return a PyCapsule, found ", Py_TYPE(capsule)->tp_name);
@@ -239,11 +239,12 @@ View consume_capsule(PyObject* capsule, bool raw, bool readonly) {
         // the "used_" name and return) need not run at all.
         if (!raw) PyCapsule_SetDestructor(capsule, nullptr);
         if (versioned) {
-            auto* tensor = static_cast<dlpack::DLManagedTensorVersioned*>(pointer);
-            if (readonly && tensor->version.major == dlpack::kMajorVersion) tensor->flags |= dlpack::kFlagReadOnly;
-            return dlpack::import_managed(tensor);
+            View view = dlpack::import_managed(static_cast<dlpack::DLManagedTensorVersioned*>(pointer));
+            // An immutable producer's unflagged versioned tensor: read-only by contract.
+            if (immutable && !view.readonly()) return view.with_writability(Writability::immutable);
+            return view;
         }
-        return dlpack::import_managed(static_cast<dlpack::DLManagedTensor*>(pointer), readonly);
+        return dlpack::import_managed(static_cast<dlpack::DLManagedTensor*>(pointer), immutable);
     }
     if (name && std::strncmp(name, "used_dltensor", 13) == 0)
         fail(ErrorKind::buffer, "this DLPack capsule was already consumed (it is named '", name,

@@ -220,6 +220,9 @@ class Consumer:
     # (layout or dtype or "readonly") -> (exception types, message regex): what cannot work, and why
     refuses: dict = field(default_factory=dict)
     skips: dict = field(default_factory=dict)  # cases that crash or corrupt: never run
+    # Imports a DLPack capsule that cannot say writable (legacy) read-only: NumPy's rule, which a
+    # View of unknown writability (a legacy-only producer's array) must meet as the producer would.
+    legacy_readonly: bool = False
 
 
 def _index0(a):
@@ -234,10 +237,12 @@ def _warp_strides(a):
     return tuple(s // a.numpy().itemsize for s in a.strides)
 
 
+# "readonly": a view whose producer said read-only. JAX asks for legacy capsules only, which cannot
+# say read-only, so such views refuse (as NumPy refuses); JAX's own immutable arrays go back.
 JAX_REFUSES = {
     "step": (Exception, "compact"),  # O7: only compact strides
     "neg": (Exception, "compact"),
-    "readonly": (BufferError, "read-only"),  # asks for legacy capsules only, which cannot say read-only
+    "readonly": (BufferError, "read-only"),
 }
 
 
@@ -290,7 +295,8 @@ def _core_host(smv):
 CONSUMERS = [
     Consumer("np.from_dlpack", "cpu", lambda: None, np.from_dlpack, lambda a: a.__array_interface__["data"][0],
              _np_strides, lambda a: "cpu", np.asarray, _np_write, lambda a: not a.flags.writeable,
-             refuses={"bfloat16": (Exception, "dtype"), "float8_e4m3fn": (Exception, "dtype")}),  # O5
+             refuses={"bfloat16": (Exception, "dtype"), "float8_e4m3fn": (Exception, "dtype")},  # O5
+             legacy_readonly=True),
     Consumer("np.asarray", "cpu", lambda: None, np.asarray, lambda a: a.__array_interface__["data"][0], _np_strides,
              lambda a: "cpu", np.asarray, _np_write, lambda a: not a.flags.writeable),
     Consumer("memoryview", "cpu", lambda: None, memoryview, lambda m: np.asarray(m).__array_interface__["data"][0],
@@ -407,13 +413,15 @@ def test_round_trip(producer: Producer, consumer: Consumer, how, dtype, layout, 
     base = view_from(producer, native, how, dtype, SHAPE)
     if readonly:
         base = stridex.from_pointer(base.ptr, base.shape, base.dtype, owner=base, readonly=True)
-    # stridex.view marks immutable producers' arrays (JAX) read-only: the case then is a read-only one.
-    readonly = readonly or base.readonly
+    # Refused as legacy capsules: views whose producer said read-only. stridex.view marks immutable
+    # producers' arrays (JAX) read-only too, but those leave as the producer's own capsules do.
+    said_readonly = base.writability == "readonly"
+    readonly = base.readonly
     v = LAYOUTS[layout](base)
     device = str(v.device)
     assert device == ("cpu" if producer.device == "cpu" else f"cuda:{v.device.id}")
 
-    refusal = _expected_refusal(consumer, dtype, layout, readonly)
+    refusal = _expected_refusal(consumer, dtype, layout, said_readonly)
     if refusal is not None:
         with pytest.raises(refusal[0], match=refusal[1]):
             consumer.consume(v)
@@ -439,9 +447,18 @@ def test_round_trip(producer: Producer, consumer: Consumer, how, dtype, layout, 
     if consumer.write is None and not readonly:
         assert got[_index0(expected)] == np.asarray(False if dtype == "bool" else 5).astype(DTYPES[dtype])
 
+    if v.writability == "unknown" and consumer.legacy_readonly:
+        # The producer's capsules cannot say writable: the consumer's own rule (read-only) holds.
+        assert consumer.readonly(out), f"{consumer.name} imports a legacy-only producer's array read-only"
+        readonly = True
     if readonly:
         if consumer.readonly is not None:
             assert consumer.readonly(out), f"{consumer.name} lost the read-only flag"
+        # Still the same memory: element 0 written underneath is read through the consumer.
+        if consumer.write is not None:
+            value = False if dtype == "bool" else 7
+            write_raw(v.ptr, RAW[dtype](value), device)
+            assert np.asarray(consumer.to_host(out))[_index0(expected)] == np.asarray(value).astype(DTYPES[dtype])
         return
     if consumer.write is None or (device != "cpu" and consumer.name in ("wp.from_dlpack", "wp.array")):
         return
