@@ -109,6 +109,7 @@ int managed_tensor_from_py_object_no_sync(void* py_object, DLManagedTensorVersio
     if (!is_view(o)) return not_a_view(o);
     try {
         const View& v = py_view(o).view;
+        require_dlpack_dtype(v);
         ready_on_work_stream(v);
         *out = dlpack::export_versioned(v, 0);
         return 0;
@@ -160,6 +161,7 @@ int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
         return -1;
     }
     try {
+        require_dlpack_dtype(v);
         ready_on_work_stream(v);
     } catch (...) {
         set_python_error_from_current_exception();

@@ -149,6 +149,7 @@ struct DlpackArgs {
 PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
     const View& v = py_view(self).view;
     const std::optional<std::intptr_t> stream = parse_stream(a.stream);
+    require_dlpack_dtype(v);
     // A view whose producer could not say whether it is writable (a legacy capsule) answers with a
     // legacy capsule whatever was asked, so each consumer applies its own rule for those, as it
     // would to the producer itself (NumPy: read-only). Copies are the consumer's: as asked.
@@ -277,8 +278,16 @@ nb::tuple int_tuple(std::span<const std::int64_t> values, std::int64_t scale = 1
 }
 
 // The typestr of a view for the interfaces; nullopt when the dtype has none (bfloat16, float8/6/4,
-// int4, vector types): those consumers then fall back to __dlpack__ (docs/export.md).
-std::optional<std::string> interface_typestr(const View& v) {
+// int4, vector types): those consumers then fall back to __dlpack__ (docs/export.md). Opaque
+// elements give the producer's own typestr (NumPy records: '|V12'), else '|V<itemsize>'.
+std::optional<std::string> interface_typestr(const PyView& pv) {
+    const View& v = pv.view;
+    if (v.dtype().is_opaque_bytes()) {
+        PyObject* typestr = element_description(pv, "typestr");
+        const char* text = typestr && PyUnicode_Check(typestr) ? PyUnicode_AsUTF8(typestr) : nullptr;
+        if (!text) PyErr_Clear();
+        return text ? std::string(text) : v.dtype().typestr();
+    }
     if (v.is_packed_subbyte() || v.dtype().lanes != 1) return std::nullopt;
     try {
         return v.dtype().typestr();
@@ -287,15 +296,21 @@ std::optional<std::string> interface_typestr(const View& v) {
     }
 }
 
-// Keys the two interfaces share: shape, typestr, descr, strides (None when C-contiguous, else
-// bytes), data (pointer of element 0, the producer's own even when empty) and version 3.
-nb::dict interface_dict(const View& v, const std::string& typestr) {
+// Keys the two interfaces share: shape, typestr, descr (the producer's own for opaque elements: the
+// fields of NumPy records), strides (None when C-contiguous, else bytes), data (pointer of element
+// 0, the producer's own even when empty) and version 3.
+nb::dict interface_dict(const PyView& pv, const std::string& typestr) {
+    const View& v = pv.view;
     nb::dict d;
     d["shape"] = int_tuple(v.shape());
     d["typestr"] = typestr;
-    nb::list descr;
-    descr.append(nb::make_tuple("", typestr));
-    d["descr"] = descr;
+    if (PyObject* descr = element_description(pv, "descr"); descr && descr != Py_None) {
+        d["descr"] = nb::borrow(descr);
+    } else {
+        nb::list descr_list;
+        descr_list.append(nb::make_tuple("", typestr));
+        d["descr"] = descr_list;
+    }
     d["strides"] = v.layout().is_c_contiguous() ? nb::none() : nb::object(int_tuple(v.strides(), v.itemsize()));
     d["data"] = nb::make_tuple(nb::int_(reinterpret_cast<std::uintptr_t>(v.ptr())), nb::bool_(v.readonly()));
     d["version"] = 3;
@@ -309,7 +324,8 @@ PyObject* attribute_error(const std::string& message) noexcept {
 
 PyObject* cuda_array_interface_get(PyObject* self, void*) noexcept {
     try {
-        const View& v = py_view(self).view;
+        const PyView& pv = py_view(self);
+        const View& v = pv.view;
         const DeviceType t = v.device().type;
         // AttributeError, not another error: consumers probe with hasattr/getattr and must fall
         // through to the array interface or DLPack for memory CUDA kernels cannot take as is.
@@ -317,11 +333,11 @@ PyObject* cuda_array_interface_get(PyObject* self, void*) noexcept {
             return attribute_error("__cuda_array_interface__: this stridex.View is " + v.device().name() +
                                    " memory, not CUDA device or managed memory; use __dlpack__ or "
                                    "__array_interface__");
-        const std::optional<std::string> typestr = interface_typestr(v);
+        const std::optional<std::string> typestr = interface_typestr(pv);
         if (!typestr)
             return attribute_error("__cuda_array_interface__: dtype " + v.dtype().name() +
                                    " has no typestr; use __dlpack__");
-        nb::dict d = interface_dict(v, *typestr);
+        nb::dict d = interface_dict(pv, *typestr);
         // The stream the data is ready on: consumers wait on it. Never 0 (forbidden): a View made
         // ready on "stream 0" was made ready on the legacy default stream.
         const std::intptr_t s = v.stream();
@@ -335,16 +351,17 @@ PyObject* cuda_array_interface_get(PyObject* self, void*) noexcept {
 
 PyObject* array_interface_get(PyObject* self, void*) noexcept {
     try {
-        const View& v = py_view(self).view;
+        const PyView& pv = py_view(self);
+        const View& v = pv.view;
         if (!v.device().host_accessible())
             return attribute_error("__array_interface__: this stridex.View is " + v.device().name() +
                                    " memory, which the CPU cannot read; use __dlpack__ or __cuda_array_interface__");
-        const std::optional<std::string> typestr = interface_typestr(v);
+        const std::optional<std::string> typestr = interface_typestr(pv);
         if (!typestr)
             return attribute_error("__array_interface__: dtype " + v.dtype().name() +
                                    " has no typestr; use __dlpack__ or numpy.asarray (through __array__)");
         host_sync(v);  // the reader is the host
-        return interface_dict(v, *typestr).release().ptr();
+        return interface_dict(pv, *typestr).release().ptr();
     } catch (...) {
         set_python_error_from_current_exception();
         return nullptr;
@@ -362,7 +379,8 @@ PyGetSetDef g_ai_def{"__array_interface__", &array_interface_get, nullptr,
 // width, then viewed as the ml_dtypes type) and for device memory (a clear error instead of a 0-d
 // object array).
 nb::object array_method(nb::handle self, nb::handle dtype, nb::handle copy) {
-    const View& v = py_view(self.ptr()).view;
+    const PyView& pv = py_view(self.ptr());
+    const View& v = pv.view;
     if (!v.device().host_accessible())
         fail(ErrorKind::type, "cannot make a NumPy array of ", v.device().name(),
              " memory without a copy to the host; copy with the owning framework first");
@@ -371,7 +389,7 @@ nb::object array_method(nb::handle self, nb::handle dtype, nb::handle copy) {
     if (v.dtype().lanes != 1)
         fail(ErrorKind::buffer, "vector dtype ", v.dtype().name(), " has no NumPy representation");
     nb::module_ numpy = nb::module_::import_("numpy");
-    std::optional<std::string> typestr = interface_typestr(v);
+    std::optional<std::string> typestr = interface_typestr(pv);
     const bool retype = !typestr;
     if (retype) {
         const std::int64_t size = v.itemsize();
@@ -381,7 +399,7 @@ nb::object array_method(nb::handle self, nb::handle dtype, nb::handle copy) {
     }
     host_sync(v);
     nb::object holder = nb::module_::import_("types").attr("SimpleNamespace")();
-    holder.attr("__array_interface__") = interface_dict(v, *typestr);
+    holder.attr("__array_interface__") = interface_dict(pv, *typestr);
     holder.attr("view") = self;  // the array's base keeps the view, and so the memory, alive
     nb::object array = numpy.attr("asarray")(holder);
     if (retype) array = array.attr("view")(self.attr("dtype").attr("numpy"));
@@ -402,6 +420,18 @@ nb::object array_method(nb::handle self, nb::handle dtype, nb::handle copy) {
 }  // namespace
 
 PyTypeObject* view_type() noexcept { return g_view_type; }
+
+PyObject* element_description(const PyView& view, const char* key) noexcept {
+    if (!view.element.is_valid() || !PyDict_Check(view.element.ptr())) return nullptr;
+    return PyDict_GetItemString(view.element.ptr(), key);  // borrowed; never raises
+}
+
+void require_dlpack_dtype(const View& view) {
+    if (view.dtype().is_opaque_bytes())
+        fail(ErrorKind::buffer, "an opaque element of ", view.itemsize(),
+             " bytes (a void or structured dtype, such as NumPy records) has no DLPack dtype: DLPack describes "
+             "numbers only; use __array_interface__, __cuda_array_interface__ or the buffer protocol");
+}
 
 void set_python_error_from_current_exception() noexcept {
     try {
@@ -480,7 +510,7 @@ void bind_export(nb::module_& m) {
                 fail(ErrorKind::value, "stream must be -1 (nothing pending), 1, 2 or a CUDA stream handle, found ", stream);
             View v = self.view;
             v.set_stream(static_cast<std::intptr_t>(stream));
-            return wrap_view(std::move(v), self.source);
+            return wrap_view(std::move(v), self.source, self.element);
         },
         nb::is_method(), nb::name("_with_stream"), nb::scope(cls), nb::arg("stream"),
         "The same view, ready on `stream` (DLPack encoding; -1: nothing pending). For stridex's C++ casters, "

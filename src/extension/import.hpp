@@ -77,10 +77,12 @@ View consume_capsule(PyObject* capsule, bool raw, bool immutable = false);
 const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder);
 
 // ---- import_interfaces.cpp ----
-// `interface` is the object's __cuda_array_interface__ / __array_interface__ value.
-View import_cai(PyObject* obj, PyObject* interface, std::intptr_t& ready);
-View import_array_interface(PyObject* obj, PyObject* interface);
-View import_buffer(PyObject* obj);
+// `interface` is the object's __cuda_array_interface__ / __array_interface__ value. Void and
+// structured elements import as Dtype::opaque_bytes of their itemsize, and `element` receives the
+// producer's own description of them (PyView::element); it is left alone for other dtypes.
+View import_cai(PyObject* obj, PyObject* interface, std::intptr_t& ready, nanobind::object* element);
+View import_array_interface(PyObject* obj, PyObject* interface, nanobind::object* element);
+View import_buffer(PyObject* obj, nanobind::object* element);
 
 // ---- import.cpp ----
 // The whole import: a new stridex.View object (a new reference).

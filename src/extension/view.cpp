@@ -105,7 +105,7 @@ const char* writability_name(Writability w) {
     return "?";
 }
 
-nb::object derived(const PyView& self, View v) { return wrap_view(std::move(v), self.source); }
+nb::object derived(const PyView& self, View v) { return wrap_view(std::move(v), self.source, self.element); }
 
 }  // namespace
 
