@@ -150,9 +150,6 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
     const View& v = py_view(self).view;
     const std::optional<std::intptr_t> stream = parse_stream(a.stream);
     require_dlpack_dtype(v);
-    // A view whose producer could not say whether it is writable (a legacy capsule) answers with a
-    // legacy capsule whatever was asked, so each consumer applies its own rule for those, as it
-    // would to the producer itself (NumPy: read-only). Copies are the consumer's: as asked.
     const bool asked_versioned = parse_max_version(a.max_version);
     const std::optional<Device> requested = parse_dl_device(a.dl_device);
     const std::optional<bool> copy = parse_copy(a.copy);
@@ -165,6 +162,9 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
         fail(ErrorKind::buffer, "__dlpack__: copy=False, but ", source.name(), " memory can only reach ",
              target.name(), " through a copy");
     const bool copying = needs_copy || copy == true;
+    // A view whose producer could not say whether it is writable (a legacy capsule) answers with a
+    // legacy capsule whatever was asked, so each consumer applies its own rule for those, as it
+    // would to the producer itself (NumPy: read-only). Copies are the consumer's: as asked.
     const bool versioned = asked_versioned && (copying || v.writability() != Writability::unknown);
 
     // The stream belongs to the consumer's device (the target): CUDA devices take stream values,
@@ -255,7 +255,8 @@ PyMethodDef g_dlpack_def{
     "A DLPack capsule of this view: versioned (\"dltensor_versioned\", DLPack 1.3) when max_version >= (1, 0), "
     "legacy (\"dltensor\") otherwise, and for views whose producer could not say whether they are writable. "
     "READ_ONLY is set for read-only views; a legacy capsule cannot carry it, so views a producer said read-only "
-    "refuse to leave as one (BufferError), while immutable views (JAX) leave unflagged as the producer's own do. copy=True or a dl_device the memory is not on gives a host copy flagged IS_COPIED. The "
+    "refuse to leave as one (BufferError), while immutable views (JAX) leave unflagged as the producer's own do. "
+    "copy=True or a dl_device the memory is not on gives a host copy flagged IS_COPIED. The "
     "consumer's stream is ordered after the view's pending work with an event (None: legacy default stream, -1: "
     "no ordering, 0: ValueError)."};
 
@@ -305,7 +306,11 @@ nb::dict interface_dict(const PyView& pv, const std::string& typestr) {
     d["shape"] = int_tuple(v.shape());
     d["typestr"] = typestr;
     if (PyObject* descr = element_description(pv, "descr"); descr && descr != Py_None) {
-        d["descr"] = nb::borrow(descr);
+        // A fresh list, as NumPy gives: a consumer editing it must not edit the View's description.
+        nb::object copy = PyList_Check(descr) ? nb::steal(PyList_GetSlice(descr, 0, PyList_GET_SIZE(descr)))
+                                              : nb::borrow(descr);
+        if (!copy.is_valid()) throw nb::python_error();
+        d["descr"] = copy;
     } else {
         nb::list descr_list;
         descr_list.append(nb::make_tuple("", typestr));
