@@ -217,7 +217,9 @@ class Consumer:
     to_host: Callable[[Any], np.ndarray]
     write: Callable[[Any, Any], None] | None  # sets element (0, ..., 0); None: immutable arrays
     readonly: Callable[[Any], bool] | None = None  # None: the consumer has no read-only arrays
-    # (layout or dtype or "readonly") -> (exception types, message regex): what cannot work, and why
+    # (layout or dtype or "readonly" or "said_readonly") -> (exception types, message regex): what
+    # cannot work, and why. "readonly": any read-only view; "said_readonly": a view whose producer
+    # said read-only (not JAX's immutable arrays, which leave as legacy capsules as JAX's own do).
     refuses: dict = field(default_factory=dict)
     skips: dict = field(default_factory=dict)  # cases that crash or corrupt: never run
     # Imports a DLPack capsule that cannot say writable (legacy) read-only: NumPy's rule, which a
@@ -237,12 +239,12 @@ def _warp_strides(a):
     return tuple(s // a.numpy().itemsize for s in a.strides)
 
 
-# "readonly": a view whose producer said read-only. JAX asks for legacy capsules only, which cannot
-# say read-only, so such views refuse (as NumPy refuses); JAX's own immutable arrays go back.
+# JAX asks for legacy capsules only, which cannot say read-only, so views a producer said read-only
+# refuse (as NumPy refuses); JAX's own immutable arrays go back.
 JAX_REFUSES = {
     "step": (Exception, "compact"),  # O7: only compact strides
     "neg": (Exception, "compact"),
-    "readonly": (BufferError, "read-only"),
+    "said_readonly": (BufferError, "read-only"),
 }
 
 
@@ -314,7 +316,7 @@ CONSUMERS = [
              _warp_strides,
              lambda a: "cpu" if a.device.is_cpu else f"cuda:{a.device.ordinal}", lambda a: a.numpy(),
              lambda a, value: _np_write(a.numpy(), value) if a.device.is_cpu else None,
-             refuses={"readonly": (BufferError, "read-only"),  # legacy capsules only
+             refuses={"said_readonly": (BufferError, "read-only"),  # legacy capsules only
                       "complex64": (Exception, None), "float8_e4m3fn": (Exception, None)}),
     Consumer("wp.array", "any", lambda: None if wp is not None else "warp is not installed",
              lambda v: _warp().array(v, copy=False, device="cpu" if v.device == "cpu" else str(v.device)),
@@ -391,8 +393,9 @@ def _cases():
                     yield pytest.param(p, c, how, "float32", "c", True, id=f"{p.name}-readonly->{c.name}")
 
 
-def _expected_refusal(c: Consumer, dtype: str, layout: str, readonly: bool):
-    for key in ("readonly" if readonly else None, layout, dtype):  # our own refusal comes first
+def _expected_refusal(c: Consumer, dtype: str, layout: str, readonly: bool, said_readonly: bool):
+    keys = ("said_readonly" if said_readonly else None, "readonly" if readonly else None, layout, dtype)
+    for key in keys:  # our own refusal comes first
         if key in c.refuses:
             return c.refuses[key]
     return None
@@ -421,7 +424,7 @@ def test_round_trip(producer: Producer, consumer: Consumer, how, dtype, layout, 
     device = str(v.device)
     assert device == ("cpu" if producer.device == "cpu" else f"cuda:{v.device.id}")
 
-    refusal = _expected_refusal(consumer, dtype, layout, said_readonly)
+    refusal = _expected_refusal(consumer, dtype, layout, readonly, said_readonly)
     if refusal is not None:
         with pytest.raises(refusal[0], match=refusal[1]):
             consumer.consume(v)
