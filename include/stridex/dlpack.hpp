@@ -104,16 +104,17 @@ static_assert(sizeof(DLDataType) == sizeof(Dtype) && sizeof(DLDevice) == sizeof(
 // ---- import -----------------------------------------------------------------------------------
 // Both take ownership of `tensor` in every outcome: on success the View's owner runs the deleter
 // when the last View goes; on any error the deleter has run exactly once before the throw.
+// Versioned tensors say writable or read-only (READ_ONLY). Legacy tensors carry no flags: their
+// views are Writability::unknown, or ::immutable where the caller knows the producer's data is
+// immutable (JAX exports immutable arrays through legacy capsules).
 View import_managed(DLManagedTensorVersioned* tensor);
-// Legacy tensors carry no flags; `readonly` marks the view read-only where the caller knows the
-// producer's data is immutable (JAX exports immutable arrays through legacy capsules).
-View import_managed(DLManagedTensor* tensor, bool readonly = false);
+View import_managed(DLManagedTensor* tensor, bool immutable = false);
 
 // A borrowed DLTensor (exchange API's dltensor_from_py_object_no_sync): validated like a
 // versioned 1.3 tensor; `owner` keeps the memory alive.
 struct DLTensorRules {
     bool null_strides_mean_c_order = false;  // legacy and versioned minor < 2
-    bool readonly = false;
+    Writability writability = Writability::writable;
     bool subbyte_padded = false;
 };
 View view_of(const DLTensor& tensor, Owner owner, DLTensorRules rules);
@@ -124,7 +125,9 @@ View view_of(const DLTensor& tensor, Owner owner, DLTensorRules rules);
 // (byte_offset 0), since torch, Warp and older cuda.core ignore byte_offset.
 // READ_ONLY comes from the view; pass kFlagIsCopied when the view is a fresh copy.
 DLManagedTensorVersioned* export_versioned(const View& view, std::uint64_t extra_flags = 0);
-// Legacy capsules cannot say "read-only", so a read-only view is refused (Error kind buffer).
+// Legacy tensors cannot say "read-only", so a view whose producer said read-only is refused (Error
+// kind buffer), as that producer refuses; immutable and unknown views go out unflagged, as their
+// producers' own legacy tensors do.
 DLManagedTensor* export_legacy(const View& view);
 
 }  // namespace stridex::dlpack

@@ -46,6 +46,13 @@ struct Dtype {
     static Dtype make(DtypeCode code, int bits, int lanes = 1);
     static Dtype from_raw(std::uint8_t code, std::uint8_t bits, std::uint16_t lanes);
 
+    // An opaque element of `bytes` bytes: NumPy's void and structured dtypes ('|V12', records),
+    // which no other protocol can name. opaque_handle8 x `bytes` lanes, so its itemsize is `bytes`;
+    // what is inside only the producer's own description says (the Python layer keeps it). Bytes
+    // outside [1, 65535] are Error(unsupported).
+    static Dtype opaque_bytes(std::int64_t bytes);
+    bool is_opaque_bytes() const noexcept { return code == DtypeCode::kOpaqueHandle && bits == 8; }
+
     bool valid() const noexcept;
     void validate() const;  // throws what make() would throw for these fields
 
@@ -56,6 +63,8 @@ struct Dtype {
     static Dtype from_name(std::string_view name);
 
     bool is_subbyte() const noexcept { return int{bits} * int{lanes} < 8; }
+    // Sub-byte lanes packed into exactly one byte (float4_e2m1fn x 2: torch's float4_e2m1fn_x2).
+    bool is_packed_byte() const noexcept { return lanes > 1 && bits < 8 && int{bits} * int{lanes} == 8; }
     // Bytes one element occupies when every element is byte-addressed (DLPack's size rule).
     std::int64_t itemsize() const noexcept { return (std::int64_t{bits} * lanes + 7) / 8; }
     // Bytes needed for `count` elements. Sub-byte elements are packed (DLPack's default) unless
@@ -63,7 +72,7 @@ struct Dtype {
     // A negative count or a size past int64 is Error(value).
     std::int64_t storage_bytes(std::int64_t count, bool subbyte_padded = false) const;
 
-    // NumPy array-interface typestr ("<f4", "|b1"). Native byte order only.
+    // NumPy array-interface typestr ("<f4", "|b1"; "|V12" for opaque bytes). Native byte order only.
     std::string typestr() const;
     static Dtype from_typestr(std::string_view typestr);
 

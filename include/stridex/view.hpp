@@ -23,6 +23,18 @@ namespace stridex {
 // pending work (host memory, or already synchronized).
 inline constexpr std::intptr_t kNoStream = -1;
 
+// Where a View's writability comes from: what its producer said, or could not say. Every export
+// gives a consumer what the producer itself would have given it, never more (docs/export.md,
+// "Writability").
+enum class Writability : std::uint8_t {
+    writable,   // the producer said writable (or the memory is stridex's own)
+    readonly,   // the producer said read-only: no export may drop the flag (so no legacy capsule)
+    unknown,    // the producer could not say (a legacy DLPack capsule): writable here, and DLPack
+                // exports are legacy capsules again, so each consumer applies its own rule
+    immutable,  // read-only by the producer's contract, which its own exports do not flag (JAX):
+                // read-only here; legacy capsules go out unflagged, as the producer's own do
+};
+
 inline constexpr std::size_t kDynamicRank = static_cast<std::size_t>(-1);
 template <class T, std::size_t Rank>
 class TypedView;
@@ -45,7 +57,12 @@ public:
     std::int64_t size() const noexcept { return layout_.size(); }
     Dtype dtype() const noexcept { return dtype_; }
     Device device() const noexcept { return device_; }
-    bool readonly() const noexcept { return readonly_; }
+    bool readonly() const noexcept {
+        return writability_ == Writability::readonly || writability_ == Writability::immutable;
+    }
+    Writability writability() const noexcept { return writability_; }
+    // The same view with its writability's origin replaced (importers that know more than a bool).
+    View with_writability(Writability writability) const;
     const Owner& owner() const noexcept { return owner_; }
     std::intptr_t stream() const noexcept { return stream_; }
     void set_stream(std::intptr_t stream) noexcept { stream_ = stream; }
@@ -73,6 +90,7 @@ public:
     View squeeze(int axis) const;
     View expand(int axis) const;
     View reshape(std::span<const std::int64_t> shape) const;
+    // Read-only from here on (an immutable view stays immutable: it is read-only already).
     View as_readonly() const;
 
     // Typed element access. T must match the dtype exactly (const T on read-only views); Rank is
@@ -91,7 +109,7 @@ private:
     Dtype dtype_ = dtypes::float32;
     Device device_ = Device::cpu();
     std::intptr_t stream_ = kNoStream;
-    bool readonly_ = false;
+    Writability writability_ = Writability::writable;
     bool subbyte_padded_ = false;
     Owner owner_;
 };
@@ -143,7 +161,7 @@ TypedView<T, Rank> View::as() const {
     constexpr Dtype wanted = dtype_of<Element>();
     constexpr bool wants_mutable = !std::is_const_v<T>;
     if (dtype_ != wanted || (Rank != kDynamicRank && static_cast<std::size_t>(ndim()) != Rank) ||
-        (wants_mutable && readonly_))
+        (wants_mutable && readonly()))
         detail::fail_typed_view(*this, wanted, Rank, wants_mutable);
     return TypedView<T, Rank>(*this);
 }

@@ -49,16 +49,19 @@ Layout layout_of(const DLTensor& t, bool null_strides_mean_c_order) {
 View view_of(const DLTensor& t, Owner owner, DLTensorRules rules) {
     Layout layout = layout_of(t, rules.null_strides_mean_c_order);
     const Dtype dtype = Dtype::from_raw(t.dtype.code, t.dtype.bits, t.dtype.lanes);
-    // Vector dtypes are valid DLPack, but no framework exchanges them and strides would count
-    // vectors, not scalars: importers refuse them (PROTOCOLS.md, importer checklist 7).
-    if (dtype.lanes != 1)
+    // Vector dtypes are valid DLPack, but strides would count vectors, not scalars: importers
+    // refuse them (PROTOCOLS.md, importer checklist 7). The one vector type frameworks exchange is
+    // a byte of packed sub-byte lanes (torch's float4_e2m1fn_x2 is float4_e2m1fn x 2): its elements
+    // are whole bytes, so strides count them as for any byte-sized type.
+    if (dtype.lanes != 1 && !dtype.is_packed_byte())
         fail(ErrorKind::unsupported, "DLPack dtype ", dtype.name(), " has ", dtype.lanes,
              " lanes; stridex imports scalar dtypes (lanes == 1) only");
     const Device device = Device::from_raw(t.device.device_type, t.device.device_id);
     if (t.byte_offset > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
         fail(ErrorKind::value, "DLPack byte_offset ", t.byte_offset, " does not fit in int64");
-    return View(t.data, static_cast<std::int64_t>(t.byte_offset), std::move(layout), dtype, device, rules.readonly,
-                std::move(owner), rules.subbyte_padded);
+    return View(t.data, static_cast<std::int64_t>(t.byte_offset), std::move(layout), dtype, device, false,
+                std::move(owner), rules.subbyte_padded)
+        .with_writability(rules.writability);
 }
 
 View import_managed(DLManagedTensorVersioned* tensor) {
@@ -72,7 +75,7 @@ View import_managed(DLManagedTensorVersioned* tensor) {
     }
     const DLTensorRules rules{
         .null_strides_mean_c_order = tensor->version.minor < 2,
-        .readonly = (tensor->flags & kFlagReadOnly) != 0,
+        .writability = (tensor->flags & kFlagReadOnly) != 0 ? Writability::readonly : Writability::writable,
         .subbyte_padded = (tensor->flags & kFlagIsSubbyteTypePadded) != 0,
     };
     // From here the owner is the only path to the deleter: if validation throws, destroying the
@@ -80,11 +83,12 @@ View import_managed(DLManagedTensorVersioned* tensor) {
     return view_of(tensor->dl_tensor, owner_running_deleter(tensor), rules);
 }
 
-View import_managed(DLManagedTensor* tensor, bool readonly) {
+View import_managed(DLManagedTensor* tensor, bool immutable) {
     if (tensor == nullptr) fail(ErrorKind::value, "expected a DLManagedTensor, found NULL");
     // NULL strides mean C order in every legacy tensor.
     return view_of(tensor->dl_tensor, owner_running_deleter(tensor),
-                   DLTensorRules{.null_strides_mean_c_order = true, .readonly = readonly});
+                   DLTensorRules{.null_strides_mean_c_order = true,
+                                 .writability = immutable ? Writability::immutable : Writability::unknown});
 }
 
 // ---- export -----------------------------------------------------------------------------------
@@ -146,9 +150,10 @@ DLManagedTensorVersioned* export_versioned(const View& view, std::uint64_t extra
 }
 
 DLManagedTensor* export_legacy(const View& view) {
-    if (view.readonly())
+    if (view.writability() == Writability::readonly)
         fail(ErrorKind::buffer, "a read-only view cannot be exported as a legacy DLPack capsule, which has no "
-                                "read-only flag; ask for a versioned capsule (max_version >= (1, 0))");
+                                "read-only flag (its producer said read-only, and refuses the same); ask for a "
+                                "versioned capsule (max_version >= (1, 0))");
     if (view.subbyte_padded())
         fail(ErrorKind::buffer, "padded ", view.dtype().name(), " cannot be exported as a legacy DLPack capsule, "
                                 "which has no padding flag; ask for a versioned capsule");

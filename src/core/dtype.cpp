@@ -278,7 +278,14 @@ std::int64_t Dtype::storage_bytes(std::int64_t count, bool subbyte_padded) const
 // ---------------------------------------------------------------------------------------------
 // NumPy typestr
 
+Dtype Dtype::opaque_bytes(std::int64_t bytes) {
+    if (bytes < 1 || bytes > kMaxLanes)
+        fail(ErrorKind::unsupported, "an opaque element of ", bytes, " bytes (stridex takes 1 to ", kMaxLanes, ")");
+    return Dtype{DtypeCode::kOpaqueHandle, 8, static_cast<std::uint16_t>(bytes)};
+}
+
 std::string Dtype::typestr() const {
+    if (is_opaque_bytes()) return "|V" + std::to_string(itemsize());
     const HostFormat* f = host_format_of(*this);
     if (f == nullptr) fail(ErrorKind::unsupported, "dtype ", name(), " has no NumPy typestr");
     // NumPy marks single bytes as order-free ('|') and everything else with the native order.
@@ -308,8 +315,10 @@ Dtype Dtype::from_typestr(std::string_view typestr) {
     if (!well_formed)
         fail(ErrorKind::value, "malformed typestr '", typestr,
              "' (expected a kind letter and a byte size, as in '<f4')");
+    // Void and structured elements: opaque bytes of that size (byte order means nothing for them).
+    if (body[0] == 'V') return opaque_bytes(bytes);
     fail(ErrorKind::unsupported, "unsupported typestr '", typestr,
-         "' (stridex takes b1, i1-i8, u1-u8, f2, f4, f8, c8 and c16)");
+         "' (stridex takes b1, i1-i8, u1-u8, f2, f4, f8, c8, c16 and V<n>)");
 }
 
 // ---------------------------------------------------------------------------------------------

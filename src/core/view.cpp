@@ -11,7 +11,7 @@ View::View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Dev
       layout_(std::move(layout)),
       dtype_(dtype),
       device_(device),
-      readonly_(readonly),
+      writability_(readonly ? Writability::readonly : Writability::writable),
       subbyte_padded_(subbyte_padded && dtype.is_subbyte()),
       owner_(std::move(owner)) {
     dtype_.validate();
@@ -71,7 +71,13 @@ View View::reshape(std::span<const std::int64_t> shape) const { return with_layo
 
 View View::as_readonly() const {
     View out = *this;
-    out.readonly_ = true;
+    if (!readonly()) out.writability_ = Writability::readonly;
+    return out;
+}
+
+View View::with_writability(Writability writability) const {
+    View out = *this;
+    out.writability_ = writability;
     return out;
 }
 

@@ -109,6 +109,7 @@ int managed_tensor_from_py_object_no_sync(void* py_object, DLManagedTensorVersio
     if (!is_view(o)) return not_a_view(o);
     try {
         const View& v = py_view(o).view;
+        require_dlpack_dtype(v);
         ready_on_work_stream(v);
         *out = dlpack::export_versioned(v, 0);
         return 0;
@@ -145,8 +146,9 @@ int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
     if (!is_view(o)) return not_a_view(o);
     const View& v = py_view(o).view;
     // A bare DLTensor has no flags: it cannot say read-only nor padded, so such views refuse (as
-    // legacy capsules do) rather than hand out memory a kernel may write or misread.
-    if (v.readonly()) {
+    // legacy capsules do) rather than hand out memory a kernel may write or misread. Immutable
+    // views go out as their producer's legacy capsules do (docs/export.md, "Writability").
+    if (v.writability() == Writability::readonly) {
         PyErr_SetString(PyExc_BufferError,
                         "stridex exchange API: a read-only view has no borrowed DLTensor (it cannot carry READ_ONLY); "
                         "use managed_tensor_from_py_object_no_sync");
@@ -159,6 +161,7 @@ int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
         return -1;
     }
     try {
+        require_dlpack_dtype(v);
         ready_on_work_stream(v);
     } catch (...) {
         set_python_error_from_current_exception();

@@ -149,7 +149,8 @@ struct DlpackArgs {
 PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
     const View& v = py_view(self).view;
     const std::optional<std::intptr_t> stream = parse_stream(a.stream);
-    const bool versioned = parse_max_version(a.max_version);
+    require_dlpack_dtype(v);
+    const bool asked_versioned = parse_max_version(a.max_version);
     const std::optional<Device> requested = parse_dl_device(a.dl_device);
     const std::optional<bool> copy = parse_copy(a.copy);
 
@@ -161,6 +162,10 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
         fail(ErrorKind::buffer, "__dlpack__: copy=False, but ", source.name(), " memory can only reach ",
              target.name(), " through a copy");
     const bool copying = needs_copy || copy == true;
+    // A view whose producer could not say whether it is writable (a legacy capsule) answers with a
+    // legacy capsule whatever was asked, so each consumer applies its own rule for those, as it
+    // would to the producer itself (NumPy: read-only). Copies are the consumer's: as asked.
+    const bool versioned = asked_versioned && (copying || v.writability() != Writability::unknown);
 
     // The stream belongs to the consumer's device (the target): CUDA devices take stream values,
     // every other device only "none" (None) or "no synchronization" (-1).
@@ -176,8 +181,9 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
     }
     if (relabel) {
         if (!stream) host_sync(v);  // a CPU consumer; -1 means it takes care of that itself
-        const View out(v.data(), v.byte_offset(), v.layout(), v.dtype(), Device::cpu(), v.readonly(), v.owner(),
-                       v.subbyte_padded());
+        const View out = View(v.data(), v.byte_offset(), v.layout(), v.dtype(), Device::cpu(), false, v.owner(),
+                              v.subbyte_padded())
+                             .with_writability(v.writability());
         return dlpack_capsule(out, versioned, 0);
     }
     if (source.is_cuda_family() && v.stream() != kNoStream) {
@@ -247,8 +253,10 @@ PyMethodDef g_dlpack_def{
     METH_FASTCALL | METH_KEYWORDS,
     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
     "A DLPack capsule of this view: versioned (\"dltensor_versioned\", DLPack 1.3) when max_version >= (1, 0), "
-    "legacy (\"dltensor\") otherwise. READ_ONLY is set for read-only views (which a legacy capsule cannot carry: "
-    "BufferError). copy=True or a dl_device the memory is not on gives a host copy flagged IS_COPIED. The "
+    "legacy (\"dltensor\") otherwise, and for views whose producer could not say whether they are writable. "
+    "READ_ONLY is set for read-only views; a legacy capsule cannot carry it, so views a producer said read-only "
+    "refuse to leave as one (BufferError), while immutable views (JAX) leave unflagged as the producer's own do. "
+    "copy=True or a dl_device the memory is not on gives a host copy flagged IS_COPIED. The "
     "consumer's stream is ordered after the view's pending work with an event (None: legacy default stream, -1: "
     "no ordering, 0: ValueError)."};
 
@@ -271,8 +279,16 @@ nb::tuple int_tuple(std::span<const std::int64_t> values, std::int64_t scale = 1
 }
 
 // The typestr of a view for the interfaces; nullopt when the dtype has none (bfloat16, float8/6/4,
-// int4, vector types): those consumers then fall back to __dlpack__ (docs/export.md).
-std::optional<std::string> interface_typestr(const View& v) {
+// int4, vector types): those consumers then fall back to __dlpack__ (docs/export.md). Opaque
+// elements give the producer's own typestr (NumPy records: '|V12'), else '|V<itemsize>'.
+std::optional<std::string> interface_typestr(const PyView& pv) {
+    const View& v = pv.view;
+    if (v.dtype().is_opaque_bytes()) {
+        PyObject* typestr = element_description(pv, "typestr");
+        const char* text = typestr && PyUnicode_Check(typestr) ? PyUnicode_AsUTF8(typestr) : nullptr;
+        if (!text) PyErr_Clear();
+        return text ? std::string(text) : v.dtype().typestr();
+    }
     if (v.is_packed_subbyte() || v.dtype().lanes != 1) return std::nullopt;
     try {
         return v.dtype().typestr();
@@ -281,18 +297,27 @@ std::optional<std::string> interface_typestr(const View& v) {
     }
 }
 
-// Keys the two interfaces share: shape, typestr, descr, strides (None when C-contiguous, else
-// bytes), data (pointer of element 0, 0 when empty) and version 3.
-nb::dict interface_dict(const View& v, const std::string& typestr) {
+// Keys the two interfaces share: shape, typestr, descr (the producer's own for opaque elements: the
+// fields of NumPy records), strides (None when C-contiguous, else bytes), data (pointer of element
+// 0, the producer's own even when empty) and version 3.
+nb::dict interface_dict(const PyView& pv, const std::string& typestr) {
+    const View& v = pv.view;
     nb::dict d;
     d["shape"] = int_tuple(v.shape());
     d["typestr"] = typestr;
-    nb::list descr;
-    descr.append(nb::make_tuple("", typestr));
-    d["descr"] = descr;
+    if (PyObject* descr = element_description(pv, "descr"); descr && descr != Py_None) {
+        // A fresh list, as NumPy gives: a consumer editing it must not edit the View's description.
+        nb::object copy = PyList_Check(descr) ? nb::steal(PyList_GetSlice(descr, 0, PyList_GET_SIZE(descr)))
+                                              : nb::borrow(descr);
+        if (!copy.is_valid()) throw nb::python_error();
+        d["descr"] = copy;
+    } else {
+        nb::list descr_list;
+        descr_list.append(nb::make_tuple("", typestr));
+        d["descr"] = descr_list;
+    }
     d["strides"] = v.layout().is_c_contiguous() ? nb::none() : nb::object(int_tuple(v.strides(), v.itemsize()));
-    const auto address = v.layout().empty() ? std::uintptr_t{0} : reinterpret_cast<std::uintptr_t>(v.ptr());
-    d["data"] = nb::make_tuple(nb::int_(address), nb::bool_(v.readonly()));
+    d["data"] = nb::make_tuple(nb::int_(reinterpret_cast<std::uintptr_t>(v.ptr())), nb::bool_(v.readonly()));
     d["version"] = 3;
     return d;
 }
@@ -304,7 +329,8 @@ PyObject* attribute_error(const std::string& message) noexcept {
 
 PyObject* cuda_array_interface_get(PyObject* self, void*) noexcept {
     try {
-        const View& v = py_view(self).view;
+        const PyView& pv = py_view(self);
+        const View& v = pv.view;
         const DeviceType t = v.device().type;
         // AttributeError, not another error: consumers probe with hasattr/getattr and must fall
         // through to the array interface or DLPack for memory CUDA kernels cannot take as is.
@@ -312,11 +338,11 @@ PyObject* cuda_array_interface_get(PyObject* self, void*) noexcept {
             return attribute_error("__cuda_array_interface__: this stridex.View is " + v.device().name() +
                                    " memory, not CUDA device or managed memory; use __dlpack__ or "
                                    "__array_interface__");
-        const std::optional<std::string> typestr = interface_typestr(v);
+        const std::optional<std::string> typestr = interface_typestr(pv);
         if (!typestr)
             return attribute_error("__cuda_array_interface__: dtype " + v.dtype().name() +
                                    " has no typestr; use __dlpack__");
-        nb::dict d = interface_dict(v, *typestr);
+        nb::dict d = interface_dict(pv, *typestr);
         // The stream the data is ready on: consumers wait on it. Never 0 (forbidden): a View made
         // ready on "stream 0" was made ready on the legacy default stream.
         const std::intptr_t s = v.stream();
@@ -330,16 +356,17 @@ PyObject* cuda_array_interface_get(PyObject* self, void*) noexcept {
 
 PyObject* array_interface_get(PyObject* self, void*) noexcept {
     try {
-        const View& v = py_view(self).view;
+        const PyView& pv = py_view(self);
+        const View& v = pv.view;
         if (!v.device().host_accessible())
             return attribute_error("__array_interface__: this stridex.View is " + v.device().name() +
                                    " memory, which the CPU cannot read; use __dlpack__ or __cuda_array_interface__");
-        const std::optional<std::string> typestr = interface_typestr(v);
+        const std::optional<std::string> typestr = interface_typestr(pv);
         if (!typestr)
             return attribute_error("__array_interface__: dtype " + v.dtype().name() +
                                    " has no typestr; use __dlpack__ or numpy.asarray (through __array__)");
         host_sync(v);  // the reader is the host
-        return interface_dict(v, *typestr).release().ptr();
+        return interface_dict(pv, *typestr).release().ptr();
     } catch (...) {
         set_python_error_from_current_exception();
         return nullptr;
@@ -357,7 +384,8 @@ PyGetSetDef g_ai_def{"__array_interface__", &array_interface_get, nullptr,
 // width, then viewed as the ml_dtypes type) and for device memory (a clear error instead of a 0-d
 // object array).
 nb::object array_method(nb::handle self, nb::handle dtype, nb::handle copy) {
-    const View& v = py_view(self.ptr()).view;
+    const PyView& pv = py_view(self.ptr());
+    const View& v = pv.view;
     if (!v.device().host_accessible())
         fail(ErrorKind::type, "cannot make a NumPy array of ", v.device().name(),
              " memory without a copy to the host; copy with the owning framework first");
@@ -366,7 +394,7 @@ nb::object array_method(nb::handle self, nb::handle dtype, nb::handle copy) {
     if (v.dtype().lanes != 1)
         fail(ErrorKind::buffer, "vector dtype ", v.dtype().name(), " has no NumPy representation");
     nb::module_ numpy = nb::module_::import_("numpy");
-    std::optional<std::string> typestr = interface_typestr(v);
+    std::optional<std::string> typestr = interface_typestr(pv);
     const bool retype = !typestr;
     if (retype) {
         const std::int64_t size = v.itemsize();
@@ -376,7 +404,7 @@ nb::object array_method(nb::handle self, nb::handle dtype, nb::handle copy) {
     }
     host_sync(v);
     nb::object holder = nb::module_::import_("types").attr("SimpleNamespace")();
-    holder.attr("__array_interface__") = interface_dict(v, *typestr);
+    holder.attr("__array_interface__") = interface_dict(pv, *typestr);
     holder.attr("view") = self;  // the array's base keeps the view, and so the memory, alive
     nb::object array = numpy.attr("asarray")(holder);
     if (retype) array = array.attr("view")(self.attr("dtype").attr("numpy"));
@@ -397,6 +425,18 @@ nb::object array_method(nb::handle self, nb::handle dtype, nb::handle copy) {
 }  // namespace
 
 PyTypeObject* view_type() noexcept { return g_view_type; }
+
+PyObject* element_description(const PyView& view, const char* key) noexcept {
+    if (!view.element.is_valid() || !PyDict_Check(view.element.ptr())) return nullptr;
+    return PyDict_GetItemString(view.element.ptr(), key);  // borrowed; never raises
+}
+
+void require_dlpack_dtype(const View& view) {
+    if (view.dtype().is_opaque_bytes())
+        fail(ErrorKind::buffer, "an opaque element of ", view.itemsize(),
+             " bytes (a void or structured dtype, such as NumPy records) has no DLPack dtype: DLPack describes "
+             "numbers only; use __array_interface__, __cuda_array_interface__ or the buffer protocol");
+}
 
 void set_python_error_from_current_exception() noexcept {
     try {
@@ -475,7 +515,7 @@ void bind_export(nb::module_& m) {
                 fail(ErrorKind::value, "stream must be -1 (nothing pending), 1, 2 or a CUDA stream handle, found ", stream);
             View v = self.view;
             v.set_stream(static_cast<std::intptr_t>(stream));
-            return wrap_view(std::move(v), self.source);
+            return wrap_view(std::move(v), self.source, self.element);
         },
         nb::is_method(), nb::name("_with_stream"), nb::scope(cls), nb::arg("stream"),
         "The same view, ready on `stream` (DLPack encoding; -1: nothing pending). For stridex's C++ casters, "

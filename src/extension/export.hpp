@@ -33,6 +33,13 @@ PyObject* dlpack_capsule(const View& view, bool versioned, std::uint64_t extra_f
 // (buffer protocol, array interface, a host copy), which no event can order. No-op otherwise.
 void host_sync(const View& view);
 
+// The producer's description of an opaque element (PyView::element): its `key` ("typestr", "descr"
+// or "format"), or nullptr when it gave none. Borrowed: alive as long as the View.
+PyObject* element_description(const PyView& view, const char* key) noexcept;
+
+// Opaque elements (void, structured dtypes) have no DLPack dtype: Error(buffer) saying so.
+void require_dlpack_dtype(const View& view);
+
 // export_buffer.cpp: bf_getbuffer/bf_releasebuffer for nb::type_slots on the View class
 // (view.cpp), a 0-terminated array.
 const PyType_Slot* view_type_slots() noexcept;

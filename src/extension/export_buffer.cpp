@@ -26,23 +26,41 @@ int buffer_error(const std::string& message) noexcept {
 
 bool requested(int flags, int what) noexcept { return (flags & what) == what; }
 
+// The format of an opaque element: the producer's own (from its buffer), kept by the View, which
+// the Py_buffer keeps alive; nullptr when the producer described it by typestr and descr only.
+const char* opaque_format(const PyView& pv) {
+    PyObject* format = element_description(pv, "format");
+    const char* text = format && PyUnicode_Check(format) ? PyUnicode_AsUTF8(format) : nullptr;
+    if (!text) PyErr_Clear();
+    return text;
+}
+
 int view_getbuffer(PyObject* self, Py_buffer* b, int flags) noexcept {
     b->obj = nullptr;
     try {
-        const View& v = py_view(self).view;
+        const PyView& pv = py_view(self);
+        const View& v = pv.view;
         if (!v.device().host_accessible())
             return buffer_error("stridex.View of " + v.device().name() +
                                 " memory has no buffer protocol: the CPU cannot read it");
         if (requested(flags, PyBUF_WRITABLE) && v.readonly())
             return buffer_error("stridex.View is read-only: a writable buffer was requested");
-        if (v.is_packed_subbyte() || v.dtype().lanes != 1)
-            return buffer_error("dtype " + v.dtype().name() + " has no PEP 3118 buffer format");
+        const char* element_format = nullptr;
         std::string format;
-        try {
-            format = v.dtype().buffer_format();
-        } catch (const Error&) {
-            return buffer_error("dtype " + v.dtype().name() +
-                                " has no PEP 3118 buffer format; use __dlpack__ or numpy.asarray");
+        if (v.dtype().is_opaque_bytes()) {
+            element_format = opaque_format(pv);
+            if (!element_format)
+                return buffer_error("an opaque element of " + std::to_string(v.itemsize()) +
+                                    " bytes has no PEP 3118 format its producer gave; use __array_interface__");
+        } else if (v.is_packed_subbyte() || v.dtype().lanes != 1) {
+            return buffer_error("dtype " + v.dtype().name() + " has no PEP 3118 buffer format");
+        } else {
+            try {
+                format = v.dtype().buffer_format();
+            } catch (const Error&) {
+                return buffer_error("dtype " + v.dtype().name() +
+                                    " has no PEP 3118 buffer format; use __dlpack__ or numpy.asarray");
+            }
         }
         const bool c = v.layout().is_c_contiguous();
         const bool f = v.layout().is_f_contiguous();
@@ -73,7 +91,9 @@ int view_getbuffer(PyObject* self, Py_buffer* b, int flags) noexcept {
         b->len = static_cast<Py_ssize_t>(v.size() * v.itemsize());
         b->readonly = v.readonly() ? 1 : 0;
         b->itemsize = static_cast<Py_ssize_t>(v.itemsize());
-        b->format = requested(flags, PyBUF_FORMAT) ? block->format : nullptr;
+        b->format = !requested(flags, PyBUF_FORMAT) ? nullptr
+                    : element_format                ? const_cast<char*>(element_format)
+                                                    : block->format;
         b->ndim = ndim;
         b->shape = requested(flags, PyBUF_ND) ? shape : nullptr;
         b->strides = requested(flags, PyBUF_STRIDES) ? strides : nullptr;

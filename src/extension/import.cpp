@@ -191,8 +191,10 @@ public:
     View* storage() noexcept { return &slot_->view; }
     void built() noexcept { built_ = true; }
     View& view() noexcept { return slot_->view; }
-    PyObject* finish(PyObject* source) {
+    // `element`: the producer's description of opaque elements (PyView::element), or empty.
+    PyObject* finish(PyObject* source, nb::object element = {}) {
         new (&slot_->source) nb::object(nb::borrow(source));
+        new (&slot_->element) nb::object(std::move(element));
         done_ = true;
         nb::inst_mark_ready(object_);
         return object_.release().ptr();
@@ -261,6 +263,7 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
 
     Failures failures;
     std::intptr_t ready = kNoStream;
+    nb::object element;  // the producer's description of opaque elements (interfaces only)
     bool offered = false;
     auto done = [&](bool order) {
         View& v = result.view();
@@ -268,7 +271,8 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
             finish(v, request, ready);
         else
             v.set_stream(kNoStream);  // host memory: nothing is ever pending
-        return result.finish(obj);
+        // Only an opaque element has a description; one left by a protocol that failed is dropped.
+        return result.finish(obj, v.dtype().is_opaque_bytes() ? std::move(element) : nb::object());
     };
 
     if (e.exchange) {
@@ -311,7 +315,7 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
         if (cai.is_valid() && !cai.is_none()) {
             offered = true;
             if (failures.attempt("__cuda_array_interface__", result,
-                                 [&](View* at) { new (at) View(import_cai(obj, cai.ptr(), ready)); }))
+                                 [&](View* at) { new (at) View(import_cai(obj, cai.ptr(), ready, &element)); }))
                 return done(true);
         }
     }
@@ -320,13 +324,13 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
         if (ai.is_valid() && !ai.is_none()) {
             offered = true;
             if (failures.attempt("__array_interface__", result,
-                                 [&](View* at) { new (at) View(import_array_interface(obj, ai.ptr())); }))
+                                 [&](View* at) { new (at) View(import_array_interface(obj, ai.ptr(), &element)); }))
                 return done(false);  // host memory: no stream
         }
     }
     if (e.buffer) {
         offered = true;
-        if (failures.attempt("buffer protocol", result, [&](View* at) { new (at) View(import_buffer(obj)); }))
+        if (failures.attempt("buffer protocol", result, [&](View* at) { new (at) View(import_buffer(obj, &element)); }))
             return done(false);
     }
     if (!offered) fail_no_protocol(obj);
@@ -403,7 +407,7 @@ PyObject* import_object(PyObject* obj, const StreamRequest& request) {
         new (result.storage()) View(in->view);
         result.built();
         finish(result.view(), request, in->view.stream());
-        return result.finish(in->source.ptr() ? in->source.ptr() : Py_None);
+        return result.finish(in->source.ptr() ? in->source.ptr() : Py_None, in->element);
     }
     if (type == &PyCapsule_Type) {
         // A raw capsule carries no stream: whatever ordering it needed happened when it was made.

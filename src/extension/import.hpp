@@ -69,17 +69,20 @@ View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready
 View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& request, std::intptr_t& ready);
 // A capsule from __dlpack__ (raw = false) or passed by the caller (raw = true): consumed (renamed
 // "used_dltensor[_versioned]") and imported; the deleter runs exactly once on every path.
-// `readonly` marks the import read-only whatever the capsule says (immutable producers).
-View consume_capsule(PyObject* capsule, bool raw, bool readonly = false);
+// `immutable`: the producer's arrays are immutable by contract (its row says so), so the view is
+// read-only whatever the capsule says (Writability::immutable unless the capsule says read-only).
+View consume_capsule(PyObject* capsule, bool raw, bool immutable = false);
 // The exchange API a type offers (1.3 capsule preferred over the 1.2 int), walking prev_api to
 // major 1; nullptr if none. `holder` receives a strong reference to keep it alive.
 const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder);
 
 // ---- import_interfaces.cpp ----
-// `interface` is the object's __cuda_array_interface__ / __array_interface__ value.
-View import_cai(PyObject* obj, PyObject* interface, std::intptr_t& ready);
-View import_array_interface(PyObject* obj, PyObject* interface);
-View import_buffer(PyObject* obj);
+// `interface` is the object's __cuda_array_interface__ / __array_interface__ value. Void and
+// structured elements import as Dtype::opaque_bytes of their itemsize, and `element` receives the
+// producer's own description of them (PyView::element); it is left alone for other dtypes.
+View import_cai(PyObject* obj, PyObject* interface, std::intptr_t& ready, nanobind::object* element);
+View import_array_interface(PyObject* obj, PyObject* interface, nanobind::object* element);
+View import_buffer(PyObject* obj, nanobind::object* element);
 
 // ---- import.cpp ----
 // The whole import: a new stridex.View object (a new reference).

@@ -21,6 +21,52 @@ constexpr const char* kExchangeName = "dlpack_exchange_api";
     throw nb::python_error();
 }
 
+// The exception being raised, taken out of the error indicator as one object (a new reference).
+PyObject* fetch_exception() noexcept {
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback) PyException_SetTraceback(value, traceback);
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+#endif
+}
+
+// Raises `exception` again (steals the reference).
+void restore_exception(PyObject* exception) noexcept {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exception);
+#else
+    PyErr_Restore(Py_NewRef(reinterpret_cast<PyObject*>(Py_TYPE(exception))), exception,
+                  PyException_GetTraceback(exception));
+#endif
+}
+
+// A producer's own failure to export (the Python error set now) as the caller sees it: a BufferError,
+// whatever the producer raised (torch's exchange API raises RuntimeError for quantized tensors, where
+// the array API says BufferError), with the producer's type and message kept, and its exception as
+// __cause__. A BufferError passes unchanged; so do errors that are not a refusal (MemoryError,
+// KeyboardInterrupt and other BaseExceptions that are not Exceptions).
+[[noreturn]] void raise_refusal(PyObject* obj, const char* what) {
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_BufferError, "%s.%s failed without saying why", Py_TYPE(obj)->tp_name, what);
+    if (PyErr_ExceptionMatches(PyExc_BufferError) || !PyErr_ExceptionMatches(PyExc_Exception) ||
+        PyErr_ExceptionMatches(PyExc_MemoryError))
+        throw nb::python_error();
+    PyObject* cause = fetch_exception();  // a new reference, normalized, with its traceback
+    PyErr_Format(PyExc_BufferError, "%s.%s refused to export: %s: %S", Py_TYPE(obj)->tp_name, what,
+                 Py_TYPE(cause)->tp_name, cause);
+    PyObject* refusal = fetch_exception();
+    Py_INCREF(cause);
+    PyException_SetContext(refusal, cause);  // each steals a reference
+    PyException_SetCause(refusal, cause);
+    restore_exception(refusal);
+    throw nb::python_error();
+}
+
 // An attribute of the type object itself (class attributes, through the MRO), or nullptr.
 PyObject* type_attr(PyTypeObject* type, PyObject* name) noexcept {
     PyObject* out = PyObject_GetAttr(reinterpret_cast<PyObject*>(type), name);
@@ -36,7 +82,7 @@ Device call_dlpack_device(PyObject* obj, const TypeEntry& entry) {
         entry.dlpack_device_unbound
             ? PyObject_Vectorcall(entry.dlpack_device, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr)
             : PyObject_CallMethodObjArgs(obj, names.dlpack_device, nullptr));
-    if (!result.is_valid()) throw nb::python_error();
+    if (!result.is_valid()) raise_refusal(obj, "__dlpack_device__()");
     PyObject* r = result.ptr();
     long values[2] = {0, 0};
     bool ok = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2;
@@ -86,7 +132,7 @@ nb::object call_dlpack(PyObject* obj, TypeEntry& entry, DlpackStream& stream) {
             result = PyObject_Vectorcall(entry.dlpack, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
         } else {
             nb::object bound = nb::steal(PyObject_GetAttr(obj, names.dlpack));
-            if (!bound.is_valid()) throw nb::python_error();
+            if (!bound.is_valid()) raise_refusal(obj, "__dlpack__");
             result = PyObject_Vectorcall(bound.ptr(), args + 2, PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
         }
         if (result) {
@@ -94,7 +140,7 @@ nb::object call_dlpack(PyObject* obj, TypeEntry& entry, DlpackStream& stream) {
             return nb::steal(result);
         }
         // Only a call that passed keywords can have failed for them.
-        if (kwnames == nullptr || !PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();
+        if (kwnames == nullptr || !PyErr_ExceptionMatches(PyExc_TypeError)) raise_refusal(obj, "__dlpack__()");
         PyErr_Clear();
         level = level == DlpackKeywords::full ? DlpackKeywords::stream_only : DlpackKeywords::none;
         // A producer that takes no stream cannot be asked to order anything.
@@ -170,7 +216,7 @@ View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready
     const dlpack::DLPackExchangeAPI* api = entry.exchange;
     dlpack::DLManagedTensorVersioned* tensor = nullptr;
     if (api->managed_tensor_from_py_object_no_sync(obj, &tensor) != 0)
-        raise_current_or(PyExc_BufferError, "the DLPack exchange API failed without saying why");
+        raise_refusal(obj, "__dlpack_c_exchange_api__ managed_tensor_from_py_object_no_sync()");
     if (tensor == nullptr)
         fail(ErrorKind::buffer, "the DLPack exchange API of ", Py_TYPE(obj)->tp_name, " returned no tensor");
     // The device is read before import_managed takes the tensor (its deleter may run any time
@@ -220,7 +266,7 @@ View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& 
     return consume_capsule(capsule.ptr(), false, row.immutable);
 }
 
-View consume_capsule(PyObject* capsule, bool raw, bool readonly) {
+View consume_capsule(PyObject* capsule, bool raw, bool immutable) {
     const ErrorKind wrong = raw ? ErrorKind::type : ErrorKind::buffer;
     if (!PyCapsule_CheckExact(capsule))
         fail(wrong, "__dlpack__() must return a PyCapsule, found ", Py_TYPE(capsule)->tp_name);
@@ -239,11 +285,12 @@ View consume_capsule(PyObject* capsule, bool raw, bool readonly) {
         // the "used_" name and return) need not run at all.
         if (!raw) PyCapsule_SetDestructor(capsule, nullptr);
         if (versioned) {
-            auto* tensor = static_cast<dlpack::DLManagedTensorVersioned*>(pointer);
-            if (readonly && tensor->version.major == dlpack::kMajorVersion) tensor->flags |= dlpack::kFlagReadOnly;
-            return dlpack::import_managed(tensor);
+            View view = dlpack::import_managed(static_cast<dlpack::DLManagedTensorVersioned*>(pointer));
+            // An immutable producer's unflagged versioned tensor: read-only by contract.
+            if (immutable && !view.readonly()) return view.with_writability(Writability::immutable);
+            return view;
         }
-        return dlpack::import_managed(static_cast<dlpack::DLManagedTensor*>(pointer), readonly);
+        return dlpack::import_managed(static_cast<dlpack::DLManagedTensor*>(pointer), immutable);
     }
     if (name && std::strncmp(name, "used_dltensor", 13) == 0)
         fail(ErrorKind::buffer, "this DLPack capsule was already consumed (it is named '", name,

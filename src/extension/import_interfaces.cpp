@@ -101,6 +101,7 @@ struct Described {
     bool has_strides = false;
     Dtype dtype = dtypes::uint8;
     bool subbyte_padded = false;
+    nb::object element;  // the producer's typestr and descr, for opaque (void, structured) dtypes
 
     Layout layout() const {
         std::span<const std::int64_t> s(shape, static_cast<std::size_t>(ndim));
@@ -174,6 +175,29 @@ void describe(PyObject* obj, PyObject* dict, const char* protocol, Described& d)
         if (d.shape[i] < 0)
             fail(ErrorKind::value, protocol, "['shape'] must be non-negative, found ", repr(item(dict, names.shape)));
     d.dtype = dtype_of(obj, required(dict, names.typestr, protocol), protocol, &d.subbyte_padded);
+    if (d.dtype.is_opaque_bytes()) {
+        // A void or structured element: kept opaque, with the producer's typestr and descr, which
+        // the View's own interfaces give back.
+        PyObject* descr = item(dict, names.descr);
+        nb::dict described;
+        described["typestr"] = nb::borrow(required(dict, names.typestr, protocol));
+        described["descr"] = descr ? nb::borrow(descr) : nb::none();
+        // The producer's PEP 3118 format of a struct too, where it has a buffer (NumPy records:
+        // 'T{i:a:=d:b:}'), so that the View's buffer gives what the producer's does. Not pad bytes
+        // ('12x', a plain void): NumPy reads those back as an empty struct, so the View's buffer
+        // refuses and NumPy takes the typestr ('|V12') from __array_interface__ instead.
+        if (PyObject_CheckBuffer(obj)) {
+            Py_buffer b;
+            if (PyObject_GetBuffer(obj, &b, PyBUF_RECORDS_RO) == 0) {
+                if (b.format && b.itemsize == d.dtype.itemsize() && !std::string_view(b.format).ends_with('x'))
+                    described["format"] = b.format;
+                PyBuffer_Release(&b);
+            } else {
+                PyErr_Clear();
+            }
+        }
+        d.element = std::move(described);
+    }
     if (PyObject* mask = item(dict, names.mask); mask && mask != Py_None)
         fail(ErrorKind::unsupported, protocol, "['mask'] is not None: masked arrays are not supported");
     PyObject* strides = item(dict, names.strides);
@@ -263,7 +287,7 @@ Owner get_bytes(PyObject* obj, Py_buffer** out) {
 
 }  // namespace
 
-View import_cai(PyObject* obj, PyObject* dict, std::intptr_t& ready) {
+View import_cai(PyObject* obj, PyObject* dict, std::intptr_t& ready, nb::object* element) {
     if (!PyDict_Check(dict)) fail(ErrorKind::value, kCAI, " must be a dict, found ", Py_TYPE(dict)->tp_name);
     const std::int64_t version = int64_of(required(dict, names.version, kCAI), kCAI, names.version, "an int");
     if (version < 2 || version > 3)
@@ -283,11 +307,12 @@ View import_cai(PyObject* obj, PyObject* dict, std::intptr_t& ready) {
     }
     // No device key: the pointer's own attributes say where it lives (0: the current device).
     const Device device = device_of_cuda_pointer(ptr);
+    if (d.element.is_valid()) *element = std::move(d.element);
     return View(reinterpret_cast<void*>(ptr), 0, std::move(layout), d.dtype, device, readonly, owner_of(obj),
                 d.subbyte_padded);
 }
 
-View import_array_interface(PyObject* obj, PyObject* dict) {
+View import_array_interface(PyObject* obj, PyObject* dict, nb::object* element) {
     if (!PyDict_Check(dict)) fail(ErrorKind::value, kAI, " must be a dict, found ", Py_TYPE(dict)->tp_name);
     const std::int64_t version = int64_of(required(dict, names.version, kAI), kAI, names.version, "an int");
     if (version != 3) fail(ErrorKind::unsupported, kAI, " version ", version, " is not supported (stridex reads version 3)");
@@ -300,6 +325,7 @@ View import_array_interface(PyObject* obj, PyObject* dict) {
         bool readonly = false;
         const std::uintptr_t ptr = data_tuple(data, kAI, &readonly);
         require_pointer(ptr, layout, kAI);
+        if (d.element.is_valid()) *element = std::move(d.element);
         return View(reinterpret_cast<void*>(ptr), 0, std::move(layout), d.dtype, Device::cpu(), readonly, owner_of(obj),
                     d.subbyte_padded);
     }
@@ -315,11 +341,21 @@ View import_array_interface(PyObject* obj, PyObject* dict) {
     if (!layout.empty() && (offset + span.lo < 0 || offset + span.hi > buffer->len))
         fail(ErrorKind::value, kAI, " describes bytes [", offset + span.lo, ", ", offset + span.hi,
              ") of a buffer of ", buffer->len, " bytes");
+    if (d.element.is_valid()) *element = std::move(d.element);
     return View(buffer->buf, offset, std::move(layout), d.dtype, Device::cpu(), buffer->readonly != 0,
                 std::move(owner), d.subbyte_padded);
 }
 
-View import_buffer(PyObject* obj) {
+// A PEP 3118 format of a void or structured element: a struct ('T{...}') or pad bytes ('12x'),
+// after an optional byte-order prefix. Such elements import as opaque bytes of the buffer's itemsize.
+bool is_opaque_format(std::string_view format) noexcept {
+    if (!format.empty() && std::string_view("@=<>!").find(format[0]) != std::string_view::npos) format.remove_prefix(1);
+    if (format.starts_with("T{")) return format.ends_with('}');
+    while (!format.empty() && format[0] >= '0' && format[0] <= '9') format.remove_prefix(1);
+    return format == "x";
+}
+
+View import_buffer(PyObject* obj, nb::object* element) {
     Py_buffer* b = nullptr;
     // RECORDS_RO: strides and format, read-only accepted (the flag says which it is).
     Owner owner = get_buffer(obj, PyBUF_RECORDS_RO, &b);
@@ -328,7 +364,13 @@ View import_buffer(PyObject* obj) {
             if (b->suboffsets[i] >= 0)
                 fail(ErrorKind::unsupported, "buffer protocol: PIL-style suboffsets are not supported (",
                      Py_TYPE(obj)->tp_name, ")");
-    const Dtype dtype = b->format ? Dtype::from_buffer_format(b->format) : dtypes::uint8;
+    Dtype dtype = dtypes::uint8;
+    const bool opaque = b->format && is_opaque_format(b->format);
+    if (opaque) {
+        dtype = Dtype::opaque_bytes(b->itemsize);
+    } else if (b->format) {
+        dtype = Dtype::from_buffer_format(b->format);
+    }
     if (b->itemsize != dtype.itemsize())
         fail(ErrorKind::buffer, "buffer protocol: format '", b->format ? b->format : "B", "' has ", dtype.itemsize(),
              "-byte items but the buffer says ", b->itemsize);
@@ -347,6 +389,11 @@ View import_buffer(PyObject* obj) {
     }
     std::span<const std::int64_t> s(shape, ndim);
     Layout layout = b->strides ? Layout(s, std::span<const std::int64_t>(strides, ndim)) : Layout::contiguous(s);
+    if (opaque) {
+        nb::dict described;  // the producer's own format, which the View's buffer gives back
+        described["format"] = b->format;
+        *element = std::move(described);
+    }
     return View(b->buf, 0, std::move(layout), dtype, Device::cpu(), b->readonly != 0, std::move(owner));
 }
 

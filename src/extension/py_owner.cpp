@@ -27,8 +27,8 @@ Owner owner_of(nb::handle object) {
     return owner;
 }
 
-nb::object wrap_view(View view, nb::object source) {
-    return nb::cast(PyView{std::move(view), std::move(source)}, nb::rv_policy::move);
+nb::object wrap_view(View view, nb::object source, nb::object element) {
+    return nb::cast(PyView{std::move(view), std::move(source), std::move(element)}, nb::rv_policy::move);
 }
 
 }  // namespace stridex::python

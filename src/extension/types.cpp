@@ -17,9 +17,10 @@ namespace {
 // the same name (bfloat16, float8_*, float6_*, float4_*, int4 ...).
 nb::object numpy_dtype(Dtype d) {
     nb::module_ numpy = nb::module_::import_("numpy");
-    if (d.lanes == 1 && !d.is_subbyte() && d.code != DtypeCode::kBfloat && d.code <= DtypeCode::kBool &&
-        d.code != DtypeCode::kOpaqueHandle)
-        return numpy.attr("dtype")(d.typestr());
+    if ((d.lanes == 1 && !d.is_subbyte() && d.code != DtypeCode::kBfloat && d.code <= DtypeCode::kBool &&
+         d.code != DtypeCode::kOpaqueHandle) ||
+        d.is_opaque_bytes())
+        return numpy.attr("dtype")(d.typestr());  // opaque bytes: NumPy's void of that size
     nb::object ml_dtypes;
     try {
         ml_dtypes = nb::module_::import_("ml_dtypes");

@@ -95,7 +95,17 @@ std::string repr(const PyView& self) {
     return out.str();
 }
 
-nb::object derived(const PyView& self, View v) { return wrap_view(std::move(v), self.source); }
+const char* writability_name(Writability w) {
+    switch (w) {
+        case Writability::writable: return "writable";
+        case Writability::readonly: return "readonly";
+        case Writability::unknown: return "unknown";
+        case Writability::immutable: return "immutable";
+    }
+    return "?";
+}
+
+nb::object derived(const PyView& self, View v) { return wrap_view(std::move(v), self.source, self.element); }
 
 }  // namespace
 
@@ -110,6 +120,10 @@ void bind_view(nb::module_& m) {
         .def_prop_ro("dtype", [](const PyView& s) { return s.view.dtype(); })
         .def_prop_ro("device", [](const PyView& s) { return s.view.device(); })
         .def_prop_ro("readonly", [](const PyView& s) { return s.view.readonly(); })
+        .def_prop_ro("writability", [](const PyView& s) { return writability_name(s.view.writability()); },
+                     "Where the read-only flag comes from: 'writable' or 'readonly' (the producer said so), "
+                     "'unknown' (it could not say: a legacy DLPack capsule; writable here) or 'immutable' "
+                     "(read-only by the producer's contract, unflagged in its own exports: JAX).")
         .def_prop_ro("size", [](const PyView& s) { return s.view.size(); })
         .def_prop_ro("ndim", [](const PyView& s) { return s.view.ndim(); })
         .def_prop_ro("itemsize", [](const PyView& s) { return s.view.itemsize(); })

@@ -66,6 +66,42 @@ TEST(DLPackImport, LegacyCanBeMarkedReadOnlyByTheCaller) {
     EXPECT_EQ(count.calls, 1);
 }
 
+TEST(DLPackImport, WritabilityRemembersWhatTheProducerSaid) {
+    std::vector<float> buf(4);
+    DeleterCount count;
+    auto* writable = produce<DLManagedTensorVersioned>(buf.data(), {4}, {1}, count);
+    EXPECT_EQ(dlpack::import_managed(writable).writability(), Writability::writable);
+    auto* flagged = produce<DLManagedTensorVersioned>(buf.data(), {4}, {1}, count);
+    flagged->flags = dlpack::kFlagReadOnly;
+    EXPECT_EQ(dlpack::import_managed(flagged).writability(), Writability::readonly);
+    View legacy = dlpack::import_managed(produce<DLManagedTensor>(buf.data(), {4}, {1}, count));
+    EXPECT_EQ(legacy.writability(), Writability::unknown) << "a legacy tensor cannot say";
+    EXPECT_FALSE(legacy.readonly()) << "unknown is writable where a yes or no is needed";
+    View immutable = dlpack::import_managed(produce<DLManagedTensor>(buf.data(), {4}, {1}, count), true);
+    EXPECT_EQ(immutable.writability(), Writability::immutable);
+    EXPECT_TRUE(immutable.readonly());
+    // Derived views keep the origin; as_readonly makes a view read-only unless it already is.
+    EXPECT_EQ(legacy.slice(0, Slice{1, 3, 1}).writability(), Writability::unknown);
+    EXPECT_EQ(legacy.as_readonly().writability(), Writability::readonly);
+    EXPECT_EQ(immutable.as_readonly().writability(), Writability::immutable);
+    EXPECT_EQ(legacy.with_writability(Writability::immutable).writability(), Writability::immutable);
+}
+
+TEST(DLPackImport, PackedByteLanesImportAsBytes) {
+    std::vector<std::uint8_t> buf(8);
+    DeleterCount count;
+    // torch's float4_e2m1fn_x2: code 17, 4 bits, 2 lanes, one byte an element, strided.
+    View v = dlpack::import_managed(produce<DLManagedTensorVersioned>(buf.data(), {2, 2}, {4, 2}, count, {17, 4, 2}));
+    EXPECT_EQ(v.itemsize(), 1);
+    EXPECT_EQ(v.byte_stride(0), 4);
+    auto* back = dlpack::export_versioned(v.index(1, 1));
+    EXPECT_EQ(back->dl_tensor.data, buf.data() + 2);
+    EXPECT_EQ(back->dl_tensor.dtype.lanes, 2);
+    back->deleter(back);
+    expect_error([&] { dlpack::import_managed(produce<DLManagedTensorVersioned>(buf.data(), {1}, {1}, count, {2, 32, 2})); },
+                 ErrorKind::unsupported, "lanes");
+}
+
 TEST(DLPackImport, VersionedBeforeMinor2AcceptsNullStrides) {
     std::vector<float> buf(6);
     DeleterCount count;
@@ -255,6 +291,26 @@ TEST(DLPackExport, LegacyRefusesReadOnly) {
     expect_error([&] { dlpack::export_legacy(v); }, ErrorKind::buffer, "read-only");
     v = View();
     EXPECT_EQ(released, 1) << "a refused export holds no reference";
+}
+
+TEST(DLPackExport, LegacyGoesOutAsTheProducersOwnWould) {
+    std::vector<float> buf(8);
+    std::atomic<int> released{0};
+    View v = owned_view(buf, released);
+    for (Writability w : {Writability::writable, Writability::unknown, Writability::immutable}) {
+        DLManagedTensor* t = dlpack::export_legacy(v.with_writability(w));  // JAX's arrays: unflagged legacy
+        t->deleter(t);
+    }
+    expect_error([&] { dlpack::export_legacy(v.with_writability(Writability::readonly)); }, ErrorKind::buffer,
+                 "read-only");
+    for (Writability w : {Writability::readonly, Writability::immutable}) {
+        auto* t = dlpack::export_versioned(v.with_writability(w));
+        EXPECT_EQ(t->flags, dlpack::kFlagReadOnly) << "versioned consumers see read-only";
+        t->deleter(t);
+    }
+    auto* t = dlpack::export_versioned(v.with_writability(Writability::unknown));
+    EXPECT_EQ(t->flags, 0u);
+    t->deleter(t);
 }
 
 TEST(DLPackExport, LegacyRoundTripPreservesTheView) {

@@ -432,10 +432,42 @@ TEST(Dtype, FromTypestrMalformed) {
 
 TEST(Dtype, FromTypestrWellFormedButUnsupported) {
     // Valid NumPy typestrs (long double, datetimes, strings, objects) that have no DLPack dtype.
-    for (const char* ts : {"<f16", "<c32", "<M8", "<m8", "|O8", "<U10", "|S4", "|V16", "<i16", "<u3", "|b2"}) {
+    for (const char* ts : {"<f16", "<c32", "<M8", "<m8", "|O8", "<U10", "|S4", "<i16", "<u3", "|b2"}) {
         SCOPED_TRACE(ts);
         EXPECT_ERROR(Dtype::from_typestr(ts), unsupported, std::string("unsupported typestr '") + ts + "'");
     }
+}
+
+TEST(Dtype, VoidTypestrsAreOpaqueBytes) {
+    // NumPy's void and structured elements: opaque bytes of that size, whatever the byte order.
+    for (const char* ts : {"|V12", "<V12", ">V12", "=V12"}) {
+        SCOPED_TRACE(ts);
+        EXPECT_EQ(Dtype::from_typestr(ts), Dtype::opaque_bytes(12));
+    }
+    const Dtype d = Dtype::opaque_bytes(12);
+    EXPECT_EQ(d, Dtype::make(DtypeCode::kOpaqueHandle, 8, 12));
+    EXPECT_TRUE(d.is_opaque_bytes());
+    EXPECT_EQ(d.itemsize(), 12);
+    EXPECT_EQ(d.typestr(), "|V12");
+    EXPECT_EQ(Dtype::opaque_bytes(1).typestr(), "|V1");
+    EXPECT_EQ(Dtype::opaque_bytes(65535).itemsize(), 65535);
+    EXPECT_ERROR(Dtype::from_typestr("|V65536"), unsupported, "opaque element of 65536 bytes");
+    EXPECT_ERROR(Dtype::opaque_bytes(0), unsupported, "opaque element of 0 bytes");
+    EXPECT_ERROR(d.buffer_format(), unsupported, "no PEP 3118 buffer format");
+    EXPECT_FALSE(dtypes::float32.is_opaque_bytes());
+    EXPECT_FALSE(Dtype::make(DtypeCode::kOpaqueHandle, 64).is_opaque_bytes()) << "a DLPack handle, not bytes";
+}
+
+TEST(Dtype, PackedByteOfSubbyteLanes) {
+    const Dtype f4x2 = Dtype::make(DtypeCode::kFloat4_e2m1fn, 4, 2);  // torch's float4_e2m1fn_x2
+    EXPECT_TRUE(f4x2.is_packed_byte());
+    EXPECT_FALSE(f4x2.is_subbyte());
+    EXPECT_EQ(f4x2.itemsize(), 1);
+    EXPECT_EQ(f4x2.name(), "float4_e2m1fnx2");
+    EXPECT_FALSE(Dtype::make(DtypeCode::kFloat4_e2m1fn, 4).is_packed_byte());
+    EXPECT_FALSE(Dtype::make(DtypeCode::kFloat4_e2m1fn, 4, 4).is_packed_byte()) << "two bytes: a vector";
+    EXPECT_FALSE(Dtype::make(DtypeCode::kFloat, 32, 4).is_packed_byte());
+    EXPECT_FALSE(Dtype::make(DtypeCode::kInt, 8, 1).is_packed_byte());
 }
 
 TEST(Dtype, BufferFormatRoundTrips) {

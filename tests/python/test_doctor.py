@@ -54,6 +54,26 @@ def test_cpu_doctor_passes_and_numpy_roundtrip_aliases(cpu_doctor):
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+def test_cpu_doctor_claims_the_writability_cells(cpu_doctor):
+    """docs/export.md, "Writability": JAX arrays go back to JAX and on to Warp through stridex (claimed,
+    passing); NumPy's read-only import of a legacy-only producer (Warp) is its own rule on both routes."""
+    _, doc = cpu_doctor
+    names = {f["name"] for f in doc["frameworks"] if f.get("version")}
+    if not {"jax", "warp"} <= names:
+        pytest.skip("needs jax and warp")
+    for producer, consumer, case in [("jax", "jax", "contiguous"), ("jax", "jax", "readonly"),
+                                     ("jax", "warp", "contiguous"), ("warp", "numpy", "contiguous")]:
+        cell = find(doc, producer, consumer, case)
+        assert cell["stridex"]["claimed"] is True, f"{producer} -> {consumer} {case} must be claimed"
+        assert cell["stridex"]["status"] == "pass", f"{producer} -> {consumer} {case}: {cell['stridex']['reason']}"
+        assert cell["native"]["status"] == "pass", f"{producer} -> {consumer} {case} natively"
+    notes = find(doc, "warp", "numpy", "contiguous")["stridex"]["notes"]
+    assert any("read-only" in n and "its own rule" in n for n in notes), notes
+    refused = find(doc, "numpy", "jax", "readonly")
+    assert refused["native"]["status"] == refused["stridex"]["status"] == "fail"  # NumPy refuses; so does stridex
+    assert refused["stridex"]["claimed"] is False
+
+
 def test_cpu_doctor_document_shape(cpu_doctor):
     proc, doc = cpu_doctor
     assert proc.returncode == doc["exit_status"]

@@ -52,8 +52,12 @@ def test_array_interface_read_only():
     assert not out.flags.writeable and np.shares_memory(out, arr)
 
 
-def test_array_interface_empty_has_null_pointer_and_zero_d():
-    assert view_of(aligned((0, 2), np.float32)).__array_interface__["data"][0] == 0
+def test_array_interface_empty_keeps_the_producers_pointer_and_zero_d():
+    empty = aligned((0, 2), np.float32)
+    v = view_of(empty)
+    assert v.ptr == empty.ctypes.data != 0
+    assert v.__array_interface__["data"][0] == empty.ctypes.data, "an empty array's pointer is the producer's"
+    assert np.asarray(v).__array_interface__["data"][0] == empty.ctypes.data
     ai = view_of(aligned((), np.int32)).__array_interface__
     assert ai["shape"] == () and ai["strides"] is None
 

@@ -217,9 +217,14 @@ class Consumer:
     to_host: Callable[[Any], np.ndarray]
     write: Callable[[Any, Any], None] | None  # sets element (0, ..., 0); None: immutable arrays
     readonly: Callable[[Any], bool] | None = None  # None: the consumer has no read-only arrays
-    # (layout or dtype or "readonly") -> (exception types, message regex): what cannot work, and why
+    # (layout or dtype or "readonly" or "said_readonly") -> (exception types, message regex): what
+    # cannot work, and why. "readonly": any read-only view; "said_readonly": a view whose producer
+    # said read-only (not JAX's immutable arrays, which leave as legacy capsules as JAX's own do).
     refuses: dict = field(default_factory=dict)
     skips: dict = field(default_factory=dict)  # cases that crash or corrupt: never run
+    # Imports a DLPack capsule that cannot say writable (legacy) read-only: NumPy's rule, which a
+    # View of unknown writability (a legacy-only producer's array) must meet as the producer would.
+    legacy_readonly: bool = False
 
 
 def _index0(a):
@@ -234,10 +239,12 @@ def _warp_strides(a):
     return tuple(s // a.numpy().itemsize for s in a.strides)
 
 
+# JAX asks for legacy capsules only, which cannot say read-only, so views a producer said read-only
+# refuse (as NumPy refuses); JAX's own immutable arrays go back.
 JAX_REFUSES = {
     "step": (Exception, "compact"),  # O7: only compact strides
     "neg": (Exception, "compact"),
-    "readonly": (BufferError, "read-only"),  # asks for legacy capsules only, which cannot say read-only
+    "said_readonly": (BufferError, "read-only"),
 }
 
 
@@ -290,7 +297,8 @@ def _core_host(smv):
 CONSUMERS = [
     Consumer("np.from_dlpack", "cpu", lambda: None, np.from_dlpack, lambda a: a.__array_interface__["data"][0],
              _np_strides, lambda a: "cpu", np.asarray, _np_write, lambda a: not a.flags.writeable,
-             refuses={"bfloat16": (Exception, "dtype"), "float8_e4m3fn": (Exception, "dtype")}),  # O5
+             refuses={"bfloat16": (Exception, "dtype"), "float8_e4m3fn": (Exception, "dtype")},  # O5
+             legacy_readonly=True),
     Consumer("np.asarray", "cpu", lambda: None, np.asarray, lambda a: a.__array_interface__["data"][0], _np_strides,
              lambda a: "cpu", np.asarray, _np_write, lambda a: not a.flags.writeable),
     Consumer("memoryview", "cpu", lambda: None, memoryview, lambda m: np.asarray(m).__array_interface__["data"][0],
@@ -308,7 +316,7 @@ CONSUMERS = [
              _warp_strides,
              lambda a: "cpu" if a.device.is_cpu else f"cuda:{a.device.ordinal}", lambda a: a.numpy(),
              lambda a, value: _np_write(a.numpy(), value) if a.device.is_cpu else None,
-             refuses={"readonly": (BufferError, "read-only"),  # legacy capsules only
+             refuses={"said_readonly": (BufferError, "read-only"),  # legacy capsules only
                       "complex64": (Exception, None), "float8_e4m3fn": (Exception, None)}),
     Consumer("wp.array", "any", lambda: None if wp is not None else "warp is not installed",
              lambda v: _warp().array(v, copy=False, device="cpu" if v.device == "cpu" else str(v.device)),
@@ -385,8 +393,9 @@ def _cases():
                     yield pytest.param(p, c, how, "float32", "c", True, id=f"{p.name}-readonly->{c.name}")
 
 
-def _expected_refusal(c: Consumer, dtype: str, layout: str, readonly: bool):
-    for key in ("readonly" if readonly else None, layout, dtype):  # our own refusal comes first
+def _expected_refusal(c: Consumer, dtype: str, layout: str, readonly: bool, said_readonly: bool):
+    keys = ("said_readonly" if said_readonly else None, "readonly" if readonly else None, layout, dtype)
+    for key in keys:  # our own refusal comes first
         if key in c.refuses:
             return c.refuses[key]
     return None
@@ -407,13 +416,15 @@ def test_round_trip(producer: Producer, consumer: Consumer, how, dtype, layout, 
     base = view_from(producer, native, how, dtype, SHAPE)
     if readonly:
         base = stridex.from_pointer(base.ptr, base.shape, base.dtype, owner=base, readonly=True)
-    # stridex.view marks immutable producers' arrays (JAX) read-only: the case then is a read-only one.
-    readonly = readonly or base.readonly
+    # Refused as legacy capsules: views whose producer said read-only. stridex.view marks immutable
+    # producers' arrays (JAX) read-only too, but those leave as the producer's own capsules do.
+    said_readonly = base.writability == "readonly"
+    readonly = base.readonly
     v = LAYOUTS[layout](base)
     device = str(v.device)
     assert device == ("cpu" if producer.device == "cpu" else f"cuda:{v.device.id}")
 
-    refusal = _expected_refusal(consumer, dtype, layout, readonly)
+    refusal = _expected_refusal(consumer, dtype, layout, readonly, said_readonly)
     if refusal is not None:
         with pytest.raises(refusal[0], match=refusal[1]):
             consumer.consume(v)
@@ -439,9 +450,18 @@ def test_round_trip(producer: Producer, consumer: Consumer, how, dtype, layout, 
     if consumer.write is None and not readonly:
         assert got[_index0(expected)] == np.asarray(False if dtype == "bool" else 5).astype(DTYPES[dtype])
 
+    if v.writability == "unknown" and consumer.legacy_readonly:
+        # The producer's capsules cannot say writable: the consumer's own rule (read-only) holds.
+        assert consumer.readonly(out), f"{consumer.name} imports a legacy-only producer's array read-only"
+        readonly = True
     if readonly:
         if consumer.readonly is not None:
             assert consumer.readonly(out), f"{consumer.name} lost the read-only flag"
+        # Still the same memory: element 0 written underneath is read through the consumer.
+        if consumer.write is not None:
+            value = False if dtype == "bool" else 7
+            write_raw(v.ptr, RAW[dtype](value), device)
+            assert np.asarray(consumer.to_host(out))[_index0(expected)] == np.asarray(value).astype(DTYPES[dtype])
         return
     if consumer.write is None or (device != "cpu" and consumer.name in ("wp.from_dlpack", "wp.array")):
         return

@@ -97,8 +97,8 @@ def test_numpy_non_native_byte_order_is_a_buffer_error(dtype):
         stridex.view(np.zeros(3, dtype))
 
 
-@pytest.mark.parametrize("dtype", [np.dtype([("a", "<i4"), ("b", "<f4")]), np.dtype("O"), np.dtype("M8[s]"),
-                                   np.dtype("U3"), np.dtype("V8")])
+# (Void and structured dtypes import as opaque elements: test_faithful_details.py.)
+@pytest.mark.parametrize("dtype", [np.dtype("O"), np.dtype("M8[s]"), np.dtype("U3"), np.dtype("S3")])
 def test_numpy_dtypes_stridex_cannot_describe_are_buffer_errors(dtype):
     with pytest.raises(BufferError):
         stridex.view(np.zeros(2, dtype))

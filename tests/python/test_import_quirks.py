@@ -88,13 +88,16 @@ def test_no_keywords_producer_is_called_bare():
     assert q.calls == [{}, {}]  # learned for the type: no TypeError round trip any more
 
 
-def test_type_error_that_is_not_about_keywords_is_raised():
+def test_type_error_that_is_not_about_keywords_is_a_refusal():
     class Broken(Conformant):
         def __dlpack__(self, **kwargs):
             raise TypeError("unsupported dtype for export")
 
-    with pytest.raises(TypeError, match="unsupported dtype"):
+    # Still a TypeError without any keyword, so not about keywords: a refusal, a BufferError that
+    # keeps the producer's words, with its TypeError as the cause.
+    with pytest.raises(BufferError, match="TypeError: unsupported dtype") as info:
         stridex.view(Broken(np.zeros(2)))
+    assert isinstance(info.value.__cause__, TypeError)
 
 
 def test_producer_rejecting_minus_one_never_receives_it():

@@ -39,17 +39,27 @@ HOST_BLOCK_MS = 30.0  # an import slower than this while stream A sleeps (~100 m
 # cell is "—" for both routes), except the pairs below. A failure of a claimed stridex cell makes
 # the exit status non-zero; native failures never do (showing them is the point).
 #   (producer, consumer, case, why not claimed); "*" matches anything.
-_LEGACY_RO = ("a read-only View is never exported as a legacy DLPack capsule, which cannot say read-only "
-              "(PROTOCOLS.md §6, exporter 3), and {consumer} imports only legacy capsules")
 UNCLAIMED: tuple[tuple[str, str, str, str], ...] = (
     ("*", "numpy", "bfloat16", "NumPy imports bfloat16 over DLPack only where ml_dtypes has registered it with "
                                "NumPy (>= 2.5; O5); no other protocol carries bfloat16"),
-    ("jax", "jax", "*", _LEGACY_RO.format(consumer="JAX")),  # JAX arrays are read-only
-    ("jax", "warp", "*", _LEGACY_RO.format(consumer="Warp")),
-    ("*", "jax", "readonly", _LEGACY_RO.format(consumer="JAX")),
+    ("numpy", "jax", "readonly", "NumPy refuses to export a read-only array as a legacy DLPack capsule (which "
+                                 "cannot say read-only), so stridex refuses too, and JAX imports only legacy capsules"),
     ("numba-cuda", "*", "empty", "the CUDA array interface has no device key and an empty array has no pointer "
                                  "to ask, so its device is the current one (PROTOCOLS.md §3): wrong off cuda:0"),
 )
+
+# The consumer's own rule where the producer cannot say its array is writable: these producers'
+# __dlpack__ gives only legacy capsules, which have no flags, and these consumers import such a
+# capsule read-only. A read-only import of a writable array is then the consumer's rule at work (on
+# both routes: stridex answers with a legacy capsule too), not a failure; the cell shows a note.
+LEGACY_ONLY_PRODUCERS = frozenset({"warp", "jax", "mlx"})
+LEGACY_READONLY_CONSUMERS = frozenset({"numpy"})
+
+
+def legacy_readonly_rule(producer: Adapter, consumer: Adapter, how: str) -> bool:
+    """True where `consumer` may import `producer`'s writable array read-only by its own rule."""
+    return (producer.name in LEGACY_ONLY_PRODUCERS and consumer.name in LEGACY_READONLY_CONSUMERS
+            and "dlpack" in how)
 
 
 def claim(producer: Adapter, consumer: Adapter, case: Case) -> tuple[bool, str]:
@@ -129,8 +139,9 @@ def view_meta(v: Any) -> Meta:
     return Meta(int(v.ptr), tuple(v.shape), tuple(v.strides), str(v.dtype.name), str(v.device), bool(v.readonly))
 
 
-def compare(want: Meta, got: Meta, readonly: bool, side: str) -> list[str]:
-    """Differences between what the producer has (`want`) and what `side` sees (`got`)."""
+def compare(want: Meta, got: Meta, readonly: bool, side: str, more_readonly_ok: bool = False) -> list[str]:
+    """Differences between what the producer has (`want`) and what `side` sees (`got`).
+    `more_readonly_ok`: a read-only `got` of a writable `want` is the consumer's own rule."""
     out = []
     if got.shape != want.shape:
         out.append(f"shape {got.shape} != producer's {want.shape}")
@@ -146,7 +157,8 @@ def compare(want: Meta, got: Meta, readonly: bool, side: str) -> list[str]:
         out.append(f"device {got.device} != producer's {want.device}")
     if want.size > 0 and got.ptr is not None and want.ptr is not None and got.ptr != want.ptr:
         out.append(f"pointer {_hex(got.ptr)} != producer's {_hex(want.ptr)} (a copy, or a lost byte_offset)")
-    if readonly and want.readonly is not None and got.readonly is not None and got.readonly != want.readonly:
+    if (readonly and want.readonly is not None and got.readonly is not None and got.readonly != want.readonly
+            and not (more_readonly_ok and got.readonly)):
         state = lambda ro: "read-only" if ro else "writable"  # noqa: E731
         out.append(f"{side} sees a {state(got.readonly)} array, the producer's is {state(want.readonly)}")
     return out
@@ -215,9 +227,13 @@ def _layout_route(ctx: Context, p: Adapter, c: Adapter, case: Case, device: str,
     except Exception as exc:  # noqa: BLE001
         what = "the View" if route == STRIDEX else f"{p.name}'s array"
         raise Failed(f"{c.name} import of {what}: {one_line(exc)}") from exc
-    problems = compare(want, got, c.has_readonly, c.name)
+    legacy_rule = legacy_readonly_rule(p, c, out.how)
+    problems = compare(want, got, c.has_readonly, c.name, legacy_rule)
     if problems:
         raise Failed("; ".join(problems))
+    if legacy_rule and got.readonly and want.readonly is False:
+        out.notes.append(f"{c.name} imports {p.name}'s legacy DLPack capsules read-only (they cannot say "
+                         "writable): its own rule")
     out.aliasing = _check_aliasing(p, x, c, y, case, device)
     return out
 
