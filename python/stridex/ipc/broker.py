@@ -168,9 +168,11 @@ def broker() -> Broker:
         if _broker is None:
             _broker = Broker()
             # multiprocessing's children leave through os._exit, past atexit: its own finalizers run.
+            # Priority -10: after the queues' feeder threads were joined (-5), which may pickle (so
+            # export) Views put just before exit.
             import multiprocessing.util
 
-            multiprocessing.util.Finalize(None, _at_exit, exitpriority=100)
+            multiprocessing.util.Finalize(None, _at_exit, exitpriority=-10)
         return _broker
 
 
