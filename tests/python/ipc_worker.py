@@ -47,3 +47,15 @@ def serve(requests, replies):
                 replies.put(stridex.ipc.pending())
         except Exception as e:  # noqa: BLE001 - the test reads the error
             replies.put(("error", type(e).__name__, str(e)))
+
+
+def produce_and_exit(replies):
+    """Puts a View of fresh shared memory on the queue and exits at once."""
+    import numpy as np
+
+    import stridex.ipc
+
+    v = stridex.ipc.shared_empty((3,), "int16")
+    np.asarray(v)[:] = [5, 6, 7]
+    replies.put(v)
+    del v  # only the ticket keeps the memory now

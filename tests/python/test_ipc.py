@@ -6,6 +6,7 @@ import multiprocessing as mp
 import pickle
 import subprocess
 import sys
+import time
 from multiprocessing import shared_memory
 
 import numpy as np
@@ -201,3 +202,18 @@ def test_import_stridex_imports_neither_dask_nor_the_ipc_machinery():
     code = ("import sys, stridex; bad = [m for m in ('dask', 'distributed', 'stridex.ipc', 'socket') "
             "if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_producer_that_exits_at_once_waits_until_its_view_was_opened():
+    ctx = mp.get_context("spawn")
+    replies = ctx.Queue()
+    p = ctx.Process(target=ipc_worker.produce_and_exit, args=(replies,))
+    p.start()
+    time.sleep(1.0)  # the producer has returned from its function by now, and waits in its exit
+    assert p.is_alive()
+    v = replies.get(timeout=60)
+    p.join(timeout=60)
+    assert p.exitcode == 0
+    assert np.asarray(v).tolist() == [5, 6, 7]  # our mapping outlives the producer
+    np.asarray(v)[0] = 1
+    assert np.asarray(v).tolist() == [1, 6, 7]

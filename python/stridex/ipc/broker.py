@@ -96,6 +96,13 @@ class Broker:
                 kinds[key] = kinds.get(key, 0) + 1
             return kinds
 
+    def clear(self) -> None:
+        """Drops every ticket: at exit, once waiting is over (the memory goes with the process)."""
+        with self._cond:
+            tickets, self._tickets = self._tickets, {}
+            self._cond.notify_all()
+        del tickets
+
     def _blocking(self) -> int:
         return sum(1 for t in self._tickets.values()
                    if (t.opened and t.kind in _DIES_WITH_EXPORTER) or (t.in_flight and not t.opened))
@@ -247,6 +254,9 @@ def _at_exit():
         print(f"stridex.ipc: exiting with Views still in use by other processes after waiting {timeout:g} s "
               f"({b.pending()}); their memory goes now (set STRIDEX_IPC_EXIT_TIMEOUT to wait longer)",
               file=sys.stderr)
+    # Views of tickets nobody will open (plain pickles never loaded) go now, while the interpreter
+    # can still release them.
+    b.clear()
 
 
 atexit.register(_at_exit)
