@@ -176,7 +176,8 @@ def test_malformed_payloads_are_value_errors():
 
 def test_unreachable_exporter_is_a_buffer_error():
     payload = {"v": 1, "kind": "host", "pid": 1, "broker": b"\0stridex-ipc-none", "ticket": b"x" * 16,
-               "shape": [1], "strides": [1], "dtype": "int8", "readonly": False}
+               "shape": [1], "strides": [1], "dtype": "int8", "readonly": False, "file_offset": 0, "length": 1,
+               "lo": 0, "writable": True}
     with pytest.raises(BufferError, match="cannot reach the process that pickled"):
         _rebuild(payload)
 
@@ -217,3 +218,27 @@ def test_a_producer_that_exits_at_once_waits_until_its_view_was_opened():
     assert np.asarray(v).tolist() == [5, 6, 7]  # our mapping outlives the producer
     np.asarray(v)[0] = 1
     assert np.asarray(v).tolist() == [1, 6, 7]
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"kind": "teleport"}, "unknown kind"),
+    ({"length": -1}, "out of range"),
+    ({"file_offset": "0"}, "field 'file_offset'"),
+    ({"readonly": 1}, "field 'readonly'"),
+    ({"strides": [1, 1]}, "shape and strides"),
+    ({"ticket": None}, "field 'ticket'"),
+])
+def test_malformed_fields_are_value_errors(change, needle):
+    payload = {"v": 1, "kind": "host", "pid": 1, "broker": b"\0x", "ticket": b"x" * 16, "shape": [2],
+               "strides": [1], "dtype": "int8", "readonly": False, "file_offset": 0, "length": 2, "lo": 0,
+               "writable": True}
+    with pytest.raises(ValueError, match=needle):
+        _rebuild({**payload, **change})
+
+
+def test_malformed_device_payload_is_a_value_error():
+    payload = {"v": 1, "kind": "cuda_ipc", "pid": 1, "broker": b"\0x", "ticket": b"x" * 16, "shape": [2],
+               "strides": [1], "dtype": "int8", "readonly": False, "device_uuid": b"u" * 16, "offset": -5,
+               "byte_offset": 0, "extent": 2, "event": None, "handle": b"h" * 64}
+    with pytest.raises(ValueError, match="offset -5 is out of range"):
+        _rebuild(payload)

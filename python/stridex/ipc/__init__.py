@@ -116,11 +116,40 @@ class _Release:
         _broker.release_ticket(self.address, self.ticket)
 
 
-def _rebuild(payload):
+# The fields each kind of payload needs, with their types; unsigned ones must also be >= 0.
+_COMMON = {"shape": list, "strides": list, "dtype": str, "readonly": bool}
+_REMOTE = {"pid": int, "broker": bytes, "ticket": bytes}
+_DEVICE = {"device_uuid": bytes, "offset": int, "byte_offset": int, "extent": int, "event": (bytes, type(None))}
+_FIELDS = {"empty": _COMMON,
+           "host": {**_COMMON, **_REMOTE, "file_offset": int, "length": int, "lo": int, "writable": bool},
+           "cuda_ipc": {**_COMMON, **_REMOTE, **_DEVICE, "handle": bytes},
+           "cuda_vmm": {**_COMMON, **_REMOTE, **_DEVICE, "chunk_size": int}}
+_UNSIGNED = ("offset", "extent", "chunk_size", "file_offset", "length")
+
+
+def _check_payload(payload) -> str:
+    """The payload's kind, after checking every field: a malformed pickle is a ValueError."""
     if not isinstance(payload, dict) or payload.get("v") != _PAYLOAD_VERSION:
         raise ValueError("not a stridex.View pickle of this stridex version (payload version "
                          f"{payload.get('v') if isinstance(payload, dict) else None!r}, expected {_PAYLOAD_VERSION})")
-    kind = payload["kind"]
+    kind = payload.get("kind")
+    if kind not in _FIELDS:
+        raise ValueError(f"unknown kind of pickled stridex.View memory: {kind!r}")
+    for name, types in _FIELDS[kind].items():
+        value = payload.get(name, _FIELDS)
+        if not isinstance(value, types) or (types is int and isinstance(value, bool)):
+            raise ValueError(f"malformed {kind} handle in a pickled stridex.View: field {name!r} is {value!r}")
+        if name in _UNSIGNED and not 0 <= value < 1 << 64:
+            raise ValueError(f"malformed {kind} handle in a pickled stridex.View: {name} {value} is out of range")
+    if len(payload["shape"]) != len(payload["strides"]) or not all(
+            isinstance(x, int) for x in payload["shape"] + payload["strides"]):
+        raise ValueError("malformed handle in a pickled stridex.View: shape and strides must be int lists of one "
+                         f"length, found {payload['shape']!r} and {payload['strides']!r}")
+    return kind
+
+
+def _rebuild(payload):
+    kind = _check_payload(payload)
     if kind == "empty":
         keep = bytearray(1)
         return _stridex.from_pointer(_stridex.view(keep).ptr, payload["shape"], payload["dtype"],
@@ -150,7 +179,7 @@ def _rebuild(payload):
                                                payload["byte_offset"], payload["extent"], payload["shape"],
                                                payload["strides"], payload["dtype"], payload["readonly"],
                                                payload["event"], keep)
-        raise ValueError(f"unknown kind of pickled stridex.View memory: {kind!r}")
+        raise AssertionError(kind)  # _check_payload knows every kind
     finally:
         for fd in fds:
             os.close(fd)
