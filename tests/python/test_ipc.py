@@ -242,3 +242,12 @@ def test_malformed_device_payload_is_a_value_error():
                "byte_offset": 0, "extent": 2, "event": None, "handle": b"h" * 64}
     with pytest.raises(ValueError, match="offset -5 is out of range"):
         _rebuild(payload)
+
+
+def test_multiprocessing_heap_memory_travels_by_its_open_fd(worker):
+    raw = mp.RawArray("i", 5)  # a block of an unlinked temporary file that multiprocessing keeps open
+    a = np.frombuffer(raw, dtype=np.int32)
+    a[:] = [1, 2, 3, 4, 5]
+    v = stridex.view(a[1:4])
+    assert worker("write", v, 0, 20) == "ok"
+    assert a.tolist() == [1, 20, 3, 4, 5]
