@@ -18,6 +18,7 @@ for it, never the host. The exporter keeps the memory alive until every importer
 from __future__ import annotations
 
 import os
+import sys
 
 from .. import _stridex
 from . import broker as _broker
@@ -59,6 +60,9 @@ def _meta(v) -> dict:
 
 def _reduce(view, in_flight: bool = False):
     """The reduction of a View: (rebuild, (payload,)). BufferError when its memory cannot be shared."""
+    if not sys.platform.startswith("linux"):
+        raise BufferError(f"sharing a stridex.View with another process needs Linux (abstract Unix sockets, "
+                          f"/proc/self/maps); this is {sys.platform}")
     kind_of_device = view.device.type
     meta = _meta(view)
     if view.size == 0:
