@@ -80,6 +80,10 @@ def cuda_serialize_view(v):
     if v.device.type != "cuda":
         raise NotImplementedError("host stridex.Views travel through the 'dask' serializer family")
     packed = _packed_device(v)
+    if packed.stream not in (None, 1):
+        # UCX is not stream-ordered: it synchronizes the legacy default stream before it sends, so
+        # the View's pending work is ordered before that stream (an event, no host block).
+        packed = _stridex.view(packed, stream=1)
     header = _meta(v)
     return header, [_bytes_view(packed)] if v.nbytes else []
 
