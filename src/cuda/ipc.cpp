@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -57,15 +58,20 @@ void close_fds(std::vector<int>& fds) noexcept {
 }
 
 // The checks every import makes before it maps anything: the layout lies in the shared bytes.
+// Every sum is overflow-checked: the numbers come from a pickle, which anyone can write.
 Layout checked_layout(const Shape& shape, std::uint64_t data_offset, std::int64_t byte_offset, std::uint64_t extent) {
     Layout layout(shape.shape, shape.strides);
     if (layout.empty()) fail(ErrorKind::value, "an IPC handle never describes an empty View");
     const Span span = layout.byte_span(shape.dtype.itemsize());
-    const auto start = static_cast<std::int64_t>(data_offset) + byte_offset;
-    if (data_offset > extent || byte_offset < -static_cast<std::int64_t>(data_offset) || start + span.lo < 0 ||
-        start + span.hi > static_cast<std::int64_t>(extent))
-        fail(ErrorKind::value, "IPC handle describes bytes [", start + span.lo, ", ", start + span.hi,
-             ") of a shared range of ", extent, " bytes");
+    constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    std::int64_t start = 0, lo = 0, hi = 0;
+    const bool bad = extent > kMax || data_offset > extent ||
+                     __builtin_add_overflow(static_cast<std::int64_t>(data_offset), byte_offset, &start) ||
+                     __builtin_add_overflow(start, span.lo, &lo) || __builtin_add_overflow(start, span.hi, &hi) ||
+                     lo < 0 || hi > static_cast<std::int64_t>(extent);
+    if (bad)
+        fail(ErrorKind::value, "IPC handle describes bytes from offset ", data_offset, " + ", byte_offset,
+             " spanning [", span.lo, ", ", span.hi, ") of a shared range of ", extent, " bytes");
     return layout;
 }
 

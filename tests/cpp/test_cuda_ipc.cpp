@@ -146,6 +146,12 @@ TEST(CudaIpc, ALayoutOutsideTheSharedBytesIsRefusedBeforeAnythingOpens) {
     expect_error([&] {
         ipc::import_handle(e.handle(), e.device(), 0, 0, e.extent(), negative, std::nullopt, Owner());
     }, ErrorKind::value, "IPC handle describes bytes");
+    expect_error([&] {
+        ipc::import_handle(e.handle(), e.device(), 8, INT64_MAX, e.extent(), shape_of(src), std::nullopt, Owner());
+    }, ErrorKind::value, "IPC handle describes bytes");
+    expect_error([&] {
+        ipc::import_handle(e.handle(), e.device(), UINT64_MAX, 0, UINT64_MAX, shape_of(src), std::nullopt, Owner());
+    }, ErrorKind::value, "IPC handle describes bytes");
     EXPECT_EQ(fake->open_ipc_handles(), 0u);
 }
 
