@@ -79,3 +79,26 @@ def test_empty_view_has_no_frames():
     header, frames = dask_serialize_view(stridex.view(np.zeros((0, 2), dtype=np.float64)))
     assert frames == []
     assert dask_deserialize_view(header, frames).shape == (0, 2)
+
+
+def test_serializers_register_when_distributed_is_imported_after_stridex():
+    import subprocess
+    import sys
+
+    code = ("import stridex, sys; assert 'distributed' not in sys.modules; "
+            "from distributed.protocol.serialize import dask_serialize; "
+            "from distributed.protocol.cuda import cuda_serialize; "
+            "from stridex.ipc import dask as d; "
+            "assert dask_serialize.dispatch(stridex.View) is d.dask_serialize_view; "
+            "assert cuda_serialize.dispatch(stridex.View) is d.cuda_serialize_view")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_non_contiguous_device_views_are_refused_clearly():
+    from stridex.ipc.dask import _packed_device
+
+    class FakeDeviceView:  # only the attributes the check reads
+        is_c_contiguous, device, shape, strides = False, "cuda:0", (4,), (2,)
+
+    with pytest.raises(TypeError, match="non-contiguous cuda:0 stridex.View.*contiguous"):
+        _packed_device(FakeDeviceView())
