@@ -3,6 +3,42 @@
 import gc
 
 
+def _handle(torch, stridex, held, cmd, args):
+    """One command. A function of its own, so the Views it received die when it returns."""
+    if cmd == "sum":  # read at once, on torch's default (legacy) stream
+        (v,) = args
+        t = torch.from_dlpack(v)
+        return float(t.double().sum()), str(t.device), v.stream
+    if cmd == "fill":
+        v, value = args
+        torch.from_dlpack(v).fill_(value)
+        torch.cuda.synchronize()
+        return "ok"
+    if cmd == "hold":
+        held.append(args[0])
+        return "ok"
+    if cmd == "sum_held":
+        return float(torch.from_dlpack(held[args[0]]).double().sum())
+    if cmd == "drop":
+        held.clear()
+        gc.collect()
+        return stridex._stridex._ipc_open_handles()
+    if cmd == "make":  # kind: torch or vmm; filled with `value`
+        kind, n, value = args
+        if kind == "torch":
+            t = torch.full((n,), value, device="cuda", dtype=torch.float32)
+            held.append(t)
+            v = stridex.view(t)
+        else:
+            buf = stridex.VirtualBuffer(n * 4, shareable=True)
+            held.append(buf)
+            v = buf.view("float32", (n,))
+            torch.from_dlpack(v).fill_(value)
+        torch.cuda.synchronize()
+        return v
+    raise ValueError(f"unknown command {cmd!r}")
+
+
 def serve(requests, replies):
     import torch
 
@@ -12,40 +48,12 @@ def serve(requests, replies):
     held = []
     while True:
         cmd, *args = requests.get()
+        if cmd == "exit":
+            return  # exit then waits for importers of what this process exported
         try:
-            if cmd == "exit":
-                return  # exit then waits for importers of what this process exported
-            if cmd == "sum":  # read at once, on torch's default (legacy) stream
-                (v,) = args
-                t = torch.from_dlpack(v)
-                replies.put((float(t.double().sum()), str(t.device), v.stream))
-            elif cmd == "fill":
-                v, value = args
-                torch.from_dlpack(v).fill_(value)
-                torch.cuda.synchronize()
-                replies.put("ok")
-            elif cmd == "hold":
-                held.append(args[0])
-                replies.put("ok")
-            elif cmd == "sum_held":
-                replies.put(float(torch.from_dlpack(held[args[0]]).double().sum()))
-            elif cmd == "drop":
-                held.clear()
-                gc.collect()
-                replies.put(stridex._stridex._ipc_open_handles())
-            elif cmd == "make":  # kind: torch or vmm; filled with `value`
-                kind, n, value = args
-                if kind == "torch":
-                    t = torch.full((n,), value, device="cuda", dtype=torch.float32)
-                    v = stridex.view(t)
-                    held.append(t)
-                else:
-                    buf = stridex.VirtualBuffer(n * 4, shareable=True)
-                    v = buf.view("float32", (n,))
-                    torch.from_dlpack(v).fill_(value)
-                    held.append(buf)
-                torch.cuda.synchronize()
-                replies.put(v)
-                del v
+            reply = _handle(torch, stridex, held, cmd, args)
         except Exception as e:  # noqa: BLE001 - the test reads the error
-            replies.put(("error", type(e).__name__, str(e)))
+            reply = ("error", type(e).__name__, str(e))
+        del args
+        replies.put(reply)
+        del reply

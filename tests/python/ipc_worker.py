@@ -47,6 +47,7 @@ def serve(requests, replies):
                 replies.put(stridex.ipc.pending())
         except Exception as e:  # noqa: BLE001 - the test reads the error
             replies.put(("error", type(e).__name__, str(e)))
+        args = v = None  # noqa: F841 - what a command received dies with it
 
 
 def produce_and_exit(replies):
