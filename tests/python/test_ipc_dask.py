@@ -102,3 +102,12 @@ def test_non_contiguous_device_views_are_refused_clearly():
 
     with pytest.raises(TypeError, match="non-contiguous cuda:0 stridex.View.*contiguous"):
         _packed_device(FakeDeviceView())
+
+
+def test_scatter_and_gather_move_views_from_and_to_the_client(client):
+    v = stridex.view(np.arange(10, dtype=np.int32)[::3])
+    future = client.scatter(v)
+    seen = client.submit(_describe, future).result(timeout=60)
+    assert seen[1:] == ((4,), "int32", False, True, [0.0, 3.0, 6.0, 9.0])
+    back = client.gather(client.submit(_make, "readonly", pure=False))
+    assert isinstance(back, stridex.View) and back.readonly and back.shape == (4, 6)
