@@ -59,19 +59,19 @@ void close_fds(std::vector<int>& fds) noexcept {
 
 // The checks every import makes before it maps anything: the layout lies in the shared bytes.
 // Every sum is overflow-checked: the numbers come from a pickle, which anyone can write.
-Layout checked_layout(const Shape& shape, std::uint64_t data_offset, std::int64_t byte_offset, std::uint64_t extent) {
+Layout checked_layout(const Shape& shape, std::uint64_t offset, std::uint64_t extent) {
     Layout layout(shape.shape, shape.strides);
     if (layout.empty()) fail(ErrorKind::value, "an IPC handle never describes an empty View");
     const Span span = layout.byte_span(shape.dtype.itemsize());
     constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-    std::int64_t start = 0, lo = 0, hi = 0;
-    const bool bad = extent > kMax || data_offset > extent ||
-                     __builtin_add_overflow(static_cast<std::int64_t>(data_offset), byte_offset, &start) ||
-                     __builtin_add_overflow(start, span.lo, &lo) || __builtin_add_overflow(start, span.hi, &hi) ||
-                     lo < 0 || hi > static_cast<std::int64_t>(extent);
+    std::int64_t lo = 0, hi = 0;
+    const bool bad = extent > kMax || offset > extent ||
+                     __builtin_add_overflow(static_cast<std::int64_t>(offset), span.lo, &lo) ||
+                     __builtin_add_overflow(static_cast<std::int64_t>(offset), span.hi, &hi) || lo < 0 ||
+                     hi > static_cast<std::int64_t>(extent);
     if (bad)
-        fail(ErrorKind::value, "IPC handle describes bytes from offset ", data_offset, " + ", byte_offset,
-             " spanning [", span.lo, ", ", span.hi, ") of a shared range of ", extent, " bytes");
+        fail(ErrorKind::value, "IPC handle describes bytes [", span.lo, ", ", span.hi, ") around offset ", offset,
+             " of a shared range of ", extent, " bytes");
     return layout;
 }
 
@@ -94,9 +94,8 @@ Owner owner_with(Release release, Owner keep) {
     });
 }
 
-View make_view(std::uint64_t data, std::int64_t byte_offset, Layout layout, const Shape& shape, int ordinal,
-               bool waited, Owner owner) {
-    View v(reinterpret_cast<void*>(static_cast<std::uintptr_t>(data)), byte_offset, std::move(layout), shape.dtype,
+View make_view(std::uint64_t data, Layout layout, const Shape& shape, int ordinal, bool waited, Owner owner) {
+    View v(reinterpret_cast<void*>(static_cast<std::uintptr_t>(data)), 0, std::move(layout), shape.dtype,
            Device::cuda(ordinal), shape.readonly, std::move(owner));
     v.set_stream(waited ? StreamRef::kLegacy : kNoStream);
     return v;
@@ -187,7 +186,7 @@ Export Export::of(const View& view) {
     const int ordinal = view.device().id;
     const ContextGuard guard(d, ordinal);
     const auto [lo, hi] = address_span(view);
-    const auto data = reinterpret_cast<std::uint64_t>(view.data());
+    const auto element0 = reinterpret_cast<std::uint64_t>(view.ptr());  // in [lo, hi): never below the base
 
     Export out;
     out.ordinal_ = ordinal;
@@ -196,7 +195,7 @@ Export Export::of(const View& view) {
         // VMM memory: one fd per chunk. The legacy handle would be refused for it.
         out.kind_ = MemoryKind::vmm_fds;
         out.chunk_size_ = chunks->chunk_size;
-        out.offset_ = data - chunks->first;
+        out.offset_ = element0 - chunks->first;
         out.extent_ = chunks->handles.size() * chunks->chunk_size;
         try {
             for (const CUmemGenericAllocationHandle h : chunks->handles) {
@@ -223,7 +222,7 @@ Export Export::of(const View& view) {
                                        " (memory from a stream-ordered pool without IPC support, or cuMemCreate "
                                        "memory not made shareable, has no such handle)");
         out.kind_ = MemoryKind::ipc_handle;
-        out.offset_ = data - info.base;
+        out.offset_ = element0 - info.base;
         out.extent_ = info.size;
     }
     try {
@@ -263,10 +262,9 @@ Export::~Export() {
 
 // ---- Import ---------------------------------------------------------------------------------------
 
-View import_handle(const IpcHandle& handle, const DeviceUuid& device, std::uint64_t data_offset,
-                   std::int64_t byte_offset, std::uint64_t extent, const Shape& shape,
-                   const std::optional<IpcHandle>& event, Owner keep) {
-    Layout layout = checked_layout(shape, data_offset, byte_offset, extent);
+View import_handle(const IpcHandle& handle, const DeviceUuid& device, std::uint64_t offset, std::uint64_t extent,
+                   const Shape& shape, const std::optional<IpcHandle>& event, Owner keep) {
+    Layout layout = checked_layout(shape, offset, extent);
     Driver& d = driver();
     const int ordinal = ordinal_of(device);
     const ContextGuard guard(d, ordinal);
@@ -280,18 +278,16 @@ View import_handle(const IpcHandle& handle, const DeviceUuid& device, std::uint6
         release_handle(d, key);
         throw;
     }
-    return make_view(base + data_offset, byte_offset, std::move(layout), shape, ordinal, event.has_value(),
-                     std::move(owner));
+    return make_view(base + offset, std::move(layout), shape, ordinal, event.has_value(), std::move(owner));
 }
 
-View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const DeviceUuid& device,
-                std::uint64_t data_offset, std::int64_t byte_offset, const Shape& shape,
-                const std::optional<IpcHandle>& event, Owner keep) {
+View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const DeviceUuid& device, std::uint64_t offset,
+                const Shape& shape, const std::optional<IpcHandle>& event, Owner keep) {
     if (fds.empty() || chunk_size == 0) fail(ErrorKind::value, "a VMM handle needs at least one chunk of > 0 bytes");
     std::size_t extent = 0;
     if (__builtin_mul_overflow(fds.size(), chunk_size, &extent))
         fail(ErrorKind::value, fds.size(), " chunks of ", chunk_size, " bytes overflow");
-    Layout layout = checked_layout(shape, data_offset, byte_offset, extent);
+    Layout layout = checked_layout(shape, offset, extent);
     Driver& d = driver();
     const int ordinal = ordinal_of(device);
     const ContextGuard guard(d, ordinal);
@@ -333,8 +329,7 @@ View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const Device
             }
         },
         std::move(keep));
-    return make_view(base + data_offset, byte_offset, std::move(layout), shape, ordinal, event.has_value(),
-                     std::move(owner));
+    return make_view(base + offset, std::move(layout), shape, ordinal, event.has_value(), std::move(owner));
 }
 
 std::size_t open_handles() {

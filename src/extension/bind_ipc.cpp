@@ -56,7 +56,6 @@ cuda::ipc::Shape shape_arg(const std::vector<std::int64_t>& shape, const std::ve
 // it owns until the importer released them.
 struct PyExport {
     Export exp;
-    std::int64_t byte_offset;
 };
 
 // Dask over TCP stages device Views through host memory: one synchronous driver copy between
@@ -92,7 +91,6 @@ void bind_ipc(nb::module_& m) {
         .def_prop_ro("device_uuid", [](const PyExport& e) { return as_bytes(e.exp.device()); })
         .def_prop_ro("offset", [](const PyExport& e) { return e.exp.offset(); })
         .def_prop_ro("extent", [](const PyExport& e) { return e.exp.extent(); })
-        .def_prop_ro("byte_offset", [](const PyExport& e) { return e.byte_offset; })
         .def_prop_ro("handle", [](const PyExport& e) { return as_bytes(e.exp.handle()); })
         .def_prop_ro("fds", [](const PyExport& e) { return e.exp.fds(); })
         .def_prop_ro("chunk_size", [](const PyExport& e) { return e.exp.chunk_size(); })
@@ -101,13 +99,13 @@ void bind_ipc(nb::module_& m) {
             return as_bytes(*e.exp.event());
         });
 
-    m.def("_ipc_export", [](const PyView& v) { return PyExport{Export::of(v.view), v.view.byte_offset()}; }, "view"_a,
+    m.def("_ipc_export", [](const PyView& v) { return PyExport{Export::of(v.view)}; }, "view"_a,
           "The CUDA export of a View's memory (stridex.ipc). BufferError naming why when it cannot be shared.");
 
     m.def(
         "_ipc_import_handle",
-        [](nb::bytes handle, nb::bytes device, std::uint64_t data_offset, std::int64_t byte_offset,
-           std::uint64_t extent, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
+        [](nb::bytes handle, nb::bytes device, std::uint64_t offset, std::uint64_t extent,
+           std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
            std::string dtype, bool readonly, std::optional<nb::bytes> event, nb::object keep) {
             const auto h = fixed_bytes<cuda::IpcHandle>(handle, "memory handle");
             const auto uuid = fixed_bytes<DeviceUuid>(device, "device UUID");
@@ -117,17 +115,17 @@ void bind_ipc(nb::module_& m) {
             View v;
             {
                 nb::gil_scoped_release release;  // cuIpcOpenMemHandle takes milliseconds the first time
-                v = cuda::ipc::import_handle(h, uuid, data_offset, byte_offset, extent, sh, ev, std::move(owner));
+                v = cuda::ipc::import_handle(h, uuid, offset, extent, sh, ev, std::move(owner));
             }
             return wrap_view(std::move(v), keep);
         },
-        "handle"_a, "device_uuid"_a, "data_offset"_a, "byte_offset"_a, "extent"_a, "shape"_a, "strides"_a, "dtype"_a,
+        "handle"_a, "device_uuid"_a, "offset"_a, "extent"_a, "shape"_a, "strides"_a, "dtype"_a,
         "readonly"_a, "event"_a.none(), "keep"_a);
 
     m.def(
         "_ipc_import_fds",
-        [](std::vector<int> fds, std::uint64_t chunk_size, nb::bytes device, std::uint64_t data_offset,
-           std::int64_t byte_offset, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
+        [](std::vector<int> fds, std::uint64_t chunk_size, nb::bytes device, std::uint64_t offset,
+           std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
            std::string dtype, bool readonly, std::optional<nb::bytes> event, nb::object keep) {
             const auto uuid = fixed_bytes<DeviceUuid>(device, "device UUID");
             const auto ev = event_arg(event);
@@ -136,11 +134,11 @@ void bind_ipc(nb::module_& m) {
             View v;
             {
                 nb::gil_scoped_release release;
-                v = cuda::ipc::import_fds(fds, chunk_size, uuid, data_offset, byte_offset, sh, ev, std::move(owner));
+                v = cuda::ipc::import_fds(fds, chunk_size, uuid, offset, sh, ev, std::move(owner));
             }
             return wrap_view(std::move(v), keep);
         },
-        "fds"_a, "chunk_size"_a, "device_uuid"_a, "data_offset"_a, "byte_offset"_a, "shape"_a, "strides"_a, "dtype"_a,
+        "fds"_a, "chunk_size"_a, "device_uuid"_a, "offset"_a, "shape"_a, "strides"_a, "dtype"_a,
         "readonly"_a, "event"_a.none(), "keep"_a);
 
     // Pickling: plain pickle and anything built on it reduce a View through stridex.ipc, imported

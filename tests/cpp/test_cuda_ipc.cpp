@@ -78,9 +78,9 @@ TEST(CudaIpc, ImportOpensAHandleOnceWaitsOnTheEventAndClosesAfterTheLastView) {
     const View src = device_view(fake, 256);
     const ipc::Export e = ipc::Export::of(src);
     fake->take_log();
-    std::optional<View> a = ipc::import_handle(e.handle(), e.device(), e.offset(), 0, e.extent(), shape_of(src),
+    std::optional<View> a = ipc::import_handle(e.handle(), e.device(), e.offset(), e.extent(), shape_of(src),
                                                e.event(), Owner());
-    std::optional<View> b = ipc::import_handle(e.handle(), e.device(), e.offset(), 0, e.extent(), shape_of(src),
+    std::optional<View> b = ipc::import_handle(e.handle(), e.device(), e.offset(), e.extent(), shape_of(src),
                                                std::nullopt, Owner());
     const auto log = fake->take_log();
     EXPECT_TRUE(logged(log, "ipc_open 0x500000000 ctx0"));
@@ -99,6 +99,21 @@ TEST(CudaIpc, ImportOpensAHandleOnceWaitsOnTheEventAndClosesAfterTheLastView) {
     EXPECT_TRUE(logged(fake->take_log(), "ipc_close 0x500000000"));
 }
 
+TEST(CudaIpc, ANegativeStrideViewWithAByteOffsetArrivesAtItsElementZero) {
+    FakeCuda fake;
+    fake->add_pointer_range(kBase, kAllocation, cu::kMemoryTypeDevice, false, 0);
+    const std::int64_t shape[] = {16}, strides[] = {-1};
+    const View src(reinterpret_cast<void*>(kBase), 60, Layout(shape, strides), dtypes::float32, Device::cuda(0), false,
+                   Owner());
+    const ipc::Export e = ipc::Export::of(src);
+    EXPECT_EQ(e.offset(), 60u);  // element 0; the elements reach down to the base
+    const View v = ipc::import_handle(e.handle(), e.device(), e.offset(), e.extent(), shape_of(src), std::nullopt,
+                                      Owner());
+    EXPECT_EQ(reinterpret_cast<CUdeviceptr>(v.ptr()), kBase + 0x100000000000 + 60);
+    EXPECT_EQ(v.byte_offset(), 0);  // torch ignores DLPack's byte_offset: the address itself is right
+    EXPECT_EQ(v.strides()[0], -1);
+}
+
 TEST(CudaIpc, ImportKeepsTheCallersOwnerUntilTheViewGoes) {
     FakeCuda fake;
     const View src = device_view(fake, 0);
@@ -106,7 +121,7 @@ TEST(CudaIpc, ImportKeepsTheCallersOwnerUntilTheViewGoes) {
     int released = 0;
     Owner keep = Owner::from_callback([](void* n) noexcept { ++*static_cast<int*>(n); }, &released);
     {
-        View v = ipc::import_handle(e.handle(), e.device(), 0, 0, e.extent(), shape_of(src), std::nullopt, keep);
+        View v = ipc::import_handle(e.handle(), e.device(), 0, e.extent(), shape_of(src), std::nullopt, keep);
         keep.reset();
         EXPECT_EQ(released, 0);
     }
@@ -118,7 +133,7 @@ TEST(CudaIpc, DevicesAreMatchedByUuidNotOrdinal) {
     const View src = device_view(fake, 0, 0);
     const ipc::Export e = ipc::Export::of(src);
     fake->uuid_of_ordinal = {1, 0};  // the importing process numbers the two GPUs the other way round
-    View v = ipc::import_handle(e.handle(), e.device(), 0, 0, e.extent(), shape_of(src), std::nullopt, Owner());
+    View v = ipc::import_handle(e.handle(), e.device(), 0, e.extent(), shape_of(src), std::nullopt, Owner());
     EXPECT_EQ(v.device(), Device::cuda(1));
     EXPECT_TRUE(logged(fake->take_log(), "ipc_open 0x500000000 ctx1"));
 }
@@ -129,7 +144,7 @@ TEST(CudaIpc, AGpuNotVisibleHereIsAValueError) {
     const ipc::Export e = ipc::Export::of(src);
     fake->uuid_of_ordinal = {7};
     expect_error([&] {
-        ipc::import_handle(e.handle(), e.device(), 0, 0, e.extent(), shape_of(src), std::nullopt, Owner());
+        ipc::import_handle(e.handle(), e.device(), 0, e.extent(), shape_of(src), std::nullopt, Owner());
     }, ErrorKind::value, "is not visible in this process");
     EXPECT_EQ(fake->open_ipc_handles(), 0u);
 }
@@ -139,18 +154,18 @@ TEST(CudaIpc, ALayoutOutsideTheSharedBytesIsRefusedBeforeAnythingOpens) {
     const View src = device_view(fake, 0);
     const ipc::Export e = ipc::Export::of(src);
     expect_error([&] {
-        ipc::import_handle(e.handle(), e.device(), kAllocation - 32, 0, e.extent(), shape_of(src), std::nullopt, Owner());
+        ipc::import_handle(e.handle(), e.device(), kAllocation - 32, e.extent(), shape_of(src), std::nullopt, Owner());
     }, ErrorKind::value, "IPC handle describes bytes");
     ipc::Shape negative = shape_of(src);
     negative.strides = {-1};
     expect_error([&] {
-        ipc::import_handle(e.handle(), e.device(), 0, 0, e.extent(), negative, std::nullopt, Owner());
+        ipc::import_handle(e.handle(), e.device(), 0, e.extent(), negative, std::nullopt, Owner());
     }, ErrorKind::value, "IPC handle describes bytes");
     expect_error([&] {
-        ipc::import_handle(e.handle(), e.device(), 8, INT64_MAX, e.extent(), shape_of(src), std::nullopt, Owner());
+        ipc::import_handle(e.handle(), e.device(), INT64_MAX, UINT64_MAX, shape_of(src), std::nullopt, Owner());
     }, ErrorKind::value, "IPC handle describes bytes");
     expect_error([&] {
-        ipc::import_handle(e.handle(), e.device(), UINT64_MAX, 0, UINT64_MAX, shape_of(src), std::nullopt, Owner());
+        ipc::import_handle(e.handle(), e.device(), UINT64_MAX, UINT64_MAX, shape_of(src), std::nullopt, Owner());
     }, ErrorKind::value, "IPC handle describes bytes");
     EXPECT_EQ(fake->open_ipc_handles(), 0u);
 }
@@ -194,7 +209,7 @@ TEST(CudaIpc, VmmChunksTravelAsFdsAndMapInOrderAtAFreshReservation) {
             ASSERT_EQ(e.fds().size(), 3u);  // chunks 0..2 hold bytes [1, 5) MiB
             EXPECT_EQ(e.chunk_size(), 2 * MiB);
             EXPECT_EQ(e.offset(), MiB);
-            std::optional<View> v = ipc::import_fds(e.fds(), e.chunk_size(), e.device(), e.offset(), 0, shape_of(src),
+            std::optional<View> v = ipc::import_fds(e.fds(), e.chunk_size(), e.device(), e.offset(), shape_of(src),
                                                     e.event(), Owner());
             const auto log = fake->take_log();
             EXPECT_TRUE(logged(log, "reserve 6M"));
@@ -232,7 +247,7 @@ TEST(CudaIpc, AFailedChunkImportUnmapsAndFreesWhatItMapped) {
         const ipc::Export e = ipc::Export::of(src);
         fake->fail_nth("cuMemImportFromShareableHandle", 2, result::invalid_value);
         expect_error([&] {
-            ipc::import_fds(e.fds(), e.chunk_size(), e.device(), e.offset(), 0, shape_of(src), std::nullopt, Owner());
+            ipc::import_fds(e.fds(), e.chunk_size(), e.device(), e.offset(), shape_of(src), std::nullopt, Owner());
         }, ErrorKind::cuda, "cuMemImportFromShareableHandle");
         EXPECT_EQ(fake->live_mappings(), 2u);  // only the exporter's own
         EXPECT_EQ(fake->live_reservations(), 1u);

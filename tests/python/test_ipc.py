@@ -239,7 +239,7 @@ def test_malformed_fields_are_value_errors(change, needle):
 def test_malformed_device_payload_is_a_value_error():
     payload = {"v": 1, "kind": "cuda_ipc", "pid": 1, "broker": b"\0x", "ticket": b"x" * 16, "shape": [2],
                "strides": [1], "dtype": "int8", "readonly": False, "device_uuid": b"u" * 16, "offset": -5,
-               "byte_offset": 0, "extent": 2, "event": None, "handle": b"h" * 64}
+               "extent": 2, "event": None, "handle": b"h" * 64}
     with pytest.raises(ValueError, match="offset -5 is out of range"):
         _rebuild(payload)
 

@@ -62,8 +62,9 @@ public:
 
     MemoryKind kind() const noexcept { return kind_; }
     const DeviceUuid& device() const noexcept { return device_; }
-    // ipc_handle: bytes from the allocation base to the View's data pointer; vmm_fds: from the
-    // first exported chunk. The View's own byte_offset travels with its layout.
+    // Bytes from the start of the shared range (ipc_handle: the allocation base; vmm_fds: the
+    // first exported chunk) to the View's element 0. The imported View has byte_offset 0: torch
+    // and others ignore DLPack's byte_offset, so the address itself must be right.
     std::uint64_t offset() const noexcept { return offset_; }
     std::uint64_t extent() const noexcept { return extent_; }  // bytes shared from the base
     const IpcHandle& handle() const noexcept { return handle_; }  // ipc_handle only
@@ -84,18 +85,18 @@ private:
     std::optional<IpcHandle> event_handle_;
 };
 
-// The View on the importing side. `data_offset` is Export::offset(), `byte_offset` the View's
-// own; the layout must lie within the `extent` shared bytes (Error(value) otherwise: a malformed
+// The View on the importing side. `offset` is Export::offset(); the layout must lie within the
+// `extent` shared bytes (Error(value) otherwise: a malformed
 // handle never becomes an out-of-bounds View). With an event, the legacy default stream of the
 // device waits for it and the View says stream 1; without, stream -1.
 // `keep` is added to the View's owner (the Python layer's release message).
-View import_handle(const IpcHandle& handle, const DeviceUuid& device, std::uint64_t data_offset,
-                   std::int64_t byte_offset, std::uint64_t extent, const Shape& shape,
+View import_handle(const IpcHandle& handle, const DeviceUuid& device, std::uint64_t offset, std::uint64_t extent,
+                   const Shape& shape,
                    const std::optional<IpcHandle>& event, Owner keep);
 // The same for VMM chunks: fds in chunk order, each `chunk_size` bytes, mapped at a fresh
 // reservation with read-write access for the device. The caller keeps (and closes) the fds.
-View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const DeviceUuid& device,
-                std::uint64_t data_offset, std::int64_t byte_offset, const Shape& shape,
+View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const DeviceUuid& device, std::uint64_t offset,
+                const Shape& shape,
                 const std::optional<IpcHandle>& event, Owner keep);
 
 // Handles opened by import_handle and still in use in this process (for tests and the doctor).

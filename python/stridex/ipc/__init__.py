@@ -73,7 +73,7 @@ def _reduce(view, in_flight: bool = False):
         export = _stridex._ipc_export(view)
         kind, fds = export.kind, export.fds
         device = {"device_uuid": export.device_uuid, "offset": export.offset, "extent": export.extent,
-                  "byte_offset": export.byte_offset, "event": export.event}
+                  "event": export.event}
         if kind == "cuda_ipc":
             device["handle"] = export.handle
         else:
@@ -123,7 +123,7 @@ class _Release:
 # The fields each kind of payload needs, with their types; unsigned ones must also be >= 0.
 _COMMON = {"shape": list, "strides": list, "dtype": str, "readonly": bool}
 _REMOTE = {"pid": int, "broker": bytes, "ticket": bytes}
-_DEVICE = {"device_uuid": bytes, "offset": int, "byte_offset": int, "extent": int, "event": (bytes, type(None))}
+_DEVICE = {"device_uuid": bytes, "offset": int, "extent": int, "event": (bytes, type(None))}
 _FIELDS = {"empty": _COMMON,
            "host": {**_COMMON, **_REMOTE, "file_offset": int, "length": int, "lo": int, "writable": bool},
            "cuda_ipc": {**_COMMON, **_REMOTE, **_DEVICE, "handle": bytes},
@@ -172,17 +172,16 @@ def _rebuild(payload):
         if kind == "cuda_vmm":
             try:
                 return _stridex._ipc_import_fds(fds, payload["chunk_size"], payload["device_uuid"], payload["offset"],
-                                                payload["byte_offset"], payload["shape"], payload["strides"],
-                                                payload["dtype"], payload["readonly"], payload["event"], None)
+                                                payload["shape"], payload["strides"], payload["dtype"],
+                                                payload["readonly"], payload["event"], None)
             finally:
                 # Mapped (or failed): the chunks no longer need the exporter, nor does its event.
                 _broker.release_ticket(payload["broker"], payload["ticket"])
         if kind == "cuda_ipc":
             keep = _Release(payload["broker"], payload["ticket"])
             return _stridex._ipc_import_handle(payload["handle"], payload["device_uuid"], payload["offset"],
-                                               payload["byte_offset"], payload["extent"], payload["shape"],
-                                               payload["strides"], payload["dtype"], payload["readonly"],
-                                               payload["event"], keep)
+                                               payload["extent"], payload["shape"], payload["strides"],
+                                               payload["dtype"], payload["readonly"], payload["event"], keep)
         raise AssertionError(kind)  # _check_payload knows every kind
     finally:
         for fd in fds:
