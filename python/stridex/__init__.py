@@ -10,6 +10,12 @@ from ._stridex import *  # noqa: F401,F403  (view, from_pointer, DevicePtr, Virt
 
 __version__ = "0.1.0"
 
+# Views pickle as handles to shared memory (stridex.ipc); multiprocessing and Dask distributed
+# learn about them only once they are imported, and stridex imports neither.
+from . import _post_import
+
+_post_import.install()
+
 
 def dtype(spec) -> Dtype:
     """A stridex Dtype from a name ('float32'), a Dtype, or anything with a NumPy dtype."""

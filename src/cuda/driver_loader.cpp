@@ -107,6 +107,14 @@ std::unique_ptr<Driver> load_driver(const char* library) {
     r.bind(t.mem_get_allocation_granularity, "cuMemGetAllocationGranularity", "cuMemGetAllocationGranularity");
     r.bind(t.memcpy_dtoh, "cuMemcpyDtoH", "cuMemcpyDtoH_v2");
     r.bind(t.memcpy_htod, "cuMemcpyHtoD", "cuMemcpyHtoD_v2");
+    r.bind(t.device_get_uuid, "cuDeviceGetUuid", "cuDeviceGetUuid_v2");
+    r.bind(t.ipc_get_mem_handle, "cuIpcGetMemHandle", "cuIpcGetMemHandle");
+    r.bind(t.ipc_open_mem_handle, "cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2");
+    r.bind(t.ipc_close_mem_handle, "cuIpcCloseMemHandle", "cuIpcCloseMemHandle");
+    r.bind(t.ipc_get_event_handle, "cuIpcGetEventHandle", "cuIpcGetEventHandle");
+    r.bind(t.ipc_open_event_handle, "cuIpcOpenEventHandle", "cuIpcOpenEventHandle");
+    r.bind(t.mem_export_to_shareable_handle, "cuMemExportToShareableHandle", "cuMemExportToShareableHandle");
+    r.bind(t.mem_import_from_shareable_handle, "cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle");
     if (!t.init)
         return Driver::unavailable(std::string("CUDA driver ") + library + " has no cuInit: not a CUDA driver");
     return std::make_unique<Driver>(t, library);

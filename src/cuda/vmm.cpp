@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -42,10 +43,11 @@ void timed(CallTiming& t, F&& f) {
     t.max_ns = std::max(t.max_ns, ns);
 }
 
-MemAllocationProp allocation_on(int device) {
+MemAllocationProp allocation_on(int device, bool shareable) {
     MemAllocationProp prop{};
     prop.type = cu::kMemAllocationTypePinned;
-    prop.requested_handle_types = cu::kMemHandleTypeNone;  // export stays opt-in (§7.3)
+    // Export stays opt-in (§7.3): only shareable buffers ask for POSIX fd handles.
+    prop.requested_handle_types = shareable ? cu::kMemHandleTypePosixFileDescriptor : cu::kMemHandleTypeNone;
     prop.location = {cu::kMemLocationTypeDevice, device};
     return prop;
 }
@@ -53,6 +55,20 @@ MemAllocationProp allocation_on(int device) {
 }  // namespace
 
 // ---- State: everything a buffer owns; shared with its views' Owners ------------------------------
+
+// Shareable buffers by base address, so a View of one can be exported by address alone (ipc.cpp).
+namespace {
+std::mutex& shareable_mutex() {
+    static std::mutex m;
+    return m;
+}
+std::map<CUdeviceptr, VirtualBuffer::State*>& shareable_buffers() {
+    static std::map<CUdeviceptr, VirtualBuffer::State*> buffers;
+    return buffers;
+}
+void register_shareable(VirtualBuffer::State* s);
+void unregister_shareable(VirtualBuffer::State* s) noexcept;
+}  // namespace
 
 struct VirtualBuffer::State {
     struct Chunk {
@@ -62,9 +78,13 @@ struct VirtualBuffer::State {
 
     Driver& d;
     std::vector<int> devices;
+    bool shareable = false;
     std::size_t granularity = 0, chunk = 0, capacity = 0, size = 0;
     CUdeviceptr base = 0;
     std::vector<Chunk> chunks;  // chunks[i] mapped at base + i * chunk
+    // Guards `chunks` against detail::shareable_chunks, which reads them from another thread (a
+    // View being pickled while the buffer grows); the buffer's own thread needs it only to write.
+    mutable std::mutex chunks_mutex;
     bool asleep = false;
     std::size_t asleep_chunks = 0;
     bool contents_lost = false;
@@ -129,11 +149,12 @@ void VirtualBuffer::State::setup(std::size_t requested_capacity, const VirtualBu
                      " (cuDeviceCanAccessPeer is 0): a striped VirtualBuffer needs peer access between all its devices");
         }
     devices = options.devices;
+    shareable = options.shareable;
 
     // §7.2: sizes and addresses must be multiples of the minimum granularity; across devices, of
     // the largest one.
     for (const int ordinal : devices) {
-        const MemAllocationProp prop = allocation_on(ordinal);
+        const MemAllocationProp prop = allocation_on(ordinal, shareable);
         std::size_t g = 0;
         d.call("cuMemGetAllocationGranularity", api.mem_get_allocation_granularity, &g, &prop,
                cu::kMemGranularityMinimum);
@@ -153,6 +174,7 @@ void VirtualBuffer::State::setup(std::size_t requested_capacity, const VirtualBu
     CUdeviceptr reserved = 0;
     timed(stats.reserve, [&] { d.call("cuMemAddressReserve", api.mem_address_reserve, &reserved, capacity, 0, 0, 0ull); });
     base = reserved;  // set only on success: teardown frees the range iff base != 0
+    if (shareable) register_shareable(this);
 }
 
 // Maps chunks [first, first + count) and grants every device access to them in one call (§7.6).
@@ -173,7 +195,7 @@ void VirtualBuffer::State::map_range(std::size_t first, std::size_t count, const
             where = "chunk " + std::to_string(k + 1) + " of " + std::to_string(count) + " (index " +
                     std::to_string(i) + ", device " + std::to_string(dev) + ", " + std::to_string(chunk) +
                     " bytes at base+" + hex(i * chunk) + ")";
-            const MemAllocationProp prop = allocation_on(dev);
+            const MemAllocationProp prop = allocation_on(dev, shareable);
             CUmemGenericAllocationHandle handle = 0;
             timed(stats.create, [&] { d.call("cuMemCreate", api.mem_create, &handle, chunk, &prop, 0ull); });
             fresh.push_back({handle, dev});
@@ -201,7 +223,10 @@ void VirtualBuffer::State::map_range(std::size_t first, std::size_t count, const
                               e.code());
         }
     }
-    chunks.insert(chunks.end(), fresh.begin(), fresh.end());
+    {
+        const std::lock_guard lock(chunks_mutex);
+        chunks.insert(chunks.end(), fresh.begin(), fresh.end());
+    }
     stats.bytes_mapped = chunks.size() * chunk;
     stats.peak_bytes_mapped = std::max(stats.peak_bytes_mapped, stats.bytes_mapped);
 }
@@ -214,7 +239,10 @@ void VirtualBuffer::State::unmap_last() {
     const std::size_t i = chunks.size() - 1;
     const Chunk c = chunks.back();
     timed(stats.unmap, [&] { d.call("cuMemUnmap", api.mem_unmap, address_of(i), chunk); });
-    chunks.pop_back();
+    {
+        const std::lock_guard lock(chunks_mutex);
+        chunks.pop_back();
+    }
     stats.bytes_mapped = chunks.size() * chunk;
     timed(stats.release, [&] { d.call("cuMemRelease", api.mem_release, c.handle); });
 }
@@ -262,6 +290,7 @@ void VirtualBuffer::State::copy_chunks(bool to_host) {
 // destructors, possibly at interpreter exit after the driver has shut down (every call then
 // answers CUDA_ERROR_DEINITIALIZED, and the driver has freed everything itself).
 void VirtualBuffer::State::teardown() noexcept {
+    if (shareable && base) unregister_shareable(this);
     if (!base || !d.usable()) return;
     const DriverTable& api = d.raw();
     try {
@@ -275,6 +304,7 @@ void VirtualBuffer::State::teardown() noexcept {
                 d.try_call(api.mem_unmap, address_of(i), chunk);
                 d.try_call(api.mem_release, chunks[i].handle);
             }
+            const std::lock_guard lock(chunks_mutex);
             chunks.clear();
         }
         d.try_call(api.mem_address_free, base, capacity);
@@ -472,6 +502,38 @@ View VirtualBuffer::view(Dtype dtype, std::span<const std::int64_t> shape, std::
            std::move(layout), dtype, Device::cuda(s.devices.front()), false, std::move(owner));
     v.set_stream(kNoStream);
     return v;
+}
+
+// ---- Registry of shareable buffers (ipc.cpp exports their chunks) -------------------------------
+
+namespace {
+void register_shareable(VirtualBuffer::State* s) {
+    const std::lock_guard lock(shareable_mutex());
+    shareable_buffers()[s->base] = s;
+}
+
+void unregister_shareable(VirtualBuffer::State* s) noexcept {
+    const std::lock_guard lock(shareable_mutex());
+    shareable_buffers().erase(s->base);
+}
+}  // namespace
+
+std::optional<detail::SharedChunks> detail::shareable_chunks(CUdeviceptr lo, CUdeviceptr hi) {
+    const std::lock_guard lock(shareable_mutex());
+    auto& buffers = shareable_buffers();
+    auto it = buffers.upper_bound(lo);
+    if (it == buffers.begin()) return std::nullopt;
+    const VirtualBuffer::State& s = *std::prev(it)->second;
+    if (lo >= s.base + s.capacity) return std::nullopt;
+    const std::lock_guard chunks_lock(s.chunks_mutex);
+    const std::size_t first = (lo - s.base) / s.chunk;
+    const std::size_t end = (hi - s.base + s.chunk - 1) / s.chunk;  // one past the last covering chunk
+    if (hi > s.base + s.capacity || end > s.chunks.size())
+        fail(ErrorKind::value, "device bytes [", hex(lo), ", ", hex(hi), ") are not all mapped in their VirtualBuffer (",
+             s.chunks.size(), " chunk(s) of ", s.chunk, " bytes mapped)");
+    SharedChunks out{s.address_of(first), s.chunk, s.devices.front(), {}};
+    for (std::size_t i = first; i < end; ++i) out.handles.push_back(s.chunks[i].handle);
+    return out;
 }
 
 }  // namespace stridex::cuda

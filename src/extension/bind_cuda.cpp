@@ -383,8 +383,9 @@ void bind_virtual_buffer(nb::module_& m) {
         .def(
             "__init__",
             [](PyVirtualBuffer* self, std::int64_t size, std::optional<std::int64_t> capacity, nb::handle device,
-               nb::handle devices, std::optional<std::int64_t> chunk_size) {
+               nb::handle devices, std::optional<std::int64_t> chunk_size, bool shareable) {
                 cuda::VirtualBufferOptions options;
+                options.shareable = shareable;
                 if (!device.is_none() && !devices.is_none())
                     fail(ErrorKind::value, "give device or devices, not both");
                 if (!devices.is_none()) {
@@ -400,10 +401,11 @@ void bind_virtual_buffer(nb::module_& m) {
                 new (self) PyVirtualBuffer{VirtualBuffer(cap, bytes, std::move(options)), {}};
             },
             "size"_a = 0, "capacity"_a = nb::none(), nb::kw_only(), "device"_a = nb::none(), "devices"_a = nb::none(),
-            "chunk_size"_a = nb::none(),
+            "chunk_size"_a = nb::none(), "shareable"_a = false,
             "size: bytes mapped now; capacity: bytes reserved (default: size); device: one CUDA device "
             "(default 0), or devices: several, chunk i on devices[i % n] (striping, needs peer access); "
-            "chunk_size: bytes per chunk (default capacity/64), rounded up to the allocation granularity.")
+            "chunk_size: bytes per chunk (default capacity/64), rounded up to the allocation granularity; "
+            "shareable: chunks exportable as file descriptors, so views pickle to other processes (stridex.ipc).")
         .def_prop_ro("base", [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.base(); }); })
         .def_prop_ro("size", [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.size(); }); })
         .def_prop_ro("capacity",

@@ -6,6 +6,7 @@
 // any function, and backs allocations with host bytes so copies can be checked. Single-threaded.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,6 +36,7 @@ public:
     std::vector<int> vmm_supported;          // per device; empty = all supported
     std::vector<std::vector<int>> no_peer;   // pairs {a, b}: a cannot access b
     bool pointer_attributes_need_context = false;
+    std::vector<int> uuid_of_ordinal;        // device i reports UUID number uuid_of_ordinal[i]; empty = i
 
     // ---- observation ----
     std::vector<std::string> log;         // VMM, copy, sync, stream and event calls
@@ -191,9 +193,103 @@ public:
     }
     CUresult event_create(CUevent* e, unsigned flags) {
         if (CUresult r = need_context("cuEventCreate")) return r;
-        if (flags != cu::kEventDisableTiming) return violation("event without CU_EVENT_DISABLE_TIMING");
+        if ((flags & ~cu::kEventInterprocess) != cu::kEventDisableTiming)
+            return violation("event without CU_EVENT_DISABLE_TIMING");
+        if (CUresult r = injected("cuEventCreate")) return r;
         *e = reinterpret_cast<CUevent>(std::uintptr_t{0x9000} + ++events_created);
-        log.push_back("event_create e" + std::to_string(events_created));
+        if (flags & cu::kEventInterprocess) interprocess_events_.push_back(*e);
+        log.push_back("event_create e" + std::to_string(events_created) +
+                      (flags & cu::kEventInterprocess ? " interprocess" : ""));
+        return result::success;
+    }
+
+    // ---- interprocess sharing (one process plays both sides) ----
+    // A UUID: 16 bytes, byte 0 the device's UUID number, the rest a fixed pattern.
+    static Uuid uuid_number(int n) {
+        Uuid u{};
+        for (std::size_t i = 0; i < sizeof u.bytes; ++i) u.bytes[i] = static_cast<char>(0x10 + i);
+        u.bytes[0] = static_cast<char>(n);
+        return u;
+    }
+    CUresult device_uuid(Uuid* u, CUdevice d) {
+        const int o = ordinal_of(d);
+        if (!valid_ordinal(o)) return result::invalid_device;
+        *u = uuid_number(uuid_of_ordinal.empty() ? o : uuid_of_ordinal.at(static_cast<std::size_t>(o)));
+        return result::success;
+    }
+    // Legacy handles name the allocation base; only ranges added as device memory have one.
+    CUresult ipc_get_mem_handle(IpcHandle* h, CUdeviceptr base) {
+        if (CUresult r = need_context("cuIpcGetMemHandle")) return r;
+        if (CUresult r = injected("cuIpcGetMemHandle")) return r;
+        bool known = false;
+        for (auto& r : ranges_) known = known || (r.base == base && r.type == cu::kMemoryTypeDevice);
+        if (!known) return result::invalid_value;
+        *h = IpcHandle{};
+        std::memcpy(h->reserved, &base, sizeof base);
+        log.push_back("ipc_get_mem_handle 0x" + hex(base));
+        return result::success;
+    }
+    CUresult ipc_open_mem_handle(CUdeviceptr* p, IpcHandle h, unsigned flags) {
+        if (CUresult r = need_context("cuIpcOpenMemHandle")) return r;
+        if (flags != cu::kIpcMemLazyEnablePeerAccess) return violation("cuIpcOpenMemHandle flags");
+        CUdeviceptr base = 0;
+        std::memcpy(&base, h.reserved, sizeof base);
+        for (auto& [opened, b] : ipc_open_)
+            if (b == base) return violation("cuIpcOpenMemHandle of a handle already open in this context");
+        if (CUresult r = injected("cuIpcOpenMemHandle")) return r;
+        *p = base + 0x100000000000;  // the importer sees the memory at another address
+        ipc_open_[*p] = base;
+        log.push_back("ipc_open 0x" + hex(base) + " ctx" + std::to_string(ordinal_of(current)));
+        return result::success;
+    }
+    CUresult ipc_close_mem_handle(CUdeviceptr p) {
+        if (CUresult r = need_context("cuIpcCloseMemHandle")) return r;
+        auto it = ipc_open_.find(p);
+        if (it == ipc_open_.end()) return violation("cuIpcCloseMemHandle of no open handle");
+        log.push_back("ipc_close 0x" + hex(it->second));
+        ipc_open_.erase(it);
+        return result::success;
+    }
+    std::size_t open_ipc_handles() const { return ipc_open_.size(); }
+    CUresult ipc_get_event_handle(IpcHandle* h, CUevent e) {
+        if (std::find(interprocess_events_.begin(), interprocess_events_.end(), e) == interprocess_events_.end())
+            return violation("cuIpcGetEventHandle of an event without CU_EVENT_INTERPROCESS");
+        *h = IpcHandle{};
+        std::memcpy(h->reserved, &e, sizeof e);
+        return result::success;
+    }
+    CUresult ipc_open_event_handle(CUevent* e, IpcHandle h) {
+        if (CUresult r = need_context("cuIpcOpenEventHandle")) return r;
+        CUevent original = nullptr;
+        std::memcpy(&original, h.reserved, sizeof original);
+        *e = reinterpret_cast<CUevent>(std::uintptr_t{0x9000} + ++events_created);
+        log.push_back("ipc_open_event " + event_name(original) + " -> " + event_name(*e));
+        return result::success;
+    }
+    // fds are real (of /dev/null), so the code under test may close them; each names a handle.
+    CUresult export_shareable(void* out, CUmemGenericAllocationHandle h, int type, unsigned long long flags) {
+        auto it = allocations_.find(h);
+        if (it == allocations_.end() || type != cu::kMemHandleTypePosixFileDescriptor || flags)
+            return violation("cuMemExportToShareableHandle arguments");
+        if (!it->second.exportable) return result::invalid_value;  // as the driver: not requested at create
+        if (CUresult r = injected("cuMemExportToShareableHandle")) return r;
+        const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        exported_[fd] = h;
+        *static_cast<int*>(out) = fd;
+        log.push_back("export " + handle_name(h));
+        return result::success;
+    }
+    // The import is the same allocation under its original handle, counted, as a second process's
+    // handle would keep the memory alive.
+    CUresult import_shareable(CUmemGenericAllocationHandle* h, void* os_handle, int type) {
+        const auto fd = static_cast<int>(reinterpret_cast<std::intptr_t>(os_handle));
+        auto it = exported_.find(fd);
+        if (it == exported_.end() || type != cu::kMemHandleTypePosixFileDescriptor)
+            return violation("cuMemImportFromShareableHandle of an fd never exported");
+        if (CUresult r = injected("cuMemImportFromShareableHandle")) return r;
+        *h = it->second;
+        ++allocations_.at(*h).imports;
+        log.push_back("import " + handle_name(*h));
         return result::success;
     }
     CUresult event_destroy(CUevent) {
@@ -238,11 +334,14 @@ public:
         if (CUresult r = need_context("cuMemCreate")) return r;
         if (size == 0 || size % granularity || flags || prop->type != cu::kMemAllocationTypePinned ||
             prop->location.type != cu::kMemLocationTypeDevice || !valid_ordinal(prop->location.id) ||
-            prop->requested_handle_types != cu::kMemHandleTypeNone || prop->win32_handle_meta_data)
+            (prop->requested_handle_types != cu::kMemHandleTypeNone &&
+             prop->requested_handle_types != cu::kMemHandleTypePosixFileDescriptor) ||
+            prop->win32_handle_meta_data)
             return violation("cuMemCreate arguments");
         if (CUresult r = injected("cuMemCreate")) return r;
         *h = next_handle_++;
-        allocations_[*h] = {size, prop->location.id, std::vector<std::byte>(size), 0, false};
+        allocations_[*h] = {size, prop->location.id, std::vector<std::byte>(size), 0, false,
+                            prop->requested_handle_types == cu::kMemHandleTypePosixFileDescriptor, 0};
         log.push_back("create dev" + std::to_string(prop->location.id) + " " + sz(size) + " -> " + handle_name(*h));
         return result::success;
     }
@@ -251,6 +350,10 @@ public:
         if (it == allocations_.end() || it->second.released) return violation("cuMemRelease of an unknown handle");
         if (CUresult r = injected("cuMemRelease")) return r;
         log.push_back("release " + handle_name(h));
+        if (it->second.imports > 0) {  // an imported handle: the exporter's still holds the memory
+            --it->second.imports;
+            return result::success;
+        }
         it->second.released = true;
         if (it->second.mappings == 0) allocations_.erase(it);  // memory lives while mapped (§7.7)
         return result::success;
@@ -338,6 +441,8 @@ private:
         std::vector<std::byte> bytes;
         int mappings;
         bool released;
+        bool exportable;  // created with the POSIX fd handle type
+        int imports;      // handles imported from its fds and not yet released
     };
     struct Mapping {
         std::size_t size;
@@ -353,6 +458,9 @@ private:
     CUdeviceptr next_va_ = 0x7f0000000000;
     CUmemGenericAllocationHandle next_handle_ = 1;
     int streams_ = 0;
+    std::map<CUdeviceptr, CUdeviceptr> ipc_open_;           // importer address -> exporter base
+    std::vector<CUevent> interprocess_events_;
+    std::map<int, CUmemGenericAllocationHandle> exported_;  // fd -> handle
 };
 
 // The instance the table's plain function pointers forward to.
@@ -432,6 +540,18 @@ inline DriverTable FakeDriver::table() const {
     t.memcpy_dtoh = [](void* h, CUdeviceptr d, std::size_t n) { return g_fake->copy(d, h, n, true); };
     t.memcpy_htod = [](CUdeviceptr d, const void* h, std::size_t n) {
         return g_fake->copy(d, const_cast<void*>(h), n, false);
+    };
+    t.device_get_uuid = [](Uuid* u, CUdevice d) { return g_fake->device_uuid(u, d); };
+    t.ipc_get_mem_handle = [](IpcHandle* h, CUdeviceptr p) { return g_fake->ipc_get_mem_handle(h, p); };
+    t.ipc_open_mem_handle = [](CUdeviceptr* p, IpcHandle h, unsigned f) { return g_fake->ipc_open_mem_handle(p, h, f); };
+    t.ipc_close_mem_handle = [](CUdeviceptr p) { return g_fake->ipc_close_mem_handle(p); };
+    t.ipc_get_event_handle = [](IpcHandle* h, CUevent e) { return g_fake->ipc_get_event_handle(h, e); };
+    t.ipc_open_event_handle = [](CUevent* e, IpcHandle h) { return g_fake->ipc_open_event_handle(e, h); };
+    t.mem_export_to_shareable_handle = [](void* o, CUmemGenericAllocationHandle h, int type, unsigned long long f) {
+        return g_fake->export_shareable(o, h, type, f);
+    };
+    t.mem_import_from_shareable_handle = [](CUmemGenericAllocationHandle* h, void* o, int type) {
+        return g_fake->import_shareable(h, o, type);
     };
     return t;
 }

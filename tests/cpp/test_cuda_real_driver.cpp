@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "stridex/cuda/driver.hpp"
+#include "stridex/cuda/ipc.hpp"
 #include "stridex/cuda/pointer.hpp"
 #include "stridex/cuda/stream.hpp"
 #include "stridex/cuda/vmm.hpp"
@@ -138,6 +139,59 @@ TEST_F(RealDriver, StripingOverTwoDevices) {
     } catch (const stridex::Error& e) {
         if (std::string(e.what()).find("cuDeviceCanAccessPeer") != std::string::npos) GTEST_SKIP() << e.what();
         throw;
+    }
+}
+
+
+// ---- Interprocess sharing (ipc.hpp), one process playing both sides ------------------------------
+
+TEST_F(RealDriver, ShareableVirtualBufferChunksImportAsTheSameMemory) {
+    Driver& d = driver();
+    VirtualBufferOptions options{{0}, 2 * MiB};
+    options.shareable = true;
+    VirtualBuffer buf(8 * MiB, 6 * MiB, options);
+    const std::int64_t shape[] = {static_cast<std::int64_t>(MiB)};  // 4 MiB of uint32 from 1 MiB in
+    const stridex::View src = buf.view(stridex::dtypes::uint32, shape, static_cast<std::int64_t>(MiB));
+    std::vector<std::uint32_t> pattern(MiB);
+    std::iota(pattern.begin(), pattern.end(), 11u);
+    const ContextGuard g(0);
+    d.call("cuMemcpyHtoD", d.api().memcpy_htod, reinterpret_cast<CUdeviceptr>(src.ptr()),
+           static_cast<const void*>(pattern.data()), 4 * MiB);
+    {
+        const ipc::Export e = ipc::Export::of(src);
+        ASSERT_EQ(e.kind(), ipc::MemoryKind::vmm_fds);
+        EXPECT_EQ(e.fds().size(), 3u);
+        EXPECT_EQ(e.device(), ipc::device_uuid(0));
+        EXPECT_EQ(ipc::ordinal_of(e.device()), 0);
+        const ipc::Shape s{{static_cast<std::int64_t>(MiB)}, {1}, stridex::dtypes::uint32, false};
+        const stridex::View v = ipc::import_fds(e.fds(), e.chunk_size(), e.device(), e.offset(), s, e.event(),
+                                                stridex::Owner());
+        EXPECT_NE(v.ptr(), src.ptr());  // a fresh reservation
+        EXPECT_EQ(v.stream(), 1);       // ordered after the export's event on the legacy stream
+        std::vector<std::uint32_t> back(MiB);
+        d.call("cuMemcpyDtoH", d.api().memcpy_dtoh, static_cast<void*>(back.data()),
+               reinterpret_cast<CUdeviceptr>(v.ptr()), 4 * MiB);
+        EXPECT_EQ(back, pattern);
+    }
+}
+
+TEST_F(RealDriver, VirtualBufferMemoryThatIsNotShareableIsRefusedByName) {
+    VirtualBuffer buf(4 * MiB, 4 * MiB, VirtualBufferOptions{{0}, 2 * MiB});
+    const std::int64_t shape[] = {16};
+    const stridex::View v = buf.view(stridex::dtypes::uint8, shape);
+    try {
+        (void)ipc::Export::of(v);
+        FAIL() << "exported memory without IPC support";
+    } catch (const stridex::Error& e) {
+        EXPECT_EQ(e.kind(), stridex::ErrorKind::unsupported) << e.what();
+        EXPECT_NE(std::string(e.what()).find("cannot share"), std::string::npos) << e.what();
+    }
+}
+
+TEST_F(RealDriver, DeviceUuidsAreDistinctAndFindTheirOrdinal) {
+    for (int i = 0; i < device_count(); ++i) {
+        EXPECT_EQ(ipc::ordinal_of(ipc::device_uuid(i)), i);
+        EXPECT_EQ(ipc::uuid_string(ipc::device_uuid(i)).rfind("GPU-", 0), 0u);
     }
 }
 

@@ -73,6 +73,10 @@ inline constexpr int kMemAccessReadWrite = 3;          // CU_MEM_ACCESS_FLAGS_PR
 inline constexpr int kMemGranularityMinimum = 0;       // CU_MEM_ALLOC_GRANULARITY_MINIMUM
 inline constexpr unsigned kEventDisableTiming = 2;     // CU_EVENT_DISABLE_TIMING
 inline constexpr unsigned kStreamNonBlocking = 1;      // CU_STREAM_NON_BLOCKING
+// Interprocess sharing (ipc.hpp).
+inline constexpr unsigned kEventInterprocess = 4;              // CU_EVENT_INTERPROCESS
+inline constexpr unsigned kIpcMemLazyEnablePeerAccess = 1;     // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+inline constexpr int kMemHandleTypePosixFileDescriptor = 1;    // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 }  // namespace cu
 
 // ---- ABI: structs (CUmemLocation, CUmemAllocationProp, CUmemAccessDesc) ------------------------
@@ -101,6 +105,15 @@ static_assert(sizeof(MemAllocationProp) == 32 && offsetof(MemAllocationProp, loc
               offsetof(MemAllocationProp, win32_handle_meta_data) == 16 &&
               offsetof(MemAllocationProp, alloc_flags) == 24);
 static_assert(sizeof(MemAccessDesc) == 12 && offsetof(MemAccessDesc, flags) == 8);
+
+// ---- ABI: interprocess handles (CUipcMemHandle, CUipcEventHandle, CUuuid), passed by value ------
+struct IpcHandle {  // CUipcMemHandle and CUipcEventHandle: 64 opaque bytes each
+    char reserved[64];
+};
+struct Uuid {  // CUuuid
+    char bytes[16];
+};
+static_assert(sizeof(IpcHandle) == 64 && sizeof(Uuid) == 16);
 
 // ---- The table --------------------------------------------------------------------------------
 // Every driver entry point stridex calls, resolved once. Members are the driver functions minus the
@@ -145,6 +158,16 @@ struct DriverTable {
     CUresult (*mem_get_allocation_granularity)(std::size_t*, const MemAllocationProp*, int option);
     CUresult (*memcpy_dtoh)(void* dst, CUdeviceptr src, std::size_t bytes);
     CUresult (*memcpy_htod)(CUdeviceptr dst, const void* src, std::size_t bytes);
+    // Interprocess sharing (ipc.hpp): legacy IPC handles, IPC events, device UUIDs, VMM fd export.
+    CUresult (*device_get_uuid)(Uuid*, CUdevice);
+    CUresult (*ipc_get_mem_handle)(IpcHandle*, CUdeviceptr);
+    CUresult (*ipc_open_mem_handle)(CUdeviceptr*, IpcHandle, unsigned flags);
+    CUresult (*ipc_close_mem_handle)(CUdeviceptr);
+    CUresult (*ipc_get_event_handle)(IpcHandle*, CUevent);
+    CUresult (*ipc_open_event_handle)(CUevent*, IpcHandle);
+    CUresult (*mem_export_to_shareable_handle)(void* shareable, CUmemGenericAllocationHandle, int handle_type,
+                                               unsigned long long flags);
+    CUresult (*mem_import_from_shareable_handle)(CUmemGenericAllocationHandle*, void* os_handle, int handle_type);
 };
 
 // A failed driver call: Error(cuda) that also keeps the CUresult, for callers that branch on it.

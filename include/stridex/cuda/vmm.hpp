@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -41,6 +42,9 @@ namespace stridex::cuda {
 struct VirtualBufferOptions {
     std::vector<int> devices{0};  // device ordinals; chunk i on devices[i % devices.size()]
     std::size_t chunk_size = 0;   // bytes; 0 picks capacity / 64. Rounded up to the granularity.
+    // Chunks created exportable as POSIX file descriptors, so Views of the buffer can be shared
+    // with other processes (ipc.hpp). Off by default: export is opt-in (PROTOCOLS §7.3).
+    bool shareable = false;
 };
 
 // Cost of one kind of driver call, over the buffer's life (successful calls only).
@@ -102,5 +106,17 @@ private:
     State& live() const;
     std::shared_ptr<State> state_;
 };
+
+namespace detail {
+// The chunks of a shareable VirtualBuffer that cover the device addresses [lo, hi), for ipc.cpp.
+struct SharedChunks {
+    CUdeviceptr first = 0;  // address of the first covering chunk
+    std::size_t chunk_size = 0;
+    int device = 0;  // the buffer's first device, where its views live
+    std::vector<CUmemGenericAllocationHandle> handles;
+};
+// nullopt when no live shareable buffer holds `lo`; Error(value) when [lo, hi) is not mapped.
+std::optional<SharedChunks> shareable_chunks(CUdeviceptr lo, CUdeviceptr hi);
+}  // namespace detail
 
 }  // namespace stridex::cuda

@@ -78,6 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "instead of being recorded)")
     parser.add_argument("--check-timeout", type=float, default=300.0, metavar="S",
                         help="a check silent for this long is recorded as hung and skipped (default 300)")
+    parser.add_argument("--transports", action="store_true",
+                        help="also move Views to other processes: multiprocessing, Dask over TCP and UCX "
+                             "(when installed); reports the mechanism each used (transports.py)")
     parser.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--_resume", default="0:0", help=argparse.SUPPRESS)
     parser.add_argument("--_skip", action="append", default=[], help=argparse.SUPPRESS)
@@ -388,13 +391,25 @@ def main(args: argparse.Namespace) -> int:
         if problem:
             print(f"stridex doctor: {problem}; the matrix below is incomplete", file=sys.stderr)
         result = session.result()
+        moved = None
+        if args.transports:
+            from . import transports
+
+            moved = transports.run(session.env["chosen"])
+            if transports.failed(moved):
+                result["exit_status"] = EXIT_CLAIMED_FAILURE
         if args.json:
             options = {"frameworks": args.frameworks, "device": args.device, "devices": session.env["chosen"],
                        "cases": session.env["cases"], "quick": args.quick, "in_process": args.in_process}
-            json.dump(render_json(**result, options=options), out, indent=1, ensure_ascii=False)
+            document = render_json(**result, options=options)
+            if moved is not None:
+                document["transports"] = transports.to_json(moved)
+            json.dump(document, out, indent=1, ensure_ascii=False)
             out.write("\n")
         else:
             out.write(render_text(**result, stream=out, verbose=args.verbose))
+            if moved is not None:
+                out.write(transports.render_text(moved))
         out.flush()
         return result["exit_status"] if not problem else max(result["exit_status"], EXIT_CLAIMED_FAILURE)
 

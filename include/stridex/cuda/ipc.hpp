@@ -1,0 +1,105 @@
+// Sharing CUDA memory with another process on the same machine: the handles that travel, and
+// the Views they open into. docs/distributed.md has the whole design; in short:
+//
+//   * Memory from any allocator (cudaMalloc, torch's and CuPy's caches, cuMemAlloc) travels as the
+//     legacy IPC handle of the *allocation* holding it (cuIpcGetMemHandle of the range base that
+//     cuPointerGetAttributes reports) plus the View's offset into it. The importer opens a handle
+//     once per process and device and counts its Views; the last one closes it (a handle can be
+//     opened only once per context: a second cuIpcOpenMemHandle fails).
+//   * VMM memory (a VirtualBuffer made with shareable=true) travels as one POSIX file descriptor
+//     per physical chunk (cuMemExportToShareableHandle); the importer maps the chunks, in order,
+//     at a fresh reservation. The physical memory is then reference-counted by the driver, so it
+//     outlives the exporting process.
+//   * Pending work is ordered with an interprocess event (CU_EVENT_INTERPROCESS) recorded on the
+//     View's stream (or the legacy default stream when it says none); the importer makes its
+//     legacy default stream wait for it. The host never blocks.
+//   * Devices are named by UUID: CUDA_VISIBLE_DEVICES may number them differently in each process.
+//
+// The fds and the release protocol are the Python layer's (python/stridex/ipc/): a fd crosses a
+// process only over a Unix socket.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stridex/cuda/driver.hpp"
+#include "stridex/view.hpp"
+
+namespace stridex::cuda::ipc {
+
+using DeviceUuid = std::array<std::uint8_t, 16>;
+
+DeviceUuid device_uuid(int ordinal);
+// The ordinal of the GPU with this UUID in this process; Error(value) when it is not visible here.
+int ordinal_of(const DeviceUuid& uuid);
+// "GPU-1a2b3c4d-...", nvidia-smi's spelling.
+std::string uuid_string(const DeviceUuid& uuid);
+
+enum class MemoryKind : std::uint8_t { ipc_handle = 1, vmm_fds = 2 };
+
+// The layout a View needs to be rebuilt elsewhere (the exporter's pointer is meaningless there).
+struct Shape {
+    std::vector<std::int64_t> shape, strides;  // strides in elements
+    Dtype dtype;
+    bool readonly = false;
+};
+
+// What the exporter holds for one export until the importer released it: the IPC event it
+// recorded (destroyed with this object) and, for VMM memory, the chunk fds (closed with it).
+class Export {
+public:
+    // The export of `view`'s memory. Error(unsupported) naming why when it cannot be shared:
+    // not CUDA device memory, memory the driver refuses to export (a cudaMallocAsync pool without
+    // IPC support, cuMemCreate without a POSIX fd handle type), or an empty view.
+    static Export of(const View& view);
+    Export(Export&&) noexcept;
+    Export& operator=(Export&&) noexcept;
+    ~Export();
+
+    MemoryKind kind() const noexcept { return kind_; }
+    const DeviceUuid& device() const noexcept { return device_; }
+    // Bytes from the start of the shared range (ipc_handle: the allocation base; vmm_fds: the
+    // first exported chunk) to the View's element 0. The imported View has byte_offset 0: torch
+    // and others ignore DLPack's byte_offset, so the address itself must be right.
+    std::uint64_t offset() const noexcept { return offset_; }
+    std::uint64_t extent() const noexcept { return extent_; }  // bytes shared from the base
+    const IpcHandle& handle() const noexcept { return handle_; }  // ipc_handle only
+    const std::vector<int>& fds() const noexcept { return fds_; }  // vmm_fds only
+    std::uint64_t chunk_size() const noexcept { return chunk_size_; }  // vmm_fds only
+    // The event handle, when work was pending (the View said a stream, or the legacy one may have).
+    const std::optional<IpcHandle>& event() const noexcept { return event_handle_; }
+
+private:
+    Export() = default;
+    MemoryKind kind_ = MemoryKind::ipc_handle;
+    DeviceUuid device_{};
+    int ordinal_ = 0;
+    std::uint64_t offset_ = 0, extent_ = 0, chunk_size_ = 0;
+    IpcHandle handle_{};
+    std::vector<int> fds_;
+    CUevent event_ = nullptr;
+    std::optional<IpcHandle> event_handle_;
+};
+
+// The View on the importing side. `offset` is Export::offset(); the layout must lie within the
+// `extent` shared bytes (Error(value) otherwise: a malformed
+// handle never becomes an out-of-bounds View). With an event, the legacy default stream of the
+// device waits for it and the View says stream 1; without, stream -1.
+// `keep` is added to the View's owner (the Python layer's release message).
+View import_handle(const IpcHandle& handle, const DeviceUuid& device, std::uint64_t offset, std::uint64_t extent,
+                   const Shape& shape,
+                   const std::optional<IpcHandle>& event, Owner keep);
+// The same for VMM chunks: fds in chunk order, each `chunk_size` bytes, mapped at a fresh
+// reservation with read-write access for the device. The caller keeps (and closes) the fds.
+View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const DeviceUuid& device, std::uint64_t offset,
+                const Shape& shape,
+                const std::optional<IpcHandle>& event, Owner keep);
+
+// Handles opened by import_handle and still in use in this process (for tests and the doctor).
+std::size_t open_handles();
+
+}  // namespace stridex::cuda::ipc

@@ -1,0 +1,200 @@
+"""stridex Views across processes: pickled as handles to their memory, never as copies.
+
+``pickle.dumps(view)`` (and ``multiprocessing``, which pickles through ``ForkingPickler``) turns a
+View into a handle to its memory; unpickling in another process on the same machine gives a View
+of the *same* memory, with its shape, strides, dtype, device and read-only flag:
+
+* CUDA device memory from any allocator: the legacy IPC handle of its allocation, plus the offset;
+* VMM memory (``VirtualBuffer(..., shareable=True)``): one fd per chunk, over a Unix socket;
+* host memory in a shared mapping (``multiprocessing.shared_memory``, :func:`shared_empty`, ...).
+
+Anything else (NumPy's private heap, pinned host memory, non-IPC CUDA pools) raises BufferError
+naming why; :func:`to_shared` copies host memory into shared memory when the caller wants a copy.
+Pending CUDA work travels as an interprocess event: the importer's legacy default stream waits
+for it, never the host. The exporter keeps the memory alive until every importer released it
+(see broker.py and docs/distributed.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .. import _stridex
+from . import broker as _broker
+from .host import shared_empty
+
+__all__ = ["shared_empty", "to_shared", "pending", "wait_released", "register_multiprocessing"]
+
+_PAYLOAD_VERSION = 1
+
+
+def to_shared(view):
+    """An explicit copy of a host View (or anything stridex.view takes) into a fresh shared-memory
+    block (see shared_empty), which pickles to other processes as shared memory. C-contiguous,
+    writable. Device memory is refused (TypeError): copy it to the host first."""
+    v = view if isinstance(view, _stridex.View) else _stridex.view(view)
+    if not v.device.host_accessible:
+        raise TypeError(f"to_shared copies host memory; found a View on {v.device}")
+    out = shared_empty(v.shape, v.dtype)
+    _stridex._copy_host(out, v)
+    return out
+
+
+def pending() -> dict:
+    """This process's Views still pickled-but-not-released, counted by kind and state."""
+    b = _broker.current()
+    return b.pending() if b is not None else {}
+
+
+def wait_released(timeout: float | None = None) -> bool:
+    """Blocks until no other process still needs memory this process exported (True), or the
+    timeout passed (False). Exit does this by itself (STRIDEX_IPC_EXIT_TIMEOUT, default 30 s)."""
+    b = _broker.current()
+    return True if b is None else b.wait(timeout)
+
+
+def _meta(v) -> dict:
+    return {"shape": list(v.shape), "strides": list(v.strides), "dtype": v.dtype.name, "readonly": v.readonly}
+
+
+def _reduce(view, in_flight: bool = False):
+    """The reduction of a View: (rebuild, (payload,)). BufferError when its memory cannot be shared."""
+    if not sys.platform.startswith("linux"):
+        raise BufferError(f"sharing a stridex.View with another process needs Linux (abstract Unix sockets, "
+                          f"/proc/self/maps); this is {sys.platform}")
+    kind_of_device = view.device.type
+    meta = _meta(view)
+    if view.size == 0:
+        if kind_of_device != "cpu":
+            raise BufferError(f"cannot share an empty {view.device} View with another process: it has no memory")
+        return _rebuild, ({"v": _PAYLOAD_VERSION, "kind": "empty", **meta},)
+    if kind_of_device == "cuda":
+        export = _stridex._ipc_export(view)
+        kind, fds = export.kind, export.fds
+        device = {"device_uuid": export.device_uuid, "offset": export.offset, "extent": export.extent,
+                  "event": export.event}
+        if kind == "cuda_ipc":
+            device["handle"] = export.handle
+        else:
+            device["chunk_size"] = export.chunk_size
+    elif kind_of_device == "cpu":
+        from .host import export_host
+
+        fd, device = export_host(view)
+        kind, fds, export = "host", [fd], _OwnedFd(fd)
+    else:
+        raise BufferError(f"cannot share a {view.device} View with another process: only cpu memory in a shared "
+                          "mapping and cuda device memory can be shared")
+    b = _broker.broker()
+    ticket = b.add(view, export, fds, kind, in_flight)
+    payload = {"v": _PAYLOAD_VERSION, "kind": kind, "pid": os.getpid(), "broker": b.address, "ticket": ticket,
+               **meta, **device}
+    return _rebuild, (payload,)
+
+
+class _OwnedFd:
+    """A host export's fd, closed when its ticket goes."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def __del__(self):
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+class _Release:
+    """Owner of an imported CUDA IPC View: tells the exporter when the last View is gone."""
+
+    __slots__ = ("address", "ticket", "__weakref__")
+
+    def __init__(self, address, ticket):
+        self.address, self.ticket = address, ticket
+
+    def __del__(self):
+        _broker.release_ticket(self.address, self.ticket)
+
+
+# The fields each kind of payload needs, with their types; unsigned ones must also be >= 0.
+_COMMON = {"shape": list, "strides": list, "dtype": str, "readonly": bool}
+_REMOTE = {"pid": int, "broker": bytes, "ticket": bytes}
+_DEVICE = {"device_uuid": bytes, "offset": int, "extent": int, "event": (bytes, type(None))}
+_FIELDS = {"empty": _COMMON,
+           "host": {**_COMMON, **_REMOTE, "file_offset": int, "length": int, "lo": int, "writable": bool},
+           "cuda_ipc": {**_COMMON, **_REMOTE, **_DEVICE, "handle": bytes},
+           "cuda_vmm": {**_COMMON, **_REMOTE, **_DEVICE, "chunk_size": int}}
+_UNSIGNED = ("offset", "extent", "chunk_size", "file_offset", "length")
+
+
+def _check_payload(payload) -> str:
+    """The payload's kind, after checking every field: a malformed pickle is a ValueError."""
+    if not isinstance(payload, dict) or payload.get("v") != _PAYLOAD_VERSION:
+        raise ValueError("not a stridex.View pickle of this stridex version (payload version "
+                         f"{payload.get('v') if isinstance(payload, dict) else None!r}, expected {_PAYLOAD_VERSION})")
+    kind = payload.get("kind")
+    if kind not in _FIELDS:
+        raise ValueError(f"unknown kind of pickled stridex.View memory: {kind!r}")
+    for name, types in _FIELDS[kind].items():
+        value = payload.get(name, _FIELDS)
+        if not isinstance(value, types) or (types is int and isinstance(value, bool)):
+            raise ValueError(f"malformed {kind} handle in a pickled stridex.View: field {name!r} is {value!r}")
+        if name in _UNSIGNED and not 0 <= value < 1 << 64:
+            raise ValueError(f"malformed {kind} handle in a pickled stridex.View: {name} {value} is out of range")
+    if len(payload["shape"]) != len(payload["strides"]) or not all(
+            isinstance(x, int) for x in payload["shape"] + payload["strides"]):
+        raise ValueError("malformed handle in a pickled stridex.View: shape and strides must be int lists of one "
+                         f"length, found {payload['shape']!r} and {payload['strides']!r}")
+    return kind
+
+
+def _rebuild(payload):
+    kind = _check_payload(payload)
+    if kind == "empty":
+        keep = bytearray(1)
+        return _stridex.from_pointer(_stridex.view(keep).ptr, payload["shape"], payload["dtype"],
+                                     strides=payload["strides"], owner=keep, readonly=payload["readonly"])
+    local = _broker.current()
+    if payload["pid"] == os.getpid() and local is not None and local.address == payload["broker"]:
+        return local.take_local(payload["ticket"])
+    fds = _broker.open_ticket(payload["broker"], payload["pid"], payload["ticket"])
+    try:
+        if kind == "host":
+            from .host import import_host
+
+            if len(fds) != 1:
+                raise BufferError(f"expected 1 file descriptor for a host View, received {len(fds)}")
+            return import_host(fds[0], payload, payload)
+        if kind == "cuda_vmm":
+            try:
+                return _stridex._ipc_import_fds(fds, payload["chunk_size"], payload["device_uuid"], payload["offset"],
+                                                payload["shape"], payload["strides"], payload["dtype"],
+                                                payload["readonly"], payload["event"], None)
+            finally:
+                # Mapped (or failed): the chunks no longer need the exporter, nor does its event.
+                _broker.release_ticket(payload["broker"], payload["ticket"])
+        if kind == "cuda_ipc":
+            keep = _Release(payload["broker"], payload["ticket"])
+            return _stridex._ipc_import_handle(payload["handle"], payload["device_uuid"], payload["offset"],
+                                               payload["extent"], payload["shape"], payload["strides"],
+                                               payload["dtype"], payload["readonly"], payload["event"], keep)
+        raise AssertionError(kind)  # _check_payload knows every kind
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def register_multiprocessing() -> None:
+    """Registers the View reducer with multiprocessing's ForkingPickler, as torch does for its
+    tensors (``import stridex`` does this as soon as multiprocessing is imported). Views pickled
+    this way are on their way to another process: the exporter waits for them at exit, while a
+    plain pickle may never be loaded and is not waited for."""
+    import multiprocessing.reduction
+
+    from .._post_import import _register_multiprocessing
+
+    _register_multiprocessing(multiprocessing.reduction)

@@ -1,0 +1,263 @@
+"""The exporting side of stridex.ipc: tickets, and the Unix socket that serves them.
+
+Every pickled View is a *ticket* in the process that pickled it. The ticket keeps the View (and so
+its memory) alive and holds what the importer needs from the exporter: file descriptors (host
+shared memory, VMM chunks) and the interprocess CUDA event. Each exporting process runs one
+server thread on an abstract Unix socket (SOCK_SEQPACKET, so every message keeps its boundary and
+its file descriptors). An importer sends
+
+* ``O`` + ticket: open. The reply carries the fds (SCM_RIGHTS). Host tickets end here: the
+  importer's mapping no longer needs the exporter.
+* ``R`` + ticket: release. CUDA tickets end when the importer has no View of them left (legacy
+  IPC memory) or once it has waited on the event (VMM memory, whose chunks the driver then keeps).
+
+A connection that closes releases every ticket it opened, so a crashed importer frees memory too.
+Only processes of the same user may connect (SO_PEERCRED), and a ticket is 16 random bytes that
+only the pickle carries. docs/distributed.md describes the whole protocol.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import socket
+import struct
+import sys
+import threading
+
+TICKET_BYTES = 16
+_MAX_FDS = 4096  # chunks of one VMM export; a View of 4096 chunks is far beyond any real use
+
+# Kinds whose memory dies with the exporting process (legacy CUDA IPC): exit waits for their
+# importers. Host memory and VMM chunks outlive it once the importer holds the fd.
+_DIES_WITH_EXPORTER = {"cuda_ipc"}
+
+
+class _Ticket:
+    __slots__ = ("view", "export", "fds", "kind", "in_flight", "opened")
+
+    def __init__(self, view, export, fds, kind, in_flight):
+        self.view = view  # keeps the memory alive
+        self.export = export  # owns the fds and the CUDA event (None for host memory)
+        self.fds = fds
+        self.kind = kind
+        self.in_flight = in_flight  # pickled by multiprocessing: on its way to another process
+        self.opened = False
+
+
+def _exit_timeout() -> float:
+    try:
+        return float(os.environ.get("STRIDEX_IPC_EXIT_TIMEOUT", "30"))
+    except ValueError:
+        return 30.0
+
+
+class Broker:
+    """This process's tickets and the server thread that hands them out."""
+
+    def __init__(self):
+        self.address = b"\0stridex-ipc-%d-%s" % (os.getpid(), secrets.token_hex(8).encode())
+        self._tickets: dict[bytes, _Ticket] = {}
+        self._cond = threading.Condition()
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._server.bind(self.address)
+        self._server.listen(64)
+        threading.Thread(target=self._accept, name="stridex-ipc-broker", daemon=True).start()
+
+    # ---- tickets -------------------------------------------------------------------------------
+    def add(self, view, export, fds, kind, in_flight) -> bytes:
+        ticket = secrets.token_bytes(TICKET_BYTES)
+        with self._cond:
+            self._tickets[ticket] = _Ticket(view, export, fds, kind, in_flight)
+        return ticket
+
+    def take_local(self, ticket: bytes):
+        """A View pickled and unpickled in this same process: the original, ticket consumed."""
+        with self._cond:
+            t = self._tickets.pop(ticket, None)
+            self._cond.notify_all()
+        if t is None:
+            raise BufferError("this pickle of a stridex.View was already loaded, or its ticket released "
+                              "(each pickle of a View is loaded once)")
+        return t.view
+
+    def release(self, ticket: bytes) -> None:
+        with self._cond:
+            t = self._tickets.pop(ticket, None)
+            self._cond.notify_all()
+        del t  # the View, fds and event go here, outside the lock
+
+    def pending(self) -> dict:
+        with self._cond:
+            kinds: dict = {}
+            for t in self._tickets.values():
+                key = f"{t.kind} {'opened' if t.opened else 'not opened'}"
+                kinds[key] = kinds.get(key, 0) + 1
+            return kinds
+
+    def clear(self) -> None:
+        """Drops every ticket: at exit, once waiting is over (the memory goes with the process)."""
+        with self._cond:
+            tickets, self._tickets = self._tickets, {}
+            self._cond.notify_all()
+        del tickets
+
+    def _blocking(self) -> int:
+        return sum(1 for t in self._tickets.values()
+                   if (t.opened and t.kind in _DIES_WITH_EXPORTER) or (t.in_flight and not t.opened))
+
+    def wait(self, timeout: float | None) -> bool:
+        """Waits until no importer still needs this process; True when none does."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._blocking() == 0, timeout)
+
+    # ---- server --------------------------------------------------------------------------------
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), name="stridex-ipc-conn", daemon=True).start()
+
+    def _serve(self, conn: socket.socket):
+        opened: set[bytes] = set()
+        try:
+            _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                                  struct.calcsize("3i")))
+            if uid != os.getuid():
+                return
+            while True:
+                msg = conn.recv(1 + TICKET_BYTES)
+                if len(msg) != 1 + TICKET_BYTES:
+                    return  # EOF or a malformed message: drop the connection
+                op, ticket = msg[:1], msg[1:]
+                if op == b"O":
+                    self._open(conn, ticket, opened)
+                elif op == b"R":
+                    opened.discard(ticket)
+                    self.release(ticket)
+                else:
+                    return
+        except OSError:
+            pass
+        finally:
+            conn.close()
+            for ticket in opened:  # the importer is gone: whatever it opened is free
+                self.release(ticket)
+
+    def _open(self, conn, ticket, opened):
+        with self._cond:
+            t = self._tickets.get(ticket)
+            if t is not None and not t.opened:
+                t.opened = True
+                self._cond.notify_all()
+            else:
+                t = None
+        if t is None:
+            conn.send(b"er" + b"unknown ticket: the View was already unpickled once, or released")
+            return
+        socket.send_fds(conn, [b"ok"], list(t.fds))
+        if t.kind == "host":
+            self.release(ticket)  # the importer holds its own fd now
+        else:
+            opened.add(ticket)
+
+
+_lock = threading.Lock()
+_broker: Broker | None = None
+
+
+def broker() -> Broker:
+    global _broker
+    with _lock:
+        if _broker is None:
+            _broker = Broker()
+            # multiprocessing's children leave through os._exit, past atexit: its own finalizers run.
+            # Priority -10: after the queues' feeder threads were joined (-5), which may pickle (so
+            # export) Views put just before exit.
+            import multiprocessing.util
+
+            multiprocessing.util.Finalize(None, _at_exit, exitpriority=-10)
+        return _broker
+
+
+def current() -> Broker | None:
+    return _broker
+
+
+def _after_fork_in_child():
+    # The server thread did not survive the fork, and the tickets belong to the parent.
+    global _broker, _lock
+    _broker, _lock = None, threading.Lock()
+    _connections.clear()
+
+
+# ---- importer side: one connection per exporting process ----------------------------------------
+_connections: dict[bytes, tuple[socket.socket, threading.RLock]] = {}
+_connections_lock = threading.Lock()
+
+
+def _connection(address: bytes, pid: int):
+    with _connections_lock:
+        entry = _connections.get(address)
+        if entry is None:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            try:
+                s.connect(address)
+            except OSError as e:
+                s.close()
+                raise BufferError(f"cannot reach the process that pickled this stridex.View (pid {pid}): {e}; "
+                                  "it must stay alive until the View is unpickled") from None
+            entry = _connections[address] = (s, threading.RLock())
+        return entry
+
+
+def open_ticket(address: bytes, pid: int, ticket: bytes) -> list[int]:
+    """Asks the exporter for a ticket's fds (the caller owns and closes them)."""
+    s, lock = _connection(address, pid)
+    with lock:
+        try:
+            s.send(b"O" + ticket)
+            reply, fds, _flags, _addr = socket.recv_fds(s, 1024, _MAX_FDS)
+        except OSError as e:
+            raise BufferError(f"the process that pickled this stridex.View (pid {pid}) went away: {e}") from None
+    if reply != b"ok":
+        for fd in fds:
+            os.close(fd)
+        if not reply:
+            raise BufferError(f"the process that pickled this stridex.View (pid {pid}) went away")
+        raise BufferError(f"process {pid} refused the View: {reply[2:].decode(errors='replace')}")
+    return fds
+
+
+def release_ticket(address: bytes, ticket: bytes) -> None:
+    """Tells the exporter a ticket is done with. Never raises: it runs in finalizers."""
+    entry = _connections.get(address)
+    if entry is None:
+        return
+    s, lock = entry
+    try:
+        with lock:
+            s.send(b"R" + ticket)
+    except OSError:
+        pass  # the exporter is gone; so is what it kept
+
+
+def _at_exit():
+    b = _broker
+    if b is None:
+        return
+    timeout = _exit_timeout()
+    if not b.wait(timeout):
+        print(f"stridex.ipc: exiting with Views still in use by other processes after waiting {timeout:g} s "
+              f"({b.pending()}); their memory goes now (set STRIDEX_IPC_EXIT_TIMEOUT to wait longer)",
+              file=sys.stderr)
+    # Views of tickets nobody will open (plain pickles never loaded) go now, while the interpreter
+    # can still release them.
+    b.clear()
+
+
+atexit.register(_at_exit)
+os.register_at_fork(after_in_child=_after_fork_in_child)

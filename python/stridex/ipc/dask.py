@@ -1,0 +1,116 @@
+"""Dask distributed serializers for stridex.View: frames, never pickles of pointers.
+
+* ``dask`` family (every comm): a host View is one buffer frame of its bytes, a device View is
+  staged through host memory (what TCP can carry) and lands in fresh device memory on the worker.
+* ``cuda`` family (UCX comms, which send device frames GPU to GPU): a device View is one device
+  frame -- the View itself, a CUDA-array-interface object UCX reads without a host copy. Host
+  Views decline (NotImplementedError) and travel through the ``dask`` family.
+
+Views that are not C-contiguous are packed first: host Views by stridex's host copy; device Views
+are refused with a clear error until stridex has a device copy engine (copy on the producer side,
+e.g. ``torch.Tensor.contiguous()``, then send). ``import stridex`` registers these only when
+distributed is imported (stridex._post_import).
+"""
+
+from __future__ import annotations
+
+from .. import _stridex
+
+_registered = False
+
+
+def _meta(v) -> dict:
+    return {"shape": list(v.shape), "dtype": v.dtype.name, "readonly": v.readonly, "nbytes": v.nbytes,
+            "device": str(v.device)}
+
+
+def _bytes_view(v):
+    """A 1-d uint8 View of a contiguous View's bytes (a buffer any dtype can travel as)."""
+    return _stridex.from_pointer(v.ptr, (v.nbytes,), "uint8", owner=v, readonly=v.readonly)
+
+
+def _packed_device(v):
+    if not v.is_c_contiguous:
+        raise TypeError(f"cannot send a non-contiguous {v.device} stridex.View (shape {v.shape}, strides {v.strides}) "
+                        "through Dask yet: stridex has no device copy engine; make it contiguous where it was "
+                        "produced (e.g. torch's .contiguous()) and send that")
+    return v
+
+
+# ---- dask family -----------------------------------------------------------------------------------
+def dask_serialize_view(v):
+    header = _meta(v)
+    if v.device.type == "cpu" or v.device.host_accessible:
+        packed = _stridex._host_contiguous(v)
+        header["staged"] = False
+        return header, [memoryview(_bytes_view(packed))] if v.nbytes else []
+    if v.device.type != "cuda":
+        raise TypeError(f"cannot send a {v.device} stridex.View through Dask")
+    packed = _packed_device(v)
+    host = bytearray(v.nbytes)
+    if v.nbytes:
+        _stridex._copy_device_to_host(_stridex.view(host), _bytes_view(packed))
+    header["staged"] = True
+    return header, [host] if v.nbytes else []
+
+
+def dask_deserialize_view(header, frames):
+    shape, dtype, readonly = header["shape"], header["dtype"], header["readonly"]
+    data = frames[0] if frames else bytearray(1)
+    if header["staged"]:
+        return _to_device(data, header)
+    if not readonly and memoryview(data).readonly:
+        data = bytearray(data)  # the View was writable: keep it so, on memory of our own
+    base = _stridex.view(data)
+    return _stridex.from_pointer(base.ptr, shape, dtype, owner=data, readonly=readonly)
+
+
+def _to_device(data, header):
+    """Staged bytes into fresh device memory (device 0 of the receiving worker)."""
+    shape, dtype = header["shape"], header["dtype"]
+    buf = _stridex.VirtualBuffer(max(header["nbytes"], 1), device=0)
+    out = buf.view(dtype, shape)
+    if header["nbytes"]:
+        _stridex._copy_host_to_device(_bytes_view(out), _stridex.view(data))
+    return out
+
+
+# ---- cuda family -----------------------------------------------------------------------------------
+def cuda_serialize_view(v):
+    if v.device.type != "cuda":
+        raise NotImplementedError("host stridex.Views travel through the 'dask' serializer family")
+    packed = _packed_device(v)
+    if packed.stream not in (None, 1):
+        # UCX is not stream-ordered: it synchronizes the legacy default stream before it sends, so
+        # the View's pending work is ordered before that stream (an event, no host block).
+        packed = _stridex.view(packed, stream=1)
+    header = _meta(v)
+    return header, [_bytes_view(packed)] if v.nbytes else []
+
+
+def cuda_deserialize_view(header, frames):
+    shape, dtype, readonly = header["shape"], header["dtype"], header["readonly"]
+    if not frames:
+        return _to_device(bytearray(1), {**header, "nbytes": 0})
+    frame = frames[0]
+    base = frame if isinstance(frame, _stridex.View) else _stridex.view(frame)
+    return _stridex.from_pointer(base.ptr, shape, dtype, owner=frame, readonly=readonly)
+
+
+def register() -> None:
+    """Registers the serializers with distributed (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    from distributed.protocol.serialize import dask_deserialize, dask_serialize
+
+    dask_serialize.register(_stridex.View)(dask_serialize_view)
+    dask_deserialize.register(_stridex.View)(dask_deserialize_view)
+    try:
+        from distributed.protocol.cuda import cuda_deserialize, cuda_serialize
+    except ImportError:  # pragma: no cover - distributed always ships it today
+        pass
+    else:
+        cuda_serialize.register(_stridex.View)(cuda_serialize_view)
+        cuda_deserialize.register(_stridex.View)(cuda_deserialize_view)
+    _registered = True

@@ -1,0 +1,340 @@
+// CUDA interprocess sharing: exports (handles, fds, events) and the Views they import into (ipc.hpp).
+#include "stridex/cuda/ipc.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "stridex/cuda/pointer.hpp"
+#include "stridex/cuda/stream.hpp"
+#include "stridex/cuda/vmm.hpp"
+
+namespace stridex::cuda::ipc {
+
+namespace {
+
+std::string hex(std::uint64_t v) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+    return buf;
+}
+
+// The View's element bytes as absolute addresses [lo, hi); the view is not empty.
+std::pair<std::uint64_t, std::uint64_t> address_span(const View& view) {
+    const Span span = view.byte_span();
+    const auto p = reinterpret_cast<std::uint64_t>(view.ptr());
+    return {p + static_cast<std::uint64_t>(span.lo), p + static_cast<std::uint64_t>(span.hi)};
+}
+
+// Records an interprocess event on the View's stream, or on the legacy default stream when the
+// View says none: a View of torch's or CuPy's default-stream output often claims no stream, and
+// the legacy stream then still orders that work. Recording costs no host wait.
+CUevent record_event(Driver& d, const View& view, IpcHandle& handle) {
+    CUevent event = nullptr;
+    d.call("cuEventCreate", d.api().event_create, &event, cu::kEventInterprocess | cu::kEventDisableTiming);
+    try {
+        const StreamRef stream = view.stream() == kNoStream ? StreamRef::legacy() : StreamRef(view.stream());
+        d.call("cuEventRecord", d.api().event_record, event, stream.handle());
+        d.call("cuIpcGetEventHandle", d.api().ipc_get_event_handle, &handle, event);
+    } catch (...) {
+        d.try_call(d.raw().event_destroy, event);
+        throw;
+    }
+    return event;
+}
+
+void close_fds(std::vector<int>& fds) noexcept {
+    for (const int fd : fds) ::close(fd);
+    fds.clear();
+}
+
+[[noreturn]] void fail_unshareable(const View& view, const std::string& why) {
+    fail(ErrorKind::unsupported, "cannot share this ", view.device().name(), " View with another process: ", why);
+}
+
+// The checks every import makes before it maps anything: the layout lies in the shared bytes.
+// Every sum is overflow-checked: the numbers come from a pickle, which anyone can write.
+Layout checked_layout(const Shape& shape, std::uint64_t offset, std::uint64_t extent) {
+    Layout layout(shape.shape, shape.strides);
+    if (layout.empty()) fail(ErrorKind::value, "an IPC handle never describes an empty View");
+    const Span span = layout.byte_span(shape.dtype.itemsize());
+    constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    std::int64_t lo = 0, hi = 0;
+    const bool bad = extent > kMax || offset > extent ||
+                     __builtin_add_overflow(static_cast<std::int64_t>(offset), span.lo, &lo) ||
+                     __builtin_add_overflow(static_cast<std::int64_t>(offset), span.hi, &hi) || lo < 0 ||
+                     hi > static_cast<std::int64_t>(extent);
+    if (bad)
+        fail(ErrorKind::value, "IPC handle describes bytes [", span.lo, ", ", span.hi, ") around offset ", offset,
+             " of a shared range of ", extent, " bytes");
+    return layout;
+}
+
+// Makes the device's legacy stream wait for the exporter's event (no host block). The opened
+// event can be destroyed at once: a wait captures the event's state when it is enqueued.
+void wait_event(Driver& d, const IpcHandle& handle) {
+    CUevent event = nullptr;
+    d.call("cuIpcOpenEventHandle", d.api().ipc_open_event_handle, &event, handle);
+    const CUresult r = d.raw().stream_wait_event(StreamRef::legacy().handle(), event, 0u);
+    d.try_call(d.raw().event_destroy, event);
+    if (r != result::success) d.fail_call("cuStreamWaitEvent", r);
+}
+
+// An Owner running both the mapping's release and the caller's `keep`.
+template <class Release>
+Owner owner_with(Release release, Owner keep) {
+    return Owner::from_action([release = std::move(release), keep = std::move(keep)]() mutable noexcept {
+        release();
+        keep.reset();
+    });
+}
+
+View make_view(std::uint64_t data, Layout layout, const Shape& shape, int ordinal, bool waited, Owner owner) {
+    View v(reinterpret_cast<void*>(static_cast<std::uintptr_t>(data)), 0, std::move(layout), shape.dtype,
+           Device::cuda(ordinal), shape.readonly, std::move(owner));
+    v.set_stream(waited ? StreamRef::kLegacy : kNoStream);
+    return v;
+}
+
+// ---- Opened legacy handles: one cuIpcOpenMemHandle per (device, handle) and process ---------------
+struct Opened {
+    CUdeviceptr base = 0;
+    std::size_t views = 0;
+};
+using OpenKey = std::pair<int, std::string>;  // ordinal, handle bytes
+
+std::mutex& opened_mutex() {
+    static std::mutex m;
+    return m;
+}
+std::map<OpenKey, Opened>& opened() {
+    static std::map<OpenKey, Opened> handles;
+    return handles;
+}
+
+// The mapping of a handle, opened on first use; every call must be paired with release_handle.
+CUdeviceptr acquire_handle(Driver& d, int ordinal, const IpcHandle& handle) {
+    const std::lock_guard lock(opened_mutex());
+    OpenKey key{ordinal, std::string(handle.reserved, sizeof handle.reserved)};
+    auto it = opened().find(key);
+    if (it == opened().end()) {
+        CUdeviceptr base = 0;
+        d.call("cuIpcOpenMemHandle", d.api().ipc_open_mem_handle, &base, handle, cu::kIpcMemLazyEnablePeerAccess);
+        it = opened().emplace(std::move(key), Opened{base, 0}).first;
+    }
+    ++it->second.views;
+    return it->second.base;
+}
+
+// Under the same mutex as acquire, so a handle is closed before anyone may open it again.
+void release_handle(Driver& d, const OpenKey& key) noexcept {
+    const std::lock_guard lock(opened_mutex());
+    auto it = opened().find(key);
+    if (it == opened().end() || --it->second.views != 0) return;
+    try {
+        const ContextGuard guard(d, key.first);
+        d.try_call(d.raw().ipc_close_mem_handle, it->second.base);
+    } catch (...) {  // the driver is gone (exit): it unmapped everything itself
+    }
+    opened().erase(it);
+}
+
+}  // namespace
+
+// ---- Device UUIDs ---------------------------------------------------------------------------------
+
+DeviceUuid device_uuid(int ordinal) {
+    Driver& d = driver();
+    Uuid raw{};
+    d.call("cuDeviceGetUuid", d.api().device_get_uuid, &raw, d.device(ordinal));
+    DeviceUuid out{};
+    std::memcpy(out.data(), raw.bytes, out.size());
+    return out;
+}
+
+int ordinal_of(const DeviceUuid& uuid) {
+    Driver& d = driver();
+    for (int i = 0; i < d.device_count(); ++i)
+        if (device_uuid(i) == uuid) return i;
+    fail(ErrorKind::value, "the exporting process's ", uuid_string(uuid), " is not visible in this process (",
+         d.device_count(), " CUDA device(s); check CUDA_VISIBLE_DEVICES)");
+}
+
+std::string uuid_string(const DeviceUuid& uuid) {
+    std::string out = "GPU-";
+    char byte[3];
+    for (std::size_t i = 0; i < uuid.size(); ++i) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+        std::snprintf(byte, sizeof byte, "%02x", uuid[i]);
+        out += byte;
+    }
+    return out;
+}
+
+// ---- Export ---------------------------------------------------------------------------------------
+
+Export Export::of(const View& view) {
+    if (view.device().type != DeviceType::kCUDA)
+        fail_unshareable(view, "only CUDA device memory travels as a CUDA IPC handle");
+    if (view.layout().empty()) fail_unshareable(view, "an empty View has no memory to share");
+    Driver& d = driver();
+    const int ordinal = view.device().id;
+    const ContextGuard guard(d, ordinal);
+    const auto [lo, hi] = address_span(view);
+    const auto element0 = reinterpret_cast<std::uint64_t>(view.ptr());  // in [lo, hi): never below the base
+
+    Export out;
+    out.ordinal_ = ordinal;
+    out.device_ = device_uuid(ordinal);
+    if (auto chunks = detail::shareable_chunks(lo, hi)) {
+        // VMM memory: one fd per chunk. The legacy handle would be refused for it.
+        out.kind_ = MemoryKind::vmm_fds;
+        out.chunk_size_ = chunks->chunk_size;
+        out.offset_ = element0 - chunks->first;
+        out.extent_ = chunks->handles.size() * chunks->chunk_size;
+        try {
+            for (const CUmemGenericAllocationHandle h : chunks->handles) {
+                int fd = -1;
+                d.call("cuMemExportToShareableHandle", d.api().mem_export_to_shareable_handle, static_cast<void*>(&fd),
+                       h, cu::kMemHandleTypePosixFileDescriptor, 0ull);
+                out.fds_.push_back(fd);
+            }
+        } catch (...) {
+            close_fds(out.fds_);
+            throw;
+        }
+    } else {
+        const PointerInfo info = pointer_info(lo);
+        if (info.memory_type != MemoryType::device || info.base == 0)
+            fail_unshareable(view, "the driver does not know " + hex(lo) + " as device memory (it is " +
+                                       std::string(to_string(info.memory_type)) + ")");
+        if (hi > info.base + info.size)
+            fail_unshareable(view, "its bytes [" + hex(lo) + ", " + hex(hi) + ") span more than one allocation");
+        d.require("cuIpcGetMemHandle", d.api().ipc_get_mem_handle);
+        if (const CUresult r = d.raw().ipc_get_mem_handle(&out.handle_, info.base); r != result::success)
+            fail_unshareable(view, "cuIpcGetMemHandle of its allocation at " + hex(info.base) + " failed with " +
+                                       d.describe(r) +
+                                       " (memory from a stream-ordered pool without IPC support, or cuMemCreate "
+                                       "memory not made shareable, has no such handle)");
+        out.kind_ = MemoryKind::ipc_handle;
+        out.offset_ = element0 - info.base;
+        out.extent_ = info.size;
+    }
+    try {
+        IpcHandle event{};
+        out.event_ = record_event(d, view, event);
+        out.event_handle_ = event;
+    } catch (...) {
+        close_fds(out.fds_);
+        throw;
+    }
+    return out;
+}
+
+Export::Export(Export&& o) noexcept
+    : kind_(o.kind_), device_(o.device_), ordinal_(o.ordinal_), offset_(o.offset_), extent_(o.extent_),
+      chunk_size_(o.chunk_size_), handle_(o.handle_), fds_(std::exchange(o.fds_, {})),
+      event_(std::exchange(o.event_, nullptr)), event_handle_(o.event_handle_) {}
+
+Export& Export::operator=(Export&& o) noexcept {
+    if (this != &o) {
+        this->~Export();
+        new (this) Export(std::move(o));
+    }
+    return *this;
+}
+
+Export::~Export() {
+    close_fds(fds_);
+    if (!event_) return;
+    try {
+        Driver& d = driver();
+        const ContextGuard guard(d, ordinal_);
+        d.try_call(d.raw().event_destroy, event_);
+    } catch (...) {  // driver gone at exit
+    }
+}
+
+// ---- Import ---------------------------------------------------------------------------------------
+
+View import_handle(const IpcHandle& handle, const DeviceUuid& device, std::uint64_t offset, std::uint64_t extent,
+                   const Shape& shape, const std::optional<IpcHandle>& event, Owner keep) {
+    Layout layout = checked_layout(shape, offset, extent);
+    Driver& d = driver();
+    const int ordinal = ordinal_of(device);
+    const ContextGuard guard(d, ordinal);
+    const CUdeviceptr base = acquire_handle(d, ordinal, handle);
+    OpenKey key{ordinal, std::string(handle.reserved, sizeof handle.reserved)};
+    Owner owner;
+    try {
+        if (event) wait_event(d, *event);
+        owner = owner_with([&d, key]() noexcept { release_handle(d, key); }, std::move(keep));
+    } catch (...) {
+        release_handle(d, key);
+        throw;
+    }
+    return make_view(base + offset, std::move(layout), shape, ordinal, event.has_value(), std::move(owner));
+}
+
+View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const DeviceUuid& device, std::uint64_t offset,
+                const Shape& shape, const std::optional<IpcHandle>& event, Owner keep) {
+    if (fds.empty() || chunk_size == 0) fail(ErrorKind::value, "a VMM handle needs at least one chunk of > 0 bytes");
+    std::size_t extent = 0;
+    if (__builtin_mul_overflow(fds.size(), chunk_size, &extent))
+        fail(ErrorKind::value, fds.size(), " chunks of ", chunk_size, " bytes overflow");
+    Layout layout = checked_layout(shape, offset, extent);
+    Driver& d = driver();
+    const int ordinal = ordinal_of(device);
+    const ContextGuard guard(d, ordinal);
+    const DriverTable& api = d.api();
+
+    // Reserve, then import and map each chunk; the mapping keeps the physical memory, so each
+    // imported handle is released at once. On failure, undo in reverse.
+    CUdeviceptr base = 0;
+    d.call("cuMemAddressReserve", api.mem_address_reserve, &base, extent, 0, 0, 0ull);
+    std::size_t mapped = 0;
+    try {
+        for (const int fd : fds) {
+            CUmemGenericAllocationHandle h = 0;
+            d.call("cuMemImportFromShareableHandle", api.mem_import_from_shareable_handle, &h,
+                   reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)), cu::kMemHandleTypePosixFileDescriptor);
+            const CUresult r = api.mem_map(base + mapped * chunk_size, chunk_size, 0, h, 0ull);
+            d.try_call(api.mem_release, h);
+            if (r != result::success) d.fail_call("cuMemMap", r);
+            ++mapped;
+        }
+        const MemAccessDesc access{{cu::kMemLocationTypeDevice, ordinal}, cu::kMemAccessReadWrite};
+        d.call("cuMemSetAccess", api.mem_set_access, base, extent, &access, std::size_t{1});
+        if (event) wait_event(d, *event);
+    } catch (...) {
+        for (std::size_t i = mapped; i-- > 0;) d.try_call(api.mem_unmap, base + i * chunk_size, chunk_size);
+        d.try_call(api.mem_address_free, base, extent);
+        throw;
+    }
+    // Unmapping is not stream-ordered: the context is synchronized first, as VirtualBuffer does.
+    Owner owner = owner_with(
+        [&d, base, extent, chunk_size, ordinal]() noexcept {
+            try {
+                const ContextGuard on(d, ordinal);
+                if (d.try_call(d.raw().ctx_synchronize) == result::deinitialized) return;
+                for (std::size_t off = extent; off > 0; off -= chunk_size)
+                    d.try_call(d.raw().mem_unmap, base + off - chunk_size, chunk_size);
+                d.try_call(d.raw().mem_address_free, base, extent);
+            } catch (...) {  // driver gone at exit
+            }
+        },
+        std::move(keep));
+    return make_view(base + offset, std::move(layout), shape, ordinal, event.has_value(), std::move(owner));
+}
+
+std::size_t open_handles() {
+    const std::lock_guard lock(opened_mutex());
+    return opened().size();
+}
+
+}  // namespace stridex::cuda::ipc

@@ -1,0 +1,173 @@
+// The native half of stridex.ipc: CUDA exports (handle, fds, event) and the Views they import
+// into (include/stridex/cuda/ipc.hpp). The protocol around them -- tickets, the Unix socket that
+// carries fds and release messages, host memory -- is Python (python/stridex/ipc/).
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "py_owner.hpp"
+#include "stridex/copy.hpp"
+#include "stridex/cuda/ipc.hpp"
+#include "stridex/cuda/stream.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace stridex::python {
+
+namespace {
+
+using cuda::ipc::DeviceUuid;
+using cuda::ipc::Export;
+
+template <class Out>
+Out fixed_bytes(const nb::bytes& b, const char* what) {
+    Out out{};
+    if (b.size() != sizeof out) fail(ErrorKind::value, what, " must be ", sizeof out, " bytes, found ", b.size());
+    std::memcpy(&out, b.c_str(), sizeof out);
+    return out;
+}
+
+template <class In>
+nb::bytes as_bytes(const In& in) {
+    return nb::bytes(reinterpret_cast<const char*>(&in), sizeof in);
+}
+
+std::optional<cuda::IpcHandle> event_arg(const std::optional<nb::bytes>& event) {
+    if (!event) return std::nullopt;
+    return fixed_bytes<cuda::IpcHandle>(*event, "event handle");
+}
+
+cuda::ipc::Shape shape_arg(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides,
+                           const std::string& dtype, bool readonly) {
+    if (shape.size() != strides.size())
+        fail(ErrorKind::value, "shape and strides differ in length: ", shape.size(), " and ", strides.size());
+    return {shape, strides, Dtype::from_name(dtype), readonly};
+}
+
+// The exporter's record of one export (held by its ticket): what travels, plus the event and fds
+// it owns until the importer released them.
+struct PyExport {
+    Export exp;
+};
+
+// Dask over TCP stages device Views through host memory: one synchronous driver copy between
+// contiguous Views of equal size. The device View's stream is synchronized first (the host reads
+// or overwrites the bytes). Until stridex has a copy engine, this is the one device copy it makes.
+void copy_device_host(const View& device, const View& host, bool to_host) {
+    if (device.device().type != DeviceType::kCUDA || !host.device().host_accessible())
+        fail(ErrorKind::value, "expected a cuda View and a host View, found ", device.device().name(), " and ",
+             host.device().name());
+    if (!device.layout().is_c_contiguous() || !host.layout().is_c_contiguous() || device.nbytes() != host.nbytes())
+        fail(ErrorKind::value, "device-host copies need C-contiguous Views of equal size, found ", device.nbytes(),
+             " and ", host.nbytes(), " bytes");
+    if ((to_host ? host : device).readonly()) fail(ErrorKind::buffer, "cannot copy into a read-only View");
+    cuda::Driver& d = cuda::driver();
+    const cuda::ContextGuard guard(d, device.device().id);
+    if (device.stream() != kNoStream)
+        d.call("cuStreamSynchronize", d.api().stream_synchronize, cuda::StreamRef(device.stream()).handle());
+    const auto dptr = reinterpret_cast<cuda::CUdeviceptr>(device.ptr());
+    const auto n = static_cast<std::size_t>(device.nbytes());
+    if (to_host)
+        d.call("cuMemcpyDtoH", d.api().memcpy_dtoh, static_cast<void*>(host.ptr()), dptr, n);
+    else
+        d.call("cuMemcpyHtoD", d.api().memcpy_htod, dptr, static_cast<const void*>(host.ptr()), n);
+}
+
+}  // namespace
+
+void bind_ipc(nb::module_& m) {
+    nb::class_<PyExport>(m, "_IpcExport", "One CUDA export of a View (stridex.ipc); owns its event and fds.")
+        .def_prop_ro("kind", [](const PyExport& e) {
+            return e.exp.kind() == cuda::ipc::MemoryKind::ipc_handle ? "cuda_ipc" : "cuda_vmm";
+        })
+        .def_prop_ro("device_uuid", [](const PyExport& e) { return as_bytes(e.exp.device()); })
+        .def_prop_ro("offset", [](const PyExport& e) { return e.exp.offset(); })
+        .def_prop_ro("extent", [](const PyExport& e) { return e.exp.extent(); })
+        .def_prop_ro("handle", [](const PyExport& e) { return as_bytes(e.exp.handle()); })
+        .def_prop_ro("fds", [](const PyExport& e) { return e.exp.fds(); })
+        .def_prop_ro("chunk_size", [](const PyExport& e) { return e.exp.chunk_size(); })
+        .def_prop_ro("event", [](const PyExport& e) -> std::optional<nb::bytes> {
+            if (!e.exp.event()) return std::nullopt;
+            return as_bytes(*e.exp.event());
+        });
+
+    m.def("_ipc_export", [](const PyView& v) { return PyExport{Export::of(v.view)}; }, "view"_a,
+          "The CUDA export of a View's memory (stridex.ipc). BufferError naming why when it cannot be shared.");
+
+    m.def(
+        "_ipc_import_handle",
+        [](nb::bytes handle, nb::bytes device, std::uint64_t offset, std::uint64_t extent,
+           std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
+           std::string dtype, bool readonly, std::optional<nb::bytes> event, nb::object keep) {
+            const auto h = fixed_bytes<cuda::IpcHandle>(handle, "memory handle");
+            const auto uuid = fixed_bytes<DeviceUuid>(device, "device UUID");
+            const auto ev = event_arg(event);
+            const auto sh = shape_arg(shape, strides, dtype, readonly);
+            Owner owner = owner_of(keep);
+            View v;
+            {
+                nb::gil_scoped_release release;  // cuIpcOpenMemHandle takes milliseconds the first time
+                v = cuda::ipc::import_handle(h, uuid, offset, extent, sh, ev, std::move(owner));
+            }
+            return wrap_view(std::move(v), keep);
+        },
+        "handle"_a, "device_uuid"_a, "offset"_a, "extent"_a, "shape"_a, "strides"_a, "dtype"_a,
+        "readonly"_a, "event"_a.none(), "keep"_a);
+
+    m.def(
+        "_ipc_import_fds",
+        [](std::vector<int> fds, std::uint64_t chunk_size, nb::bytes device, std::uint64_t offset,
+           std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
+           std::string dtype, bool readonly, std::optional<nb::bytes> event, nb::object keep) {
+            const auto uuid = fixed_bytes<DeviceUuid>(device, "device UUID");
+            const auto ev = event_arg(event);
+            const auto sh = shape_arg(shape, strides, dtype, readonly);
+            Owner owner = owner_of(keep);
+            View v;
+            {
+                nb::gil_scoped_release release;
+                v = cuda::ipc::import_fds(fds, chunk_size, uuid, offset, sh, ev, std::move(owner));
+            }
+            return wrap_view(std::move(v), keep);
+        },
+        "fds"_a, "chunk_size"_a, "device_uuid"_a, "offset"_a, "shape"_a, "strides"_a, "dtype"_a,
+        "readonly"_a, "event"_a.none(), "keep"_a);
+
+    // Pickling: plain pickle and anything built on it reduce a View through stridex.ipc, imported
+    // only when a View is first pickled.
+    nb::handle view_type = nb::type<PyView>();
+    nb::setattr(view_type, "__reduce__", nb::cpp_function([](nb::handle self) {
+        return nb::module_::import_("stridex.ipc").attr("_reduce")(self);
+    }, nb::is_method(), "A handle to the View's memory (stridex.ipc): same memory in the unpickling process."));
+
+    m.def("_copy_host", [](const PyView& dst, const PyView& src) { copy_host(dst.view, src.view); }, "dst"_a, "src"_a,
+          "Copies host memory element by element (any strides); for stridex.ipc and the Dask serializers.");
+    m.def("_host_contiguous", [](const PyView& v) -> nb::object {
+        if (v.view.layout().is_c_contiguous()) return nb::cast(v, nb::rv_policy::copy);
+        return wrap_view(host_copy(v.view), nb::none());
+    }, "view"_a, "The View itself when C-contiguous, else a C-contiguous host copy (host Views only).");
+
+    m.def("_copy_device_to_host", [](const PyView& host, const PyView& device) {
+        nb::gil_scoped_release release;
+        copy_device_host(device.view, host.view, true);
+    }, "host"_a, "device"_a);
+    m.def("_copy_host_to_device", [](const PyView& device, const PyView& host) {
+        nb::gil_scoped_release release;
+        copy_device_host(device.view, host.view, false);
+    }, "device"_a, "host"_a);
+
+    m.def("_ipc_open_handles", &cuda::ipc::open_handles, "CUDA IPC handles this process has open (stridex.ipc).");
+    m.def("device_uuid", [](int ordinal) { return cuda::ipc::uuid_string(cuda::ipc::device_uuid(ordinal)); },
+          "ordinal"_a, "The UUID of a CUDA device, as nvidia-smi spells it ('GPU-...').");
+    m.def("_device_uuid_bytes", [](int ordinal) { return as_bytes(cuda::ipc::device_uuid(ordinal)); }, "ordinal"_a);
+}
+
+}  // namespace stridex::python

@@ -1,0 +1,59 @@
+"""A helper process for the GPU IPC tests: torch on the far side of a pickled CUDA View."""
+
+import gc
+
+
+def _handle(torch, stridex, held, cmd, args):
+    """One command. A function of its own, so the Views it received die when it returns."""
+    if cmd == "sum":  # read at once, on torch's default (legacy) stream
+        (v,) = args
+        t = torch.from_dlpack(v)
+        return float(t.double().sum()), str(t.device), v.stream
+    if cmd == "fill":
+        v, value = args
+        torch.from_dlpack(v).fill_(value)
+        torch.cuda.synchronize()
+        return "ok"
+    if cmd == "hold":
+        held.append(args[0])
+        return "ok"
+    if cmd == "sum_held":
+        return float(torch.from_dlpack(held[args[0]]).double().sum())
+    if cmd == "drop":
+        held.clear()
+        gc.collect()
+        return stridex._stridex._ipc_open_handles()
+    if cmd == "make":  # kind: torch or vmm; filled with `value`
+        kind, n, value = args
+        if kind == "torch":
+            t = torch.full((n,), value, device="cuda", dtype=torch.float32)
+            held.append(t)
+            v = stridex.view(t)
+        else:
+            buf = stridex.VirtualBuffer(n * 4, shareable=True)
+            held.append(buf)
+            v = buf.view("float32", (n,))
+            torch.from_dlpack(v).fill_(value)
+        torch.cuda.synchronize()
+        return v
+    raise ValueError(f"unknown command {cmd!r}")
+
+
+def serve(requests, replies):
+    import torch
+
+    import stridex
+    import stridex.ipc
+
+    held = []
+    while True:
+        cmd, *args = requests.get()
+        if cmd == "exit":
+            return  # exit then waits for importers of what this process exported
+        try:
+            reply = _handle(torch, stridex, held, cmd, args)
+        except Exception as e:  # noqa: BLE001 - the test reads the error
+            reply = ("error", type(e).__name__, str(e))
+        del args
+        replies.put(reply)
+        del reply

@@ -1,0 +1,158 @@
+"""Views across processes on a GPU machine (stridex.ipc): torch allocations through legacy CUDA
+IPC handles, VirtualBuffer chunks through fds, stream order through interprocess events, and
+lifetime when the producer leaves first. Skips without a CUDA device or torch."""
+
+import gc
+import multiprocessing as mp
+import pickle
+import time
+
+import pytest
+
+import stridex
+import stridex.ipc
+from conftest import cuda_device_count
+
+import ipc_gpu_worker
+
+pytestmark = pytest.mark.skipif(cuda_device_count() == 0, reason="no CUDA device (stridex.cuda_available() is False)")
+
+N = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    return torch
+
+
+def _start():
+    ctx = mp.get_context("spawn")
+    requests, replies = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=ipc_gpu_worker.serve, args=(requests, replies), daemon=True)
+    p.start()
+
+    def ask(*cmd):
+        requests.put(cmd)
+        reply = replies.get(timeout=120)
+        if isinstance(reply, tuple) and reply and reply[0] == "error":
+            raise AssertionError(f"worker raised {reply[1]}: {reply[2]}")
+        return reply
+
+    return p, requests, ask
+
+
+@pytest.fixture(scope="module")
+def worker(torch):
+    p, requests, ask = _start()
+    yield ask
+    requests.put(("exit",))
+    p.join(timeout=60)
+
+
+def _buffers(torch, kind):
+    if kind == "torch":
+        t = torch.zeros(N, device="cuda", dtype=torch.float32)
+        return t, stridex.view(t)
+    buf = stridex.VirtualBuffer(N * 4, shareable=True)
+    return buf, buf.view("float32", (N,))
+
+
+@pytest.mark.parametrize("kind", ["torch", "vmm"])
+def test_writes_are_visible_both_ways(torch, worker, kind):
+    keep, v = _buffers(torch, kind)
+    t = torch.from_dlpack(v)
+    t.fill_(1.0)
+    assert worker("sum", v)[0] == N
+    assert worker("fill", v, 2.0) == "ok"
+    assert float(t.double().sum()) == 2.0 * N  # the worker's write, seen here
+    assert worker("hold", v) == "ok"
+    t.fill_(3.0)
+    torch.cuda.synchronize()
+    assert worker("sum_held", 0) == 3.0 * N  # ours, seen there
+    assert worker("drop") == 0  # every opened handle closed with the last View
+    assert stridex.ipc.wait_released(30)
+
+
+@pytest.mark.parametrize("kind", ["torch", "vmm"])
+def test_pending_producer_kernel_is_ordered_before_the_consumer(torch, worker, kind):
+    keep, v = _buffers(torch, kind)
+    t = torch.from_dlpack(v)
+    torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time on the default stream, then the write
+    t.fill_(5.0)
+    total, device, stream = worker("sum", v)  # pickled while the kernel still runs
+    assert total == 5.0 * N and device.startswith("cuda") and stream == 1
+
+
+def test_view_attributes_and_offset_travel(torch, worker):
+    t = torch.arange(4096, device="cuda", dtype=torch.float32).reshape(64, 64)
+    v = stridex.view(t[3:, 5::2])
+    assert worker("sum", v)[0] == float(t[3:, 5::2].double().sum())
+
+
+@pytest.mark.parametrize("kind", ["torch", "vmm"])
+def test_producer_exits_first_memory_valid_until_released(torch, kind):
+    p, requests, ask = _start()
+    v = ask("make", kind, N, 4.0)
+    assert float(torch.from_dlpack(v).double().sum()) == 4.0 * N
+    requests.put(("exit",))
+    if kind == "torch":
+        # Legacy IPC memory dies with its process: the producer waits at exit for our release.
+        time.sleep(2.0)
+        assert p.is_alive()
+        assert float(torch.from_dlpack(v).double().sum()) == 4.0 * N
+        del v
+        gc.collect()
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    else:
+        # VMM chunks are held by our mapping: the producer leaves, the memory stays.
+        p.join(timeout=60)
+        assert p.exitcode == 0
+        assert float(torch.from_dlpack(v).double().sum()) == 4.0 * N
+
+
+def test_memory_without_ipc_support_is_refused(torch):
+    buf = stridex.VirtualBuffer(1 << 21)  # not shareable: no fd handle type
+    with pytest.raises(BufferError, match="cannot share"):
+        pickle.dumps(buf.view("uint8", (16,)))
+    assert stridex.ipc.pending() == {}
+
+
+def test_dask_over_ucx_moves_device_views_between_two_gpus(torch):
+    if cuda_device_count() < 2:
+        pytest.skip(f"needs 2 CUDA devices, found {cuda_device_count()}")
+    pytest.importorskip("distributed_ucxx")
+    from distributed import Client, Nanny, Scheduler, SpecCluster
+
+    workers = {f"gpu{i}": {"cls": Nanny, "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}}}
+               for i in range(2)}
+    scheduler = {"cls": Scheduler, "options": {"protocol": "ucxx", "dashboard_address": None}}
+    with SpecCluster(workers=workers, scheduler=scheduler) as cluster, Client(cluster) as client:
+        a, b = list(client.scheduler_info()["workers"])
+
+        def make():
+            import torch
+
+            import stridex
+
+            return stridex.view(torch.arange(1 << 20, device="cuda", dtype=torch.float32))
+
+        def check(v):
+            import torch
+
+            import stridex
+
+            return str(v.device), float(torch.from_dlpack(v).double().sum()), stridex.device_uuid(0)
+
+        def uuid():
+            import stridex
+
+            return stridex.device_uuid(0)
+
+        made = client.submit(make, workers=[a], pure=False)
+        device, total, where = client.submit(check, made, workers=[b]).result(timeout=120)
+        assert device == "cuda:0" and total == float(sum(range(1 << 20)))
+        assert where != client.submit(uuid, workers=[a], pure=False).result()  # another GPU
