@@ -107,6 +107,10 @@ std::unique_ptr<Driver> load_driver(const char* library) {
     r.bind(t.mem_get_allocation_granularity, "cuMemGetAllocationGranularity", "cuMemGetAllocationGranularity");
     r.bind(t.memcpy_dtoh, "cuMemcpyDtoH", "cuMemcpyDtoH_v2");
     r.bind(t.memcpy_htod, "cuMemcpyHtoD", "cuMemcpyHtoD_v2");
+    r.bind(t.mem_alloc, "cuMemAlloc", "cuMemAlloc_v2");
+    r.bind(t.mem_free, "cuMemFree", "cuMemFree_v2");
+    r.bind(t.mem_host_alloc, "cuMemHostAlloc", "cuMemHostAlloc");
+    r.bind(t.mem_free_host, "cuMemFreeHost", "cuMemFreeHost");
     if (!t.init)
         return Driver::unavailable(std::string("CUDA driver ") + library + " has no cuInit: not a CUDA driver");
     return std::make_unique<Driver>(t, library);

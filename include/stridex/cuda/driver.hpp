@@ -145,6 +145,10 @@ struct DriverTable {
     CUresult (*mem_get_allocation_granularity)(std::size_t*, const MemAllocationProp*, int option);
     CUresult (*memcpy_dtoh)(void* dst, CUdeviceptr src, std::size_t bytes);
     CUresult (*memcpy_htod)(CUdeviceptr dst, const void* src, std::size_t bytes);
+    CUresult (*mem_alloc)(CUdeviceptr*, std::size_t bytes);               // stridex::Array::cuda
+    CUresult (*mem_free)(CUdeviceptr);
+    CUresult (*mem_host_alloc)(void**, std::size_t bytes, unsigned flags);  // stridex::Array::pinned
+    CUresult (*mem_free_host)(void*);
 };
 
 // A failed driver call: Error(cuda) that also keeps the CUresult, for callers that branch on it.
