@@ -301,7 +301,7 @@ bool satisfies(const Requirements& r, const View& view) noexcept;
 
 // What a view is, in the terms of the descriptions: "float64, shape=(3, 2), strides=(1, 3),
 // device=cpu, read-only".
-std::string describe(const View& view);
+std::string view_summary(const View& view);
 
 // "expected stridex.View[dtype=float32], found float64, shape=(3,), ..." -- Error(type) -- unless
 // `view` satisfies `r`; with r.may_copy, a view failing only the contiguity is copied instead

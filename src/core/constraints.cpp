@@ -55,7 +55,7 @@ bool satisfies(const Requirements& r, const View& view) noexcept {
     return satisfies_except_order(r, view) && order_holds(r.order, view.layout());
 }
 
-std::string describe(const View& view) {
+std::string view_summary(const View& view) {
     std::ostringstream out;
     out << view.dtype().name() << ", shape=";
     put_ints(out, view.shape());
@@ -68,7 +68,7 @@ std::string describe(const View& view) {
 View conform(const Requirements& r, const View& view) {
     if (satisfies(r, view)) return view;
     if (r.may_copy && satisfies_except_order(r, view)) return contiguous_copy(view, r.order);
-    fail(ErrorKind::type, "expected ", requirements_text(r), ", found ", describe(view));
+    fail(ErrorKind::type, "expected ", requirements_text(r), ", found ", view_summary(view));
 }
 
 View contiguous_copy(const View& view, Order order) {

@@ -55,19 +55,19 @@ struct type_caster<stridex::View> {
 
 template <class... Constraints>
 struct type_caster<stridex::Arg<Constraints...>> {
-    using Value = stridex::Arg<Constraints...>;
-    NB_TYPE_CASTER(Value, const_name(stridex::description<Constraints...>()))
+    using ArgType = stridex::Arg<Constraints...>;
+    NB_TYPE_CASTER(ArgType, const_name(stridex::description<Constraints...>()))
 
     bool from_python(handle src, uint8_t flags, cleanup_list*) noexcept {
         stridex::View view;
         if (!stridex::interop::import_arg(src.ptr(), flags & static_cast<uint8_t>(cast_flags::convert),
-                                          Value::requirements, view))
+                                          ArgType::requirements, view))
             return false;
-        value = Value(std::move(view), src.ptr());
+        value = ArgType(std::move(view), src.ptr());
         return true;
     }
 
-    static handle from_cpp(const Value& view, rv_policy, cleanup_list*) noexcept {
+    static handle from_cpp(const ArgType& view, rv_policy, cleanup_list*) noexcept {
         try {
             return stridex::interop::export_view(view, view.source()).release();
         } catch (...) {

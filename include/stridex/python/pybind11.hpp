@@ -60,17 +60,17 @@ struct type_caster<stridex::View> {
 
 template <class... Constraints>
 struct type_caster<stridex::Arg<Constraints...>> {
-    using Value = stridex::Arg<Constraints...>;
-    PYBIND11_TYPE_CASTER(Value, const_name(stridex::description<Constraints...>()));
+    using ArgType = stridex::Arg<Constraints...>;
+    PYBIND11_TYPE_CASTER(ArgType, const_name(stridex::description<Constraints...>()));
 
     bool load(handle src, bool convert) {
         stridex::View view;
-        if (!stridex::interop::import_arg(src.ptr(), convert, Value::requirements, view)) return false;
-        value = Value(std::move(view), src.ptr());
+        if (!stridex::interop::import_arg(src.ptr(), convert, ArgType::requirements, view)) return false;
+        value = ArgType(std::move(view), src.ptr());
         return true;
     }
 
-    static handle cast(const Value& view, return_value_policy, handle) {
+    static handle cast(const ArgType& view, return_value_policy, handle) {
         return stridex_export([&] { return stridex::interop::export_view(view, view.source()); });
     }
 };
