@@ -107,3 +107,22 @@ struct type_caster<stridex::Like> {
 
 NAMESPACE_END(detail)
 NAMESPACE_END(NB_NAMESPACE)
+
+namespace stridex {
+
+// Makes a stridex::Error thrown by a bound function the matching Python exception (ValueError,
+// TypeError, BufferError, IndexError, RuntimeError) instead of nanobind's generic RuntimeError.
+// Call once in NB_MODULE.
+inline void register_error_translator() {
+    nanobind::register_exception_translator(
+        [](const std::exception_ptr& p, void*) {
+            try {
+                std::rethrow_exception(p);
+            } catch (const Error&) {
+                interop::set_python_error();
+            }
+        },
+        nullptr);
+}
+
+}  // namespace stridex

@@ -100,3 +100,20 @@ struct type_caster<stridex::Like> {
 
 PYBIND11_NAMESPACE_END(detail)
 PYBIND11_NAMESPACE_END(PYBIND11_NAMESPACE)
+
+namespace stridex {
+
+// Makes a stridex::Error thrown by a bound function the matching Python exception (ValueError,
+// TypeError, BufferError, IndexError, RuntimeError) instead of pybind11's generic RuntimeError.
+// Call once in PYBIND11_MODULE.
+inline void register_error_translator() {
+    pybind11::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const Error&) {
+            interop::set_python_error();
+        }
+    });
+}
+
+}  // namespace stridex
