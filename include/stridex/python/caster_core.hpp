@@ -165,11 +165,10 @@ inline View import_capsule(PyObject* capsule) {
     return dlpack::import_managed(t);
 }
 
-// A stridex.View (Python) -> a View (C++) of the same memory and stream, with no ordering of its
-// own: stridex.view() did that already.
-inline View from_stridex_view(PyObject* obj) {
+// A stridex.View (Python) whose stream is `stream` -> a View (C++) of the same memory and stream,
+// with no ordering of its own: stridex.view() did that already.
+inline View from_stridex_view(PyObject* obj, std::intptr_t stream) {
     Link* l = link();
-    const std::intptr_t stream = stream_of(obj);
     View view;
     if (l->api) {
         dlpack::DLManagedTensorVersioned* t = nullptr;
@@ -217,7 +216,8 @@ inline bool import_arg(PyObject* src, bool convert, const Requirements& r, View&
         if (!is_view && !convert) return false;
         Ref stream = (r.caller_stream && !is_view) ? caller_stream_of(src) : Ref();
         Ref imported;
-        if (is_view && stream_of(src) == kNoStream) {
+        std::intptr_t ready = is_view ? stream_of(src) : kNoStream;
+        if (is_view && ready == kNoStream) {
             imported = Ref::borrow(src);  // nothing pending: nothing to order
         } else if (stream) {
             PyObject* args[] = {src, stream.get()};
@@ -227,7 +227,8 @@ inline bool import_arg(PyObject* src, bool convert, const Requirements& r, View&
             PyObject* args[] = {nullptr, src};  // a slot before args[0]: vectorcall may use it
             imported = checked(PyObject_Vectorcall(l->view_fn, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
         }
-        View view = from_stridex_view(imported.get());
+        if (imported.get() != src) ready = stream_of(imported.get());
+        View view = from_stridex_view(imported.get(), ready);
         if (satisfies(r, view)) {
             out = std::move(view);
             return true;
