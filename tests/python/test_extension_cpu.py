@@ -120,13 +120,11 @@ def test_read_only_numpy_is_refused_where_the_function_writes(ext):
 
 @pytest.mark.skipif(jax is None, reason="jax is not installed")
 def test_jax_arrays_are_read_only_inputs(ext):
-    j = jax.numpy.arange(6.0, dtype=jax.numpy.float64 if jax.config.jax_enable_x64 else jax.numpy.float32)
     with pytest.raises(TypeError, match="writable"):
         ext.fill(jax.numpy.zeros(3, jax.numpy.float32), 1.0)
     m = jax.numpy.ones((4, 3), jax.numpy.float32)
     assert ext.c_total(m) == 12.0  # read-only is fine where nothing is written
     assert ext.info(m)[1:3] == ("cpu", True)
-    del j
 
 
 def test_objects_that_are_no_arrays(ext):
