@@ -8,6 +8,7 @@
 #include "stridex/array.hpp"
 #include "stridex/constraints.hpp"
 #include "stridex/cuda/driver.hpp"
+#include "stridex/cuda/from_pointer.hpp"
 
 namespace stridex {
 namespace {
@@ -136,6 +137,29 @@ TEST(Array, DeviceMemoryNeedsADriver) {
     if (cuda::device_count() > 0) GTEST_SKIP() << "needs a machine without a CUDA device";
     EXPECT_TRUE(throws_error([] { (void)Array::cuda({4}, dtypes::float32, 0); }, ErrorKind::cuda));
     EXPECT_TRUE(throws_error([] { (void)Array::pinned({4}, dtypes::float32); }, ErrorKind::cuda));
+}
+
+TEST(Array, CudaAndPinnedOnAGpu) {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device (runs on GPU machines)";
+    const std::vector<float> host = {1.f, 2.f, 3.f, 4.f};
+    Array d = Array::cuda({4}, dtypes::float32, 0);
+    EXPECT_EQ(d.device(), Device::cuda(0));
+    // The device the driver reports for the memory is the one the Array says.
+    EXPECT_EQ(cuda::resolve_device(d.ptr(), d.byte_span(), std::nullopt), Device::cuda(0));
+    cuda::Driver& drv = cuda::driver();
+    const auto address = static_cast<cuda::CUdeviceptr>(reinterpret_cast<std::uintptr_t>(d.ptr()));
+    drv.call("cuMemcpyHtoD", drv.api().memcpy_htod, address, static_cast<const void*>(host.data()), sizeof(float) * 4);
+    std::vector<float> back(4);
+    drv.call("cuMemcpyDtoH", drv.api().memcpy_dtoh, static_cast<void*>(back.data()), address, sizeof(float) * 4);
+    EXPECT_EQ(back, host);
+
+    Array p = Array::pinned({2, 2}, dtypes::float32);
+    EXPECT_EQ(p.device(), Device::cuda_host());
+    EXPECT_EQ(cuda::resolve_device(p.ptr(), p.byte_span(), std::nullopt), Device::cuda_host());
+    p.as<float, 2>()(1, 1) = 5.f;  // host-addressable
+    EXPECT_EQ((p.as<const float, 2>()(1, 1)), 5.f);
+    EXPECT_TRUE(throws_error([] { (void)Array::cuda({4}, dtypes::float32, cuda::device_count()); }, ErrorKind::value,
+                             "no CUDA device"));
 }
 
 }  // namespace
