@@ -107,13 +107,15 @@ def main():
         cases[name] = (x, fns)
 
     samples = {(name, c): [] for name, (_, fns) in cases.items() for c in fns}
-    # Interleaved: every column of every input in each round, the order rotated from round to
-    # round so that no column always runs right after another's aftermath (JAX leaves threads busy).
-    order = [(name, column, x, fn) for name, (x, fns) in cases.items() for column, fn in fns.items()]
-    for r in range(args.rounds):
-        k = r % len(order)
-        for name, column, x, fn in order[k:] + order[:k]:
-            samples[(name, column)].append(per_call_ns(fn, x, args.number))
+    # Interleaved: every column of one input in each round, the order rotated from round to round
+    # so that no column always runs right after another. One input at a time: JAX leaves threads
+    # busy after its calls, which would tax whatever ran next on a small machine.
+    for name, (x, fns) in cases.items():
+        order = list(fns.items())
+        for r in range(args.rounds):
+            k = r % len(order)
+            for column, fn in order[k:] + order[:k]:
+                samples[(name, column)].append(per_call_ns(fn, x, args.number))
 
     def summary(values):
         q = statistics.quantiles(values, n=10) if len(values) > 1 else [values[0]] * 9

@@ -146,6 +146,17 @@ def test_may_copy_copies_only_what_is_not_contiguous(ext):
     expect_refusal(lambda: ext.as_c_contiguous(c.astype(np.float64).T), "may_copy", given_numpy(ext))  # never a dtype
 
 
+def test_a_copy_the_engine_cannot_make_yet_is_refused_clearly(ext):
+    # Host memory tagged with a device the CUDA driver cannot judge (taken as given): only the CUDA
+    # copy engine may copy non-cpu memory, so the argument is refused with the reason, not copied.
+    c = np.arange(6, dtype=np.float32).reshape(2, 3)
+    v = stridex.from_pointer(c.ctypes.data, (3, 2), "float32", device="rocm:0", owner=c, strides=(1, 3))
+    with pytest.raises(BufferError, match="a contiguous copy of rocm:0 memory needs the CUDA copy engine"):
+        ext.as_c_contiguous(v)
+    same = ext.as_c_contiguous(v.T)  # C-contiguous already: no copy needed, none refused
+    assert same.ptr == c.ctypes.data and same.device == "rocm:0"
+
+
 # ---- returns: owning arrays on their device, and like= --------------------------------------------
 
 

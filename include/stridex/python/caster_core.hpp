@@ -209,7 +209,11 @@ inline Ref caller_stream_of(PyObject* obj) {
 // the binding library then tries the next overload or raises its TypeError. Foreign arrays are
 // taken only when `convert` is allowed (for stridex.View itself, no conversion is involved), and
 // the one copy arg::may_copy allows happens only then too.
-inline bool import_arg(PyObject* src, bool convert, const Requirements& r, View& out) noexcept {
+// An array that meets everything but the layout, whose copy is refused (device memory, until the
+// CUDA copy engine is plugged in), is the caller's mistake rather than another overload's
+// business: `refusal` receives why, and the caster raises it (BufferError) instead of calling.
+inline bool import_arg(PyObject* src, bool convert, const Requirements& r, View& out,
+                       std::string* refusal = nullptr) noexcept {
     try {
         Link* l = link();
         const bool is_view = is_stridex_view(src);
@@ -234,7 +238,12 @@ inline bool import_arg(PyObject* src, bool convert, const Requirements& r, View&
             return true;
         }
         if (!(r.may_copy && convert)) return false;
-        out = conform(r, view);  // the one explicit copy, or a refusal
+        try {
+            out = conform(r, view);  // the one explicit copy, or a refusal
+        } catch (const Error& e) {
+            if (e.kind() != ErrorKind::unsupported || !refusal) return false;  // not just the layout
+            *refusal = e.what();
+        }
         return true;
     } catch (...) {
         PyErr_Clear();

@@ -53,21 +53,44 @@ struct type_caster<stridex::View> {
     }
 };
 
+// NB_TYPE_CASTER spelt out, so that taking the value can raise a refused copy (import_arg).
 template <class... Constraints>
 struct type_caster<stridex::Arg<Constraints...>> {
-    using ArgType = stridex::Arg<Constraints...>;
-    NB_TYPE_CASTER(ArgType, const_name(stridex::description<Constraints...>()))
+    using Value = stridex::Arg<Constraints...>;
+    static constexpr auto Name = const_name(stridex::description<Constraints...>());
+    template <typename T_>
+    using Cast = movable_cast_t<T_>;
+    template <typename T_>
+    static constexpr bool can_cast() {
+        return true;
+    }
+    explicit operator Value*() { return &take(); }
+    explicit operator Value&() { return take(); }
+    explicit operator Value&&() { return std::move(take()); }
+    Value value;
+    std::string refusal;
+
+    Value& take() {
+        if (!refusal.empty()) throw buffer_error(refusal.c_str());
+        return value;
+    }
 
     bool from_python(handle src, uint8_t flags, cleanup_list*) noexcept {
         stridex::View view;
         if (!stridex::interop::import_arg(src.ptr(), flags & static_cast<uint8_t>(cast_flags::convert),
-                                          ArgType::requirements, view))
+                                          Value::requirements, view, &refusal))
             return false;
-        value = ArgType(std::move(view), src.ptr());
+        value = Value(std::move(view), src.ptr());
         return true;
     }
 
-    static handle from_cpp(const ArgType& view, rv_policy, cleanup_list*) noexcept {
+    template <typename T_, enable_if_t<std::is_same_v<std::remove_cv_t<T_>, Value>> = 0>
+    static handle from_cpp(T_* p, rv_policy policy, cleanup_list* list) noexcept {
+        if (!p) return none().release();
+        return from_cpp(*p, policy, list);
+    }
+
+    static handle from_cpp(const Value& view, rv_policy, cleanup_list*) noexcept {
         try {
             return stridex::interop::export_view(view, view.source()).release();
         } catch (...) {

@@ -58,17 +58,34 @@ struct type_caster<stridex::View> {
     }
 };
 
+// PYBIND11_TYPE_CASTER spelt out, so that taking the value can raise a refused copy (import_arg).
 template <class... Constraints>
 struct type_caster<stridex::Arg<Constraints...>> {
     using ArgType = stridex::Arg<Constraints...>;
-    PYBIND11_TYPE_CASTER(ArgType, const_name(stridex::description<Constraints...>()));
+    static constexpr auto name = const_name(stridex::description<Constraints...>());
+    operator ArgType*() { return &take(); }
+    operator ArgType&() { return take(); }
+    operator ArgType&&() && { return std::move(take()); }
+    template <typename T_>
+    using cast_op_type = movable_cast_op_type<T_>;
 
     bool load(handle src, bool convert) {
         stridex::View view;
-        if (!stridex::interop::import_arg(src.ptr(), convert, ArgType::requirements, view)) return false;
+        if (!stridex::interop::import_arg(src.ptr(), convert, ArgType::requirements, view, &refusal)) return false;
         value = ArgType(std::move(view), src.ptr());
         return true;
     }
+
+protected:
+    ArgType value;
+    std::string refusal;
+
+    ArgType& take() {
+        if (!refusal.empty()) throw buffer_error(refusal);
+        return value;
+    }
+
+public:
 
     static handle cast(const ArgType& view, return_value_policy, handle) {
         return stridex_export([&] { return stridex::interop::export_view(view, view.source()); });
