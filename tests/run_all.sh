@@ -28,6 +28,8 @@ cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRIDEX_WERR
   -DSTRIDEX_BUILD_TESTS=ON -DSTRIDEX_BUILD_BENCH=ON >/dev/null
 cmake --build build/ci -j "$jobs"
 ctest --test-dir build/ci --output-on-failure -j "$jobs"
+# The installed package the extension examples (tests/python/test_extension_*.py) build against.
+cmake --install build/ci --prefix build/ci-prefix >/dev/null
 
 step "C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRIDEX_WERROR=ON \
@@ -38,4 +40,4 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 step "Python package and tests"
 python3 -m pip install -q --disable-pip-version-check --no-build-isolation .
-python3 -m pytest -q -rs tests/python
+STRIDEX_PREFIX="$root/build/ci-prefix" python3 -m pytest -q -rs tests/python

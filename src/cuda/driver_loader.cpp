@@ -115,6 +115,10 @@ std::unique_ptr<Driver> load_driver(const char* library) {
     r.bind(t.ipc_open_event_handle, "cuIpcOpenEventHandle", "cuIpcOpenEventHandle");
     r.bind(t.mem_export_to_shareable_handle, "cuMemExportToShareableHandle", "cuMemExportToShareableHandle");
     r.bind(t.mem_import_from_shareable_handle, "cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle");
+    r.bind(t.mem_alloc, "cuMemAlloc", "cuMemAlloc_v2");
+    r.bind(t.mem_free, "cuMemFree", "cuMemFree_v2");
+    r.bind(t.mem_host_alloc, "cuMemHostAlloc", "cuMemHostAlloc");
+    r.bind(t.mem_free_host, "cuMemFreeHost", "cuMemFreeHost");
     if (!t.init)
         return Driver::unavailable(std::string("CUDA driver ") + library + " has no cuInit: not a CUDA driver");
     return std::make_unique<Driver>(t, library);

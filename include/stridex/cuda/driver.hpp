@@ -168,6 +168,10 @@ struct DriverTable {
     CUresult (*mem_export_to_shareable_handle)(void* shareable, CUmemGenericAllocationHandle, int handle_type,
                                                unsigned long long flags);
     CUresult (*mem_import_from_shareable_handle)(CUmemGenericAllocationHandle*, void* os_handle, int handle_type);
+    CUresult (*mem_alloc)(CUdeviceptr*, std::size_t bytes);               // stridex::Array::cuda
+    CUresult (*mem_free)(CUdeviceptr);
+    CUresult (*mem_host_alloc)(void**, std::size_t bytes, unsigned flags);  // stridex::Array::pinned
+    CUresult (*mem_free_host)(void*);
 };
 
 // A failed driver call: Error(cuda) that also keeps the CUresult, for callers that branch on it.

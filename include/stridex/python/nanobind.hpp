@@ -1,182 +1,128 @@
-// A nanobind type caster for stridex::View, for extension authors:
+// nanobind type casters for stridex, for extension authors:
 //
 //     #include <stridex/python/nanobind.hpp>
-//     stridex::View make(std::size_t n);           // returns a stridex.View to Python
-//     double total(const stridex::View& values);  // takes anything stridex.view() takes
+//     using namespace stridex;
+//     double total(const View& values);                    // anything stridex.view() takes
+//     void saxpy(float a, Arg<arg::dtype<float>, arg::ndim<1>> x,
+//                Arg<arg::dtype<float>, arg::ndim<1>, arg::writable> y);
+//     Array make(std::int64_t n);                          // -> stridex.View on the memory's device
+//     Like scaled(Arg<> x) { return like(x, ...); }         // torch in, torch out
 //
-// The extension and the stridex wheel are separate modules, possibly built by different compilers
-// with different stridex versions, so nothing C++ crosses between them: values travel as DLPack
-// tensors through stridex.View's C exchange API (a versioned C struct, PROTOCOLS §1), with a
-// versioned capsule and stridex.view() as the fallback when the API does not match.
-//
-// C++ -> Python: the View's device is checked against the memory first (cuda::resolve_device):
-// a CUDA allocation tagged cpu, or tagged with the wrong ordinal, raises ValueError instead of
-// reaching a consumer that would dereference a device pointer on the host (seeds/004). Build the
-// View with cuda::view_of_pointer and the device is right by construction. A pending stream
-// (View::stream) travels along.
-//
-// Python -> C++: a stridex.View, or (when implicit conversion is allowed) anything stridex.view()
-// accepts. Data with no pending work arrives as is; data with pending work is ordered before the
-// legacy default stream (`__dlpack__(stream=None)`, an event, no host block) and the C++ View
-// says so (stream() == 1): launch on the legacy stream, or order your stream after it.
-//
-// Link the extension with stridex::stridex (the caster uses dlpack import/export and the driver).
+// Arguments: a stridex.View always; any other array when nanobind allows implicit conversion
+// (the default; nb::arg("x").noconvert() takes stridex.View only). Constraints are checked then;
+// an argument that fails them is not converted, and nanobind raises its overload TypeError with
+// the constraints as the parameter's type ("stridex.View[dtype=float32, ndim=1, writable]") and
+// the type of what was given. The rules live in caster_core.hpp, shared with pybind11.hpp.
+// Link the extension with stridex::stridex.
 #pragma once
 
 #include <nanobind/nanobind.h>
 
-#include "stridex/cuda/from_pointer.hpp"
-#include "stridex/dlpack.hpp"
-#include "stridex/view.hpp"
-
-namespace stridex::nanobind_interop {
-
-namespace nb = ::nanobind;
-
-// What the caster needs of the stridex Python module, looked up once (under the GIL). A plain
-// pointer rather than a function-local static object: the lookup imports a module, which may
-// release the GIL, and a C++ static guard held across that can deadlock with another thread.
-struct Link {
-    PyObject* view_type = nullptr;  // stridex.View
-    PyObject* view_fn = nullptr;    // stridex.view, or nullptr in a stridex without it
-    const dlpack::DLPackExchangeAPI* api = nullptr;  // nullptr when the API's major is not ours
-};
-
-inline Link* link() {
-    static Link* cached = nullptr;  // constant-initialised: no guard
-    if (cached) return cached;
-    nb::module_ module = nb::module_::import_("stridex");
-    auto* l = new Link();
-    l->view_type = nb::object(module.attr("View")).release().ptr();  // kept for the life of the process
-    if (nb::hasattr(module, "view")) l->view_fn = nb::object(module.attr("view")).release().ptr();
-    nb::handle type(l->view_type);
-    if (nb::hasattr(type, "__dlpack_c_exchange_api__")) {
-        nb::object capsule = type.attr("__dlpack_c_exchange_api__");
-        auto* api = static_cast<const dlpack::DLPackExchangeAPI*>(
-            PyCapsule_GetPointer(capsule.ptr(), "dlpack_exchange_api"));
-        if (api == nullptr) PyErr_Clear();
-        // Walk prev_api to the newest API of our major version.
-        while (api && api->header.version.major > dlpack::kMajorVersion)
-            api = reinterpret_cast<const dlpack::DLPackExchangeAPI*>(api->header.prev_api);
-        if (api && api->header.version.major == dlpack::kMajorVersion) l->api = api;
-    }
-    cached = l;
-    return l;
-}
-
-// A versioned capsule's tensor, taken over (renamed used_*, as the protocol wants).
-inline View import_capsule(nb::handle capsule) {
-    auto* t = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor_versioned"));
-    if (t == nullptr) throw nb::python_error();
-    if (PyCapsule_SetName(capsule.ptr(), "used_dltensor_versioned") != 0) throw nb::python_error();
-    return dlpack::import_managed(t);
-}
-
-// A stridex.View (Python) -> a View (C++).
-inline View from_stridex_view(nb::handle obj) {
-    Link* l = link();
-    nb::object stream = obj.attr("stream");
-    if (stream.is_none() && l->api) {
-        // Nothing pending: the exchange API, no Python call and no capsule.
-        dlpack::DLManagedTensorVersioned* t = nullptr;
-        if (l->api->managed_tensor_from_py_object_no_sync(obj.ptr(), &t) != 0) throw nb::python_error();
-        return dlpack::import_managed(t);
-    }
-    // Pending work: __dlpack__(stream=None) orders the legacy default stream after it.
-    nb::object capsule = obj.attr("__dlpack__")(nb::arg("max_version") = nb::make_tuple(1, 3));
-    View view = import_capsule(capsule);
-    if (!stream.is_none() && view.device().is_cuda_family()) view.set_stream(1);
-    return view;
-}
-
-// A View (C++) -> a stridex.View (Python), with its device checked against the memory.
-inline nb::object to_stridex_view(const View& view) {
-    if (!view.layout().empty()) (void)cuda::resolve_device(view.ptr(), view.byte_span(), view.device());
-    Link* l = link();
-    nb::object out;
-    if (l->api) {
-        dlpack::DLManagedTensorVersioned* t = dlpack::export_versioned(view);
-        void* py = nullptr;
-        // Steals t in every outcome.
-        if (l->api->managed_tensor_to_py_object_no_sync(t, &py) != 0) throw nb::python_error();
-        out = nb::steal(static_cast<PyObject*>(py));
-    } else {
-        if (l->view_fn == nullptr)
-            fail(ErrorKind::type, "this stridex module offers neither the DLPack exchange API 1.x nor stridex.view");
-        dlpack::DLManagedTensorVersioned* t = dlpack::export_versioned(view);
-        nb::object capsule = nb::steal(PyCapsule_New(t, "dltensor_versioned", [](PyObject* c) noexcept {
-            // Renamed used_* when consumed: the consumer owns the deleter then.
-            if (!PyCapsule_IsValid(c, "dltensor_versioned")) return;
-            auto* m = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, "dltensor_versioned"));
-            m->deleter(m);
-        }));
-        if (!capsule.is_valid()) {
-            t->deleter(t);
-            throw nb::python_error();
-        }
-        out = nb::handle(l->view_fn)(capsule);
-    }
-    if (view.stream() != kNoStream) out = out.attr("_with_stream")(static_cast<std::int64_t>(view.stream()));
-    return out;
-}
-
-// Sets a Python error from the exception being handled (noexcept caster entry points).
-inline void set_error() noexcept {
-    try {
-        throw;
-    } catch (nb::python_error& e) {
-        e.restore();
-    } catch (const Error& e) {
-        PyObject* type = PyExc_RuntimeError;
-        switch (e.kind()) {
-            case ErrorKind::buffer:
-            case ErrorKind::unsupported: type = PyExc_BufferError; break;
-            case ErrorKind::type: type = PyExc_TypeError; break;
-            case ErrorKind::value: type = PyExc_ValueError; break;
-            case ErrorKind::index: type = PyExc_IndexError; break;
-            case ErrorKind::cuda: type = PyExc_RuntimeError; break;
-        }
-        PyErr_SetString(type, e.what());
-    } catch (const std::exception& e) {
-        PyErr_SetString(PyExc_RuntimeError, e.what());
-    } catch (...) {
-        PyErr_SetString(PyExc_RuntimeError, "stridex caster: unknown C++ exception");
-    }
-}
-
-}  // namespace stridex::nanobind_interop
+#include "stridex/python/caster_core.hpp"
 
 NAMESPACE_BEGIN(NB_NAMESPACE)
 NAMESPACE_BEGIN(detail)
+
+// Sets the Python error for the exception in flight (nanobind's own, or the shared translation).
+inline void stridex_set_error() noexcept {
+    try {
+        throw;
+    } catch (python_error& e) {
+        e.restore();
+    } catch (...) {
+        stridex::interop::set_python_error();
+    }
+}
 
 template <>
 struct type_caster<stridex::View> {
     NB_TYPE_CASTER(stridex::View, const_name("stridex.View"))
 
     bool from_python(handle src, uint8_t flags, cleanup_list*) noexcept {
-        namespace interop = stridex::nanobind_interop;
-        try {
-            interop::Link* l = interop::link();
-            object obj = borrow(src);
-            if (!PyObject_TypeCheck(src.ptr(), reinterpret_cast<PyTypeObject*>(l->view_type))) {
-                // Other arrays only in nanobind's second (converting) pass, through stridex.view.
-                if (!(flags & static_cast<uint8_t>(cast_flags::convert)) || l->view_fn == nullptr) return false;
-                obj = handle(l->view_fn)(src);
-            }
-            value = interop::from_stridex_view(obj);
-            return true;
-        } catch (...) {
-            // Not convertible: nanobind tries other overloads, then raises its own TypeError.
-            PyErr_Clear();
-            return false;
-        }
+        static constexpr stridex::Requirements none{};
+        return stridex::interop::import_arg(src.ptr(), flags & static_cast<uint8_t>(cast_flags::convert), none, value);
     }
 
     static handle from_cpp(const stridex::View& view, rv_policy, cleanup_list*) noexcept {
         try {
-            return stridex::nanobind_interop::to_stridex_view(view).release();
+            return stridex::interop::export_view(view).release();
         } catch (...) {
-            stridex::nanobind_interop::set_error();
+            stridex_set_error();
+            return handle();
+        }
+    }
+};
+
+// NB_TYPE_CASTER spelt out, so that taking the value can raise a refused copy (import_arg).
+template <class... Constraints>
+struct type_caster<stridex::Arg<Constraints...>> {
+    using Value = stridex::Arg<Constraints...>;
+    static constexpr auto Name = const_name(stridex::description<Constraints...>());
+    template <typename T_>
+    using Cast = movable_cast_t<T_>;
+    template <typename T_>
+    static constexpr bool can_cast() {
+        return true;
+    }
+    explicit operator Value*() { return &take(); }
+    explicit operator Value&() { return take(); }
+    explicit operator Value&&() { return std::move(take()); }
+    Value value;
+    std::string refusal;
+
+    Value& take() {
+        if (!refusal.empty()) throw buffer_error(refusal.c_str());
+        return value;
+    }
+
+    bool from_python(handle src, uint8_t flags, cleanup_list*) noexcept {
+        stridex::View view;
+        if (!stridex::interop::import_arg(src.ptr(), flags & static_cast<uint8_t>(cast_flags::convert),
+                                          Value::requirements, view, &refusal))
+            return false;
+        value = Value(std::move(view), src.ptr());
+        return true;
+    }
+
+    template <typename T_, enable_if_t<std::is_same_v<std::remove_cv_t<T_>, Value>> = 0>
+    static handle from_cpp(T_* p, rv_policy policy, cleanup_list* list) noexcept {
+        if (!p) return none().release();
+        return from_cpp(*p, policy, list);
+    }
+
+    static handle from_cpp(const Value& view, rv_policy, cleanup_list*) noexcept {
+        try {
+            return stridex::interop::export_view(view, view.source()).release();
+        } catch (...) {
+            stridex_set_error();
+            return handle();
+        }
+    }
+};
+
+// Return-only types: an owning Array and a View in the framework of an argument.
+template <>
+struct type_caster<stridex::Array> {
+    NB_TYPE_CASTER(stridex::Array, const_name("stridex.View"))
+
+    bool from_python(handle, uint8_t, cleanup_list*) noexcept { return false; }  // Arrays are made in C++
+
+    static handle from_cpp(const stridex::Array& array, rv_policy, cleanup_list*) noexcept {
+        return type_caster<stridex::View>::from_cpp(array, rv_policy::automatic, nullptr);
+    }
+};
+
+template <>
+struct type_caster<stridex::Like> {
+    NB_TYPE_CASTER(stridex::Like, const_name("object"))
+
+    bool from_python(handle, uint8_t, cleanup_list*) noexcept { return false; }
+
+    static handle from_cpp(const stridex::Like& out, rv_policy, cleanup_list*) noexcept {
+        try {
+            return stridex::interop::export_view(out.view, out.like).release();
+        } catch (...) {
+            stridex_set_error();
             return handle();
         }
     }
@@ -184,3 +130,22 @@ struct type_caster<stridex::View> {
 
 NAMESPACE_END(detail)
 NAMESPACE_END(NB_NAMESPACE)
+
+namespace stridex {
+
+// Makes a stridex::Error thrown by a bound function the matching Python exception (ValueError,
+// TypeError, BufferError, IndexError, RuntimeError) instead of nanobind's generic RuntimeError.
+// Call once in NB_MODULE.
+inline void register_error_translator() {
+    nanobind::register_exception_translator(
+        [](const std::exception_ptr& p, void*) {
+            try {
+                std::rethrow_exception(p);
+            } catch (const Error&) {
+                interop::set_python_error();
+            }
+        },
+        nullptr);
+}
+
+}  // namespace stridex

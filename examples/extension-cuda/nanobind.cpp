@@ -1,0 +1,17 @@
+// The CUDA example bound with nanobind: `import stridex_example_cuda_nb`.
+#include <nanobind/nanobind.h>
+
+#include <stridex/python/nanobind.hpp>
+
+#include "ops.hpp"
+
+namespace nb = nanobind;
+
+NB_MODULE(stridex_example_cuda_nb, m) {
+    stridex::register_error_translator();  // stridex::Error -> ValueError, BufferError ...
+    m.def("saxpy", &example::saxpy, nb::arg("a"), nb::arg("x"), nb::arg("y"), "y = a * x + y, in place (1-d)");
+    m.def("saxpy_2d", &example::saxpy_2d, nb::arg("a"), nb::arg("x"), nb::arg("y"), "y = a * x + y, in place (2-d)");
+    m.def("arange", &example::arange, nb::arg("n"), nb::arg("device") = 0);
+    m.def("arange_like", &example::arange_like, nb::arg("like"), nb::arg("n"));
+    m.def("stream_of", &example::stream_of, nb::arg("x"));
+}

@@ -1,0 +1,339 @@
+// What the nanobind and pybind11 casters share: everything but the binding library, on PyObject*.
+//
+// Extension authors include <stridex/python/nanobind.hpp> or <stridex/python/pybind11.hpp>; this
+// header holds the argument and return types they bind and the conversions both use:
+//
+//   stridex::View               any array stridex.view() accepts, or a stridex.View -> a View
+//   stridex::Arg<constraints>   the same, checked against typed constraints (constraints.hpp)
+//   stridex::Array / View       returned as a stridex.View, on the device of the memory itself
+//   stridex::Like               returned in the framework of an argument: like(x, out)
+//
+// The extension and the stridex wheel are separate modules, possibly built by different compilers
+// with different stridex versions, so nothing C++ crosses between them: values travel as DLPack
+// tensors through stridex.View's C exchange API (a versioned C struct), with a versioned capsule
+// as the fallback when the API does not match.
+//
+// The stream contract is stridex.view()'s (docs/import.md): an argument is imported with
+// stridex.view(obj), so a CUDA producer's pending work is ordered before the legacy default stream
+// (an event, no host block) and View::stream() says 1; host memory says kNoStream. With
+// arg::caller_stream the argument is ordered on the calling framework's current stream instead
+// (asked through the DLPack exchange API of the argument's type: torch >= 2.10), and
+// View::stream() is that stream: launch your kernels there. docs/extensions.md has the details.
+//
+// Link the extension with stridex::stridex (the casters use dlpack import/export and the driver).
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "stridex/array.hpp"
+#include "stridex/constraints.hpp"
+#include "stridex/cuda/from_pointer.hpp"
+#include "stridex/dlpack.hpp"
+#include "stridex/view.hpp"
+
+namespace stridex {
+
+// A View argument that remembers the Python object it came from (for like()).
+class ArgBase : public View {
+public:
+    ArgBase() = default;
+    ArgBase(View view, PyObject* source) : View(std::move(view)), source_(source) {}
+    // The object the caller passed: borrowed, valid during the call only.
+    PyObject* source() const noexcept { return source_; }
+
+private:
+    PyObject* source_ = nullptr;
+};
+
+// An array argument with typed constraints: Arg<arg::dtype<float>, arg::ndim<2>, arg::cuda>.
+// Converting an argument that does not meet them fails, and the binding library raises its
+// overload TypeError, which shows the constraints as the parameter's type.
+template <class... Constraints>
+class Arg : public ArgBase {
+public:
+    static constexpr Requirements requirements = requirements_of<Constraints...>();
+    using ArgBase::ArgBase;
+};
+
+// A View to return in the framework of an argument (torch in, torch out), through that
+// framework's own from_dlpack. Holds `input` borrowed: return it from the call that received it.
+struct Like {
+    View view;
+    PyObject* like = nullptr;
+};
+inline Like like(const ArgBase& input, View view) { return Like{std::move(view), input.source()}; }
+
+namespace interop {
+
+// Thrown where a Python error is set already.
+struct PythonError {};
+
+// An owned reference.
+class Ref {
+public:
+    Ref() = default;
+    explicit Ref(PyObject* p) noexcept : p_(p) {}  // steals
+    Ref(Ref&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+    Ref& operator=(Ref o) noexcept {
+        std::swap(p_, o.p_);
+        return *this;
+    }
+    ~Ref() { Py_XDECREF(p_); }
+    static Ref borrow(PyObject* p) noexcept {
+        Py_XINCREF(p);
+        return Ref(p);
+    }
+    PyObject* get() const noexcept { return p_; }
+    PyObject* release() noexcept { return std::exchange(p_, nullptr); }
+    explicit operator bool() const noexcept { return p_ != nullptr; }
+
+private:
+    PyObject* p_ = nullptr;
+};
+
+inline Ref checked(PyObject* p) {
+    if (!p) throw PythonError{};
+    return Ref(p);
+}
+
+// The newest DLPack exchange API of major 1 that `type` offers (the 1.3 capsule, else the 1.2
+// int), or nullptr.
+inline const dlpack::DLPackExchangeAPI* exchange_api_of(PyObject* type) {
+    const dlpack::DLPackExchangeAPI* api = nullptr;
+    if (Ref capsule{PyObject_GetAttrString(type, "__dlpack_c_exchange_api__")}) {
+        api = static_cast<const dlpack::DLPackExchangeAPI*>(PyCapsule_GetPointer(capsule.get(), "dlpack_exchange_api"));
+    } else if (Ref address{(PyErr_Clear(), PyObject_GetAttrString(type, "__c_dlpack_exchange_api__"))}) {
+        api = static_cast<const dlpack::DLPackExchangeAPI*>(PyLong_AsVoidPtr(address.get()));
+    }
+    PyErr_Clear();
+    while (api && api->header.version.major > dlpack::kMajorVersion)
+        api = reinterpret_cast<const dlpack::DLPackExchangeAPI*>(api->header.prev_api);
+    return api && api->header.version.major == dlpack::kMajorVersion ? api : nullptr;
+}
+
+// What the casters need of the stridex Python module, looked up once (under the GIL). A plain
+// pointer rather than a function-local static object: the lookup imports a module, which may
+// release the GIL, and a C++ static guard held across that can deadlock with another thread.
+struct Link {
+    PyObject* view_type = nullptr;  // stridex.View
+    PyObject* view_fn = nullptr;    // stridex.view
+    PyObject* stream_name = nullptr;  // "stream", interned
+    const dlpack::DLPackExchangeAPI* api = nullptr;  // nullptr when the API's major is not ours
+};
+
+inline Link* link() {
+    static Link* cached = nullptr;  // constant-initialised: no guard
+    if (cached) return cached;
+    Ref module = checked(PyImport_ImportModule("stridex"));
+    Ref type = checked(PyObject_GetAttrString(module.get(), "View"));
+    Ref fn = checked(PyObject_GetAttrString(module.get(), "view"));
+    Ref name = checked(PyUnicode_InternFromString("stream"));
+    auto* l = new Link();  // kept for the life of the process, as are the references
+    l->api = exchange_api_of(type.get());
+    l->view_type = type.release();
+    l->view_fn = fn.release();
+    l->stream_name = name.release();
+    cached = l;
+    return l;
+}
+
+inline bool is_stridex_view(PyObject* obj) {
+    return PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(link()->view_type));
+}
+
+// stridex.View.stream as an int (kNoStream for None).
+inline std::intptr_t stream_of(PyObject* view) {
+    Ref stream = checked(PyObject_GetAttr(view, link()->stream_name));
+    if (stream.get() == Py_None) return kNoStream;
+    const Py_ssize_t value = PyLong_AsSsize_t(stream.get());
+    if (value == -1 && PyErr_Occurred()) throw PythonError{};
+    return static_cast<std::intptr_t>(value);
+}
+
+// A versioned capsule's tensor, taken over (renamed used_*, as the protocol wants).
+inline View import_capsule(PyObject* capsule) {
+    auto* t = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
+    if (t == nullptr) throw PythonError{};
+    if (PyCapsule_SetName(capsule, "used_dltensor_versioned") != 0) throw PythonError{};
+    return dlpack::import_managed(t);
+}
+
+// A stridex.View (Python) whose stream is `stream` -> a View (C++) of the same memory and stream,
+// with no ordering of its own: stridex.view() did that already.
+inline View from_stridex_view(PyObject* obj, std::intptr_t stream) {
+    Link* l = link();
+    View view;
+    if (l->api) {
+        dlpack::DLManagedTensorVersioned* t = nullptr;
+        if (l->api->managed_tensor_from_py_object_no_sync(obj, &t) != 0) throw PythonError{};
+        view = dlpack::import_managed(t);
+    } else {
+        // An older stridex.View: __dlpack__(stream=-1) exports without ordering anything.
+        Ref method = checked(PyObject_GetAttrString(obj, "__dlpack__"));
+        Ref kwargs = checked(Py_BuildValue("{s:i,s:(ii)}", "stream", -1, "max_version", dlpack::kMajorVersion, 3));
+        Ref args = checked(PyTuple_New(0));
+        Ref capsule = checked(PyObject_Call(method.get(), args.get(), kwargs.get()));
+        view = import_capsule(capsule.get());
+    }
+    view.set_stream(stream);
+    return view;
+}
+
+// The stream the framework of `obj` currently works on, for obj's CUDA device, as a Python int in
+// the protocol encoding; a null Ref when obj's type has no exchange API or obj is not on a GPU.
+inline Ref caller_stream_of(PyObject* obj) {
+    const dlpack::DLPackExchangeAPI* api = exchange_api_of(reinterpret_cast<PyObject*>(Py_TYPE(obj)));
+    if (!api || !api->current_work_stream) return Ref();
+    Ref device = checked(PyObject_CallMethod(obj, "__dlpack_device__", nullptr));
+    int type = 0, id = 0;
+    if (!PyArg_ParseTuple(device.get(), "ii", &type, &id)) throw PythonError{};
+    if (type != static_cast<int>(DeviceType::kCUDA) && type != static_cast<int>(DeviceType::kCUDAManaged))
+        return Ref();
+    void* stream = nullptr;
+    if (api->current_work_stream(type, id, &stream) != 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "current_work_stream of the exchange API failed");
+        throw PythonError{};
+    }
+    // The NULL handle is the legacy default stream; the protocols spell it 1, never 0.
+    return checked(PyLong_FromVoidPtr(stream ? stream : reinterpret_cast<void*>(std::intptr_t{1})));
+}
+
+// Python argument -> View meeting `r`. False (no Python error set) when `src` cannot be converted:
+// the binding library then tries the next overload or raises its TypeError. Foreign arrays are
+// taken only when `convert` is allowed (for stridex.View itself, no conversion is involved), and
+// the one copy arg::may_copy allows happens only then too.
+// An array that meets everything but the layout, whose copy is refused (device memory, until the
+// CUDA copy engine is plugged in), is the caller's mistake rather than another overload's
+// business: `refusal` receives why, and the caster raises it (BufferError) instead of calling.
+inline bool import_arg(PyObject* src, bool convert, const Requirements& r, View& out,
+                       std::string* refusal = nullptr) noexcept {
+    try {
+        Link* l = link();
+        const bool is_view = is_stridex_view(src);
+        if (!is_view && !convert) return false;
+        Ref stream = (r.caller_stream && !is_view) ? caller_stream_of(src) : Ref();
+        Ref imported;
+        std::intptr_t ready = is_view ? stream_of(src) : kNoStream;
+        if (is_view && ready == kNoStream) {
+            imported = Ref::borrow(src);  // nothing pending: nothing to order
+        } else if (stream) {
+            PyObject* args[] = {src, stream.get()};
+            Ref names = checked(PyTuple_Pack(1, l->stream_name));
+            imported = checked(PyObject_Vectorcall(l->view_fn, args, 1, names.get()));
+        } else {
+            PyObject* args[] = {nullptr, src};  // a slot before args[0]: vectorcall may use it
+            imported = checked(PyObject_Vectorcall(l->view_fn, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+        }
+        if (imported.get() != src) ready = stream_of(imported.get());
+        View view = from_stridex_view(imported.get(), ready);
+        if (satisfies(r, view)) {
+            out = std::move(view);
+            return true;
+        }
+        if (!(r.may_copy && convert)) return false;
+        try {
+            out = conform(r, view);  // the one explicit copy, or a refusal
+        } catch (const Error& e) {
+            if (e.kind() != ErrorKind::unsupported || !refusal) return false;  // not just the layout
+            *refusal = e.what();
+        }
+        return true;
+    } catch (...) {
+        PyErr_Clear();
+        return false;
+    }
+}
+
+// A View (C++) -> a new stridex.View, with its device checked against the memory (seeds/004: a
+// CUDA allocation tagged cpu must never reach a consumer that dereferences it on the host). A
+// pending stream (View::stream) travels along.
+inline Ref to_stridex_view(const View& view) {
+    if (!view.layout().empty()) (void)cuda::resolve_device(view.ptr(), view.byte_span(), view.device());
+    Link* l = link();
+    dlpack::DLManagedTensorVersioned* t = dlpack::export_versioned(view);
+    Ref out;
+    if (l->api) {
+        void* py = nullptr;
+        // Steals t in every outcome.
+        if (l->api->managed_tensor_to_py_object_no_sync(t, &py) != 0) throw PythonError{};
+        out = Ref(static_cast<PyObject*>(py));
+    } else {
+        Ref capsule(PyCapsule_New(t, "dltensor_versioned", [](PyObject* c) noexcept {
+            // Renamed used_* when consumed: the consumer owns the deleter then.
+            if (!PyCapsule_IsValid(c, "dltensor_versioned")) return;
+            auto* m = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, "dltensor_versioned"));
+            m->deleter(m);
+        }));
+        if (!capsule) {
+            t->deleter(t);
+            throw PythonError{};
+        }
+        out = checked(PyObject_CallOneArg(l->view_fn, capsule.get()));
+    }
+    if (view.stream() != kNoStream)
+        out = checked(PyObject_CallMethod(out.get(), "_with_stream", "n", static_cast<Py_ssize_t>(view.stream())));
+    return out;
+}
+
+// The from_dlpack of the framework `like` belongs to: the root package of its type's module
+// (torch, numpy, cupy, warp...), with jax's arrays, which live in jaxlib, sent to jax.dlpack.
+inline Ref from_dlpack_of(PyObject* like) {
+    Ref module_name = checked(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(like)), "__module__"));
+    const char* name = PyUnicode_AsUTF8(module_name.get());
+    if (!name) throw PythonError{};
+    std::string root(name, std::strcspn(name, "."));
+    if (root == "jaxlib" || root == "jax") root = "jax.dlpack";
+    Ref module = checked(PyImport_ImportModule(root.c_str()));
+    PyObject* fn = PyObject_GetAttrString(module.get(), "from_dlpack");
+    if (!fn) {
+        PyErr_Clear();
+        fail(ErrorKind::type, "cannot return an array like a ", Py_TYPE(like)->tp_name, ": ", root,
+             " has no from_dlpack");
+    }
+    return Ref(fn);
+}
+
+// A returned View -> a stridex.View, or the framework of `like` (when given and not a stridex.View).
+inline Ref export_view(const View& view, PyObject* like = nullptr) {
+    Ref out = to_stridex_view(view);
+    if (!like || is_stridex_view(like)) return out;
+    Ref fn = from_dlpack_of(like);
+    return checked(PyObject_CallOneArg(fn.get(), out.get()));
+}
+
+// Sets the Python error for the exception being handled (for noexcept caster entry points that
+// have no binding-library exception in flight).
+inline void set_python_error() noexcept {
+    try {
+        throw;
+    } catch (const PythonError&) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "stridex caster: unknown Python error");
+    } catch (const Error& e) {
+        PyObject* type = PyExc_RuntimeError;
+        switch (e.kind()) {
+            case ErrorKind::buffer:
+            case ErrorKind::unsupported: type = PyExc_BufferError; break;
+            case ErrorKind::type: type = PyExc_TypeError; break;
+            case ErrorKind::value: type = PyExc_ValueError; break;
+            case ErrorKind::index: type = PyExc_IndexError; break;
+            case ErrorKind::cuda: type = PyExc_RuntimeError; break;
+        }
+        PyErr_SetString(type, e.what());
+    } catch (const std::bad_alloc&) {
+        PyErr_NoMemory();
+    } catch (const std::exception& e) {
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (...) {
+        PyErr_SetString(PyExc_RuntimeError, "stridex caster: unknown C++ exception");
+    }
+}
+
+}  // namespace interop
+}  // namespace stridex

@@ -1,0 +1,88 @@
+// Checking Views against typed constraints (include/stridex/constraints.hpp).
+#include "stridex/constraints.hpp"
+
+#include <sstream>
+
+#include "stridex/copy.hpp"
+#include "stridex/error.hpp"
+
+namespace stridex {
+
+namespace {
+
+bool order_holds(Order order, const Layout& layout) noexcept {
+    switch (order) {
+        case Order::any: return true;
+        case Order::c: return layout.is_c_contiguous();
+        case Order::f: return layout.is_f_contiguous();
+    }
+    return false;
+}
+
+// Everything but the contiguity.
+bool satisfies_except_order(const Requirements& r, const View& view) noexcept {
+    if (r.has_dtype && view.dtype() != r.dtype) return false;
+    if (r.ndim != -1 && view.ndim() != r.ndim) return false;
+    if (r.has_shape)
+        for (int a = 0; a < r.ndim; ++a) {
+            const std::int64_t want = r.shape[static_cast<std::size_t>(a)];
+            if (want != arg::any && view.shape()[static_cast<std::size_t>(a)] != want) return false;
+        }
+    if (r.has_device && (view.device().type != r.device_type || (r.device_id != -1 && view.device().id != r.device_id)))
+        return false;
+    if (r.writable && view.readonly()) return false;
+    return true;
+}
+
+std::string requirements_text(const Requirements& r) {
+    detail::TextWriter count;
+    detail::write_requirements(count, r);
+    std::string text(count.size, '\0');
+    detail::TextWriter w{text.data()};
+    detail::write_requirements(w, r);
+    return text;
+}
+
+void put_ints(std::ostream& out, std::span<const std::int64_t> values) {
+    out << '(';
+    for (std::size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
+    out << (values.size() == 1 ? ",)" : ")");
+}
+
+}  // namespace
+
+bool satisfies(const Requirements& r, const View& view) noexcept {
+    return satisfies_except_order(r, view) && order_holds(r.order, view.layout());
+}
+
+std::string view_summary(const View& view) {
+    std::ostringstream out;
+    out << view.dtype().name() << ", shape=";
+    put_ints(out, view.shape());
+    out << ", strides=";
+    put_ints(out, view.strides());
+    out << ", device=" << view.device().name() << (view.readonly() ? ", read-only" : ", writable");
+    return out.str();
+}
+
+View conform(const Requirements& r, const View& view) {
+    if (satisfies(r, view)) return view;
+    if (r.may_copy && satisfies_except_order(r, view)) return contiguous_copy(view, r.order);
+    fail(ErrorKind::type, "expected ", requirements_text(r), ", found ", view_summary(view));
+}
+
+View contiguous_copy(const View& view, Order order) {
+    if (order == Order::any) return view;
+    // SEAM(stridex::copy): device, pinned and managed memory, and memory with pending stream work,
+    // are the CUDA copy engine's (stridex::copy, being built). Plug it in here; until then they
+    // are refused rather than copied on the host behind the producer's stream.
+    if (view.device() != Device::cpu() || view.stream() != kNoStream)
+        fail(ErrorKind::unsupported, "a contiguous copy of ", view.device().name(),
+             " memory needs the CUDA copy engine, which this stridex does not have yet; pass a ",
+             order == Order::c ? "C" : "F", "-contiguous array");
+    // host_copy writes C order; the F-order copy of a view is the C-order copy of its transpose,
+    // transposed back.
+    return order == Order::c ? host_copy(view) : host_copy(view.transpose()).transpose();
+}
+
+}  // namespace stridex
