@@ -9,4 +9,5 @@ NB_MODULE(_stridex, m) {
     bind_import(m);
     bind_export(m);
     bind_cuda(m);
+    bind_copy(m);
 }
