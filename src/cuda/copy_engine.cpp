@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "copy_internal.hpp"
+#include "stridex/cuda/pointer.hpp"
 
 namespace stridex {
 namespace {
@@ -49,6 +50,14 @@ bool ranges_overlap(const View& a, const View& b) {
     const auto base_a = reinterpret_cast<std::uintptr_t>(a.ptr()), base_b = reinterpret_cast<std::uintptr_t>(b.ptr());
     return base_a + static_cast<std::uintptr_t>(sa.lo) < base_b + static_cast<std::uintptr_t>(sb.hi) &&
            base_b + static_cast<std::uintptr_t>(sb.lo) < base_a + static_cast<std::uintptr_t>(sa.hi);
+}
+
+// Pinned host memory, also when its View says cpu (NumPy arrays over torch.pin_memory() buffers,
+// say): the DMA engine then reads or writes it directly, with no staging.
+bool is_pinned(const View& v) {
+    if (v.device().type == DeviceType::kCUDAHost) return true;
+    return v.device().type == DeviceType::kCPU && v.size() > 0 &&
+           cuda::pointer_info(reinterpret_cast<std::uintptr_t>(v.ptr())).memory_type == cuda::MemoryType::pinned_host;
 }
 
 // Blocks the host until a view's pending work is done (before the host reads or writes it).
@@ -154,7 +163,7 @@ View same_layout_at(std::byte* base, const View& v, int ordinal) {
 // C-contiguous. Returns true when the transfer is still pending on the stream.
 bool transfer(Driver& d, const View& device, const View& host, bool to_device, int ordinal, cuda::CUstream stream) {
     const std::int64_t bytes = host.nbytes();
-    if (host.device().type == DeviceType::kCUDAHost || bytes < kStageFrom) {
+    if (bytes < kStageFrom || is_pinned(host)) {
         const void* from = to_device ? static_cast<const void*>(host.ptr()) : device.ptr();
         void* into = to_device ? static_cast<void*>(device.ptr()) : host.ptr();
         d.call("cuMemcpyAsync", d.api().memcpy_async, ce::address(into), ce::address(from),
@@ -182,7 +191,7 @@ void to_device(Driver& d, const View& dst, const View& src, int ordinal, cuda::C
         transfer(d, as_bytes(dst, p.dst_offset), as_bytes(src, p.src_offset), true, ordinal, stream);
         return;
     }
-    const bool pinned = src.device().type == DeviceType::kCUDAHost;
+    const bool pinned = is_pinned(src);
     if (pinned && try_memcpy_2d(d, p, dst, src, stream)) return;
     if (!ce::kernels_built() && !dst.layout().is_c_contiguous()) fail_no_kernels(dst, src);
     if (src.layout().is_dense() && ce::kernels_built()) {
@@ -215,7 +224,7 @@ bool to_host(Driver& d, const View& dst, const View& src, int ordinal, cuda::CUs
         };
         return transfer(d, as_bytes(src, p.src_offset), as_bytes(dst, p.dst_offset), false, ordinal, stream);
     }
-    const bool pinned = dst.device().type == DeviceType::kCUDAHost;
+    const bool pinned = is_pinned(dst);
     if (pinned && try_memcpy_2d(d, p, dst, src, stream)) return true;
     if (!ce::kernels_built() && !src.layout().is_c_contiguous()) fail_no_kernels(dst, src);
     if (dst.layout().is_dense() && ce::kernels_built()) {

@@ -3,7 +3,7 @@
 // itself through one small buffer at a time).
 //
 // The host side is walked in C order in pieces of at most one staging buffer. To the device, each
-// piece is packed into a free buffer (by several threads) and its transfer queued at once, so
+// piece is packed into a free buffer (by up to 16 threads) and its transfer queued at once, so
 // packing piece k+1 overlaps the DMA of piece k; a buffer is reused only after the event recorded
 // behind its last transfer has completed. To the host, the transfers of the first buffers are
 // queued up front and each piece is unpacked as soon as its transfer completes, while the next ones
@@ -33,7 +33,7 @@ class Workers {
 public:
     static Workers& instance() {
         // Leaked on purpose: the threads outlive static destruction (they only ever wait).
-        static Workers* const workers = new Workers(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+        static Workers* const workers = new Workers(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
         return *workers;
     }
     int size() const noexcept { return static_cast<int>(threads_.size()) + 1; }

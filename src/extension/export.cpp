@@ -174,9 +174,12 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
                                      ? stream.value_or(kDefaultStream)
                                      : kNoStream;
         View out;
-        {
+        try {
             nb::gil_scoped_release release;
             out = copy_to(v, target, Order::C, on);
+        } catch (const Error& e) {
+            // Unservable here (no driver, no such GPU, ...): the protocol's refusal is BufferError.
+            fail(ErrorKind::buffer, "__dlpack__: copying ", source.name(), " memory to ", target.name(), ": ", e.what());
         }
         return dlpack_capsule(out, versioned, dlpack::kFlagIsCopied);
     }

@@ -119,35 +119,59 @@ __device__ __forceinline__ void tiled(const TiledArgs& p) {
         int64_t doff, soff;
         outer_offsets(p.shape, p.dst_stride, p.src_stride, p.nbatch, batch, doff, soff);
         const int64_t i0 = ti * kSide, j0 = tj * kSide;
-        // Read: threads along J (src's contiguous axis), Vec neighbours each.
+        // Read: threads along J (src's contiguous axis), Vec neighbours each. All kLoads loads are
+        // issued before the first shared store (an unrolled, compile-time loop), so each thread
+        // has several in flight.
+        constexpr int kLoads = kSide / kTileRows;
         const int64_t j = j0 + int64_t{tx} * Vec;
-        for (int r = ty; r < kSide; r += kTileRows) {
-            const int64_t i = i0 + r;
-            if (i >= p.ni) break;
-            const char* s = src + soff + i * p.src_i + j * p.src_j;
-            T* row = tile + r * kRow + tx * Vec;
-            if constexpr (Vec > 1) {
-                if (j + Vec <= p.nj) {
-                    const uint32_t w = *reinterpret_cast<const uint32_t*>(s);
+        const bool whole_j = j + Vec <= p.nj;
+        if constexpr (Vec > 1) {
+            uint32_t w[kLoads];
 #pragma unroll
-                    for (int v = 0; v < Vec; ++v) row[v] = static_cast<T>(w >> (8 * Bytes * v));
-                    continue;
+            for (int k = 0; k < kLoads; ++k) {
+                const int64_t i = i0 + ty + k * kTileRows;
+                const char* s = src + soff + i * p.src_i + j * p.src_j;
+                w[k] = 0;
+                if (i < p.ni) {
+                    if (whole_j) {
+                        w[k] = *reinterpret_cast<const uint32_t*>(s);
+                    } else {
+                        for (int v = 0; v < Vec; ++v)
+                            if (j + v < p.nj)
+                                w[k] |= static_cast<uint32_t>(*reinterpret_cast<const T*>(s + v * p.src_j)) << (8 * Bytes * v);
+                    }
                 }
             }
 #pragma unroll
-            for (int v = 0; v < Vec; ++v)
-                if (j + v < p.nj) row[v] = *reinterpret_cast<const T*>(s + v * p.src_j);
+            for (int k = 0; k < kLoads; ++k) {
+                T* row = tile + (ty + k * kTileRows) * kRow + tx * Vec;
+#pragma unroll
+                for (int v = 0; v < Vec; ++v) row[v] = static_cast<T>(w[k] >> (8 * Bytes * v));
+            }
+        } else {
+            T e[kLoads];
+#pragma unroll
+            for (int k = 0; k < kLoads; ++k) {
+                const int64_t i = i0 + ty + k * kTileRows;
+                if (i < p.ni && whole_j) e[k] = *reinterpret_cast<const T*>(src + soff + i * p.src_i + j * p.src_j);
+            }
+#pragma unroll
+            for (int k = 0; k < kLoads; ++k) tile[(ty + k * kTileRows) * kRow + tx] = e[k];
         }
         __syncthreads();
-        // Write: threads along I (dst's contiguous axis), Vec neighbours each.
+        // Write: threads along I (dst's contiguous axis), Vec neighbours each. Rows and columns the
+        // view does not have hold garbage in the tile and are never stored.
         const int64_t i = i0 + int64_t{tx} * Vec;
-        for (int c = ty; c < kSide; c += kTileRows) {
+        const bool whole_i = i + Vec <= p.ni;
+#pragma unroll
+        for (int k = 0; k < kLoads; ++k) {
+            const int c = ty + k * kTileRows;
             const int64_t jj = j0 + c;
             if (jj >= p.nj) break;
             char* d = dst + doff + i * p.dst_i + jj * p.dst_j;
             const T* col = tile + (tx * Vec) * kRow + c;
             if constexpr (Vec > 1) {
-                if (i + Vec <= p.ni) {
+                if (whole_i) {
                     uint32_t w = 0;
 #pragma unroll
                     for (int v = 0; v < Vec; ++v) w |= static_cast<uint32_t>(col[v * kRow]) << (8 * Bytes * v);
