@@ -156,11 +156,14 @@ def main() -> int:
     gt = torch.rand(side, side, device=dev)
     host_case(f"d2h transposed {side}x{side} to pageable", lambda: (gt.T, np.empty((side, side), np.float32)), "d2h")
     pinned_ref = next(r["stridex"][0] for r in rows if r["case"] == "h2d pinned float32")
+    spare = np.empty_like(pageable)
+    memcpy = statistics.median(pageable.nbytes / host_time(lambda: np.copyto(spare, pageable)) / 1e9 for _ in range(5))
 
     name = torch.cuda.get_device_name(0)
     print(f"\n## stridex copy bandwidth · {name} · torch {torch.__version__} · {args.mib} MiB outputs · "
           f"median (min-max) of {args.repeat}")
-    print(f"device-to-device copy bandwidth (torch copy_, read+write): {ref:.0f} GB/s\n")
+    print(f"device-to-device copy bandwidth (torch copy_, read+write): {ref:.0f} GB/s; "
+          f"host memcpy (NumPy copyto, one thread, bytes copied): {memcpy:.0f} GB/s\n")
     head = ["case", "stridex GB/s", "% of ref", "torch copy_ GB/s", "torch other GB/s", "stridex/torch", "ok"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))

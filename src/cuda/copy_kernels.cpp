@@ -78,6 +78,13 @@ unsigned grid_for(std::int64_t blocks, const Module& m) {
     return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(blocks, cap)));
 }
 
+// Elements a side of the tiled kernel's tile; must match the instantiations in copy_kernels.cu
+// (4- and 8-byte elements take two 32-wide strips per thread, for more loads in flight).
+std::int64_t tile_side(std::int64_t unit, int vec) noexcept {
+    const int rep = vec == 1 && (unit == 4 || unit == 8) ? 2 : 1;
+    return std::int64_t{k::kTile} * vec * rep;
+}
+
 [[noreturn]] void fail_axes(int n) {
     fail(ErrorKind::unsupported, "copy of ", n, " axes that cannot be fused; the copy kernels take at most ",
          k::kMaxAxes);
@@ -136,7 +143,7 @@ void launch_tiled(const stridex::detail::CopyPlan& plan, std::byte* dst, const s
         ++a.nbatch;
         batch *= plan.axes[i].extent;
     }
-    const std::int64_t side = std::int64_t{k::kTile} * a.vec;
+    const std::int64_t side = tile_side(plan.unit, a.vec);
     a.tiles_i = (a.ni + side - 1) / side;
     a.tiles_j = (a.nj + side - 1) / side;
     a.blocks = a.tiles_i * a.tiles_j * batch;

@@ -96,16 +96,22 @@ __device__ __forceinline__ void strided(const StridedArgs& p) {
 // Row padding of the shared tile, in elements: a tile row then spans 4 bytes (elements of 1, 2
 // and 4 bytes) or one element (8, 16) more than a multiple of 128 bytes, so the 32 reads of a
 // column fall in 32 distinct banks (8- and 16-byte reads are split in half and quarter warps, in
-// which the same holds). With vec > 1 a thread reads `vec` rows of a column: the row stride in
-// 4-byte words times vec must be odd, hence a pad of one element there.
+// which the same holds). With Vec > 1 a thread reads `Vec` rows of a column: the row stride in
+// 4-byte words times Vec must be odd, hence a pad of one element there.
 template <int Bytes, int Vec>
 constexpr int kPad = Vec > 1 ? 1 : (Bytes >= 4 ? 1 : 4 / Bytes);
 
-template <int Bytes, int Vec>
+// One tile: kTile * Vec * Rep elements a side. Each thread moves Vec neighbours (as one 4-byte
+// word when Vec > 1) at Rep places 32 * Vec apart along the row, for every kTileRows-th row: all
+// of its loads are issued before the first shared store (unrolled, compile-time loops), so a
+// thread has kSide / kTileRows * Rep loads in flight.
+template <int Bytes, int Vec, int Rep>
 __device__ __forceinline__ void tiled(const TiledArgs& p) {
     using T = typename UnitOf<Bytes>::type;
-    constexpr int kSide = kTile * Vec;  // elements per tile side
+    constexpr int kSide = kTile * Vec * Rep;
     constexpr int kRow = kSide + kPad<Bytes, Vec>;
+    constexpr int kRows = kSide / kTileRows;  // rows (then columns) each thread visits
+    using Word = typename UnitOf<Vec * Bytes>::type;
     __shared__ T tile[kSide * kRow];
     char* const dst = reinterpret_cast<char*>(p.dst);
     const char* const src = reinterpret_cast<const char*>(p.src);
@@ -119,69 +125,67 @@ __device__ __forceinline__ void tiled(const TiledArgs& p) {
         int64_t doff, soff;
         outer_offsets(p.shape, p.dst_stride, p.src_stride, p.nbatch, batch, doff, soff);
         const int64_t i0 = ti * kSide, j0 = tj * kSide;
-        // Read: threads along J (src's contiguous axis), Vec neighbours each. All kLoads loads are
-        // issued before the first shared store (an unrolled, compile-time loop), so each thread
-        // has several in flight.
-        constexpr int kLoads = kSide / kTileRows;
-        const int64_t j = j0 + int64_t{tx} * Vec;
-        const bool whole_j = j + Vec <= p.nj;
-        if constexpr (Vec > 1) {
-            uint32_t w[kLoads];
+        // Read along J (src's contiguous axis).
+        Word w[kRows][Rep];
 #pragma unroll
-            for (int k = 0; k < kLoads; ++k) {
-                const int64_t i = i0 + ty + k * kTileRows;
+        for (int k = 0; k < kRows; ++k) {
+            const int64_t i = i0 + ty + k * kTileRows;
+#pragma unroll
+            for (int r = 0; r < Rep; ++r) {
+                const int64_t j = j0 + int64_t{(r * kTile + tx) * Vec};
                 const char* s = src + soff + i * p.src_i + j * p.src_j;
-                w[k] = 0;
+                w[k][r] = Word{};
                 if (i < p.ni) {
-                    if (whole_j) {
-                        w[k] = *reinterpret_cast<const uint32_t*>(s);
-                    } else {
+                    if (j + Vec <= p.nj) {
+                        w[k][r] = *reinterpret_cast<const Word*>(s);
+                    } else if constexpr (Vec > 1) {
                         for (int v = 0; v < Vec; ++v)
                             if (j + v < p.nj)
-                                w[k] |= static_cast<uint32_t>(*reinterpret_cast<const T*>(s + v * p.src_j)) << (8 * Bytes * v);
+                                w[k][r] |= static_cast<Word>(*reinterpret_cast<const T*>(s + v * p.src_j)) << (8 * Bytes * v);
                     }
                 }
             }
-#pragma unroll
-            for (int k = 0; k < kLoads; ++k) {
-                T* row = tile + (ty + k * kTileRows) * kRow + tx * Vec;
-#pragma unroll
-                for (int v = 0; v < Vec; ++v) row[v] = static_cast<T>(w[k] >> (8 * Bytes * v));
-            }
-        } else {
-            T e[kLoads];
-#pragma unroll
-            for (int k = 0; k < kLoads; ++k) {
-                const int64_t i = i0 + ty + k * kTileRows;
-                if (i < p.ni && whole_j) e[k] = *reinterpret_cast<const T*>(src + soff + i * p.src_i + j * p.src_j);
-            }
-#pragma unroll
-            for (int k = 0; k < kLoads; ++k) tile[(ty + k * kTileRows) * kRow + tx] = e[k];
         }
-        __syncthreads();
-        // Write: threads along I (dst's contiguous axis), Vec neighbours each. Rows and columns the
-        // view does not have hold garbage in the tile and are never stored.
-        const int64_t i = i0 + int64_t{tx} * Vec;
-        const bool whole_i = i + Vec <= p.ni;
 #pragma unroll
-        for (int k = 0; k < kLoads; ++k) {
+        for (int k = 0; k < kRows; ++k)
+#pragma unroll
+            for (int r = 0; r < Rep; ++r) {
+                T* row = tile + (ty + k * kTileRows) * kRow + (r * kTile + tx) * Vec;
+                if constexpr (Vec > 1) {
+#pragma unroll
+                    for (int v = 0; v < Vec; ++v) row[v] = static_cast<T>(w[k][r] >> (8 * Bytes * v));
+                } else {
+                    row[0] = w[k][r];
+                }
+            }
+        __syncthreads();
+        // Write along I (dst's contiguous axis). Rows and columns the view does not have hold
+        // garbage in the tile and are never stored.
+#pragma unroll
+        for (int k = 0; k < kRows; ++k) {
             const int c = ty + k * kTileRows;
             const int64_t jj = j0 + c;
             if (jj >= p.nj) break;
-            char* d = dst + doff + i * p.dst_i + jj * p.dst_j;
-            const T* col = tile + (tx * Vec) * kRow + c;
-            if constexpr (Vec > 1) {
-                if (whole_i) {
-                    uint32_t w = 0;
 #pragma unroll
-                    for (int v = 0; v < Vec; ++v) w |= static_cast<uint32_t>(col[v * kRow]) << (8 * Bytes * v);
-                    *reinterpret_cast<uint32_t*>(d) = w;
-                    continue;
+            for (int r = 0; r < Rep; ++r) {
+                const int e = (r * kTile + tx) * Vec;  // first tile row this thread writes
+                const int64_t i = i0 + e;
+                char* d = dst + doff + i * p.dst_i + jj * p.dst_j;
+                const T* col = tile + e * kRow + c;
+                if (i + Vec <= p.ni) {
+                    if constexpr (Vec > 1) {
+                        Word word = 0;
+#pragma unroll
+                        for (int v = 0; v < Vec; ++v) word |= static_cast<Word>(col[v * kRow]) << (8 * Bytes * v);
+                        *reinterpret_cast<Word*>(d) = word;
+                    } else {
+                        *reinterpret_cast<T*>(d) = col[0];
+                    }
+                } else {
+                    for (int v = 0; v < Vec; ++v)
+                        if (i + v < p.ni) *reinterpret_cast<T*>(d + v * p.dst_i) = col[v * kRow];
                 }
             }
-#pragma unroll
-            for (int v = 0; v < Vec; ++v)
-                if (i + v < p.ni) *reinterpret_cast<T*>(d + v * p.dst_i) = col[v * kRow];
         }
         __syncthreads();  // the next tile overwrites the shared buffer
     }
@@ -204,15 +208,16 @@ STRIDEX_STRIDED(4)
 STRIDEX_STRIDED(8)
 STRIDEX_STRIDED(16)
 
-#define STRIDEX_TILED(B, V) \
+#define STRIDEX_TILED(B, V, R) \
     extern "C" __global__ void __launch_bounds__(stridex::kernels::kTile * stridex::kernels::kTileRows) \
         stridex_tiled_##B##_##V(const TiledArgs p) { \
-        stridex::kernels::tiled<B, V>(p); \
+        stridex::kernels::tiled<B, V, R>(p); \
     }
-STRIDEX_TILED(1, 1)
-STRIDEX_TILED(1, 4)
-STRIDEX_TILED(2, 1)
-STRIDEX_TILED(2, 2)
-STRIDEX_TILED(4, 1)
-STRIDEX_TILED(8, 1)
-STRIDEX_TILED(16, 1)
+// Rep (the last argument) must match tile_side() in src/cuda/copy_kernels.cpp.
+STRIDEX_TILED(1, 1, 1)
+STRIDEX_TILED(1, 4, 1)
+STRIDEX_TILED(2, 1, 1)
+STRIDEX_TILED(2, 2, 1)
+STRIDEX_TILED(4, 1, 2)
+STRIDEX_TILED(8, 1, 2)
+STRIDEX_TILED(16, 1, 1)
