@@ -68,10 +68,6 @@ private:
     void loop() {
         unsigned long seen = 0;
         for (;;) {
-            // Jobs come in bursts (one per staged piece, every few hundred microseconds): spin a
-            // little before sleeping, since waking a sleeping thread costs about as much as a part.
-            for (int spin = 0; spin < 20000 && generation_.load(std::memory_order_acquire) == seen; ++spin)
-                std::this_thread::yield();
             {
                 std::unique_lock lock(mutex_);
                 wake_.wait(lock, [&] { return generation_.load(std::memory_order_relaxed) != seen; });
