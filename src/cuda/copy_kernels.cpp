@@ -79,9 +79,10 @@ unsigned grid_for(std::int64_t blocks, const Module& m) {
 }
 
 // Elements a side of the tiled kernel's tile; must match the instantiations in copy_kernels.cu
-// (4- and 8-byte elements take two 32-wide strips per thread, for more loads in flight).
+// (4- and 8-byte elements, and 2-byte ones moved as words, take two strips per thread, for more
+// loads in flight).
 std::int64_t tile_side(std::int64_t unit, int vec) noexcept {
-    const int rep = vec == 1 && (unit == 4 || unit == 8) ? 2 : 1;
+    const int rep = (vec == 1 && (unit == 4 || unit == 8)) || (vec == 2 && unit == 2) ? 2 : 1;
     return std::int64_t{k::kTile} * vec * rep;
 }
 

@@ -41,6 +41,21 @@ __device__ __forceinline__ void outer_offsets(const int64_t* shape, const int64_
     }
 }
 
+// The same with 32-bit division (several times cheaper), for index spaces below 2^31.
+__device__ __forceinline__ void outer_offsets32(const int64_t* shape, const int64_t* ds, const int64_t* ss, int last,
+                                                uint32_t index, int64_t& doff, int64_t& soff) {
+    doff = 0;
+    soff = 0;
+    for (int a = last - 1; a >= 0; --a) {
+        const uint32_t e = static_cast<uint32_t>(shape[a]);
+        const uint32_t q = index / e;
+        const uint32_t i = index - q * e;
+        index = q;
+        doff += int64_t{i} * ds[a];
+        soff += int64_t{i} * ss[a];
+    }
+}
+
 template <int Bytes>
 __device__ __forceinline__ void strided(const StridedArgs& p) {
     using T = typename UnitOf<Bytes>::type;
@@ -82,7 +97,10 @@ __device__ __forceinline__ void strided(const StridedArgs& p) {
             doffs[k] = -1;
             if (e < total) {
                 int64_t doff, soff;
-                outer_offsets(p.shape, p.dst_stride, p.src_stride, p.ndim, e, doff, soff);
+                if (total < (int64_t{1} << 31))
+                    outer_offsets32(p.shape, p.dst_stride, p.src_stride, p.ndim, static_cast<uint32_t>(e), doff, soff);
+                else
+                    outer_offsets(p.shape, p.dst_stride, p.src_stride, p.ndim, e, doff, soff);
                 v[k] = *reinterpret_cast<const T*>(src + soff);
                 doffs[k] = doff;
             }
@@ -217,7 +235,7 @@ STRIDEX_STRIDED(16)
 STRIDEX_TILED(1, 1, 1)
 STRIDEX_TILED(1, 4, 1)
 STRIDEX_TILED(2, 1, 1)
-STRIDEX_TILED(2, 2, 1)
+STRIDEX_TILED(2, 2, 2)
 STRIDEX_TILED(4, 1, 2)
 STRIDEX_TILED(8, 1, 2)
 STRIDEX_TILED(16, 1, 1)
