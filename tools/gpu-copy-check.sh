@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The copy engine on a GPU machine, in one go: C++ tests, the Python copy tests and the copy
-# benchmark. Logs go to $OUT (or ./gpu-out). Usage, from the repository root:
+# The copy engine on a GPU machine, in one go: C++ tests, the Python copy tests (then the whole
+# Python suite unless --quick), the doctor's copy column and the copy benchmark. Logs go to $OUT (or ./gpu-out). Usage, from the repository root:
 #   GTEST_SOURCE_DIR=/path/to/googletest tools/gpu-copy-check.sh [--quick]
 set -uo pipefail
 out=${OUT:-$PWD/gpu-out}
@@ -21,4 +21,5 @@ python3 -m pytest -q -x tests/python/test_copy.py 2>&1 | tail -25 | tee "$out/py
 if [ "${1:-}" != "--quick" ]; then
   python3 -m pytest -q tests/python 2>&1 | tail -25 | tee "$out/pytest_all.txt"
 fi
+python3 -m stridex doctor --cases strided,copy 2>&1 | tail -40 | tee "$out/doctor_copy.txt"
 python3 bench/bench_copy.py --mib 512 --repeat 11 --json "$out/bench.json" 2>&1 | tee "$out/bench.txt"
