@@ -70,8 +70,9 @@ def test_cpu_doctor_document_shape(cpu_doctor):
             if outcome["status"] != "pass":
                 assert outcome["reason"], f"{cell} has no reason"
         if cell["case"] == "copy":  # stridex's own copy: the native route never applies
-            assert cell["native"]["status"] == "n/a" and cell["stridex"]["status"] == "pass", cell
-            assert cell["stridex"]["aliasing"] == "copy"
+            assert cell["native"]["status"] == "n/a", cell
+            if cell["stridex"]["status"] == "pass":
+                assert cell["stridex"]["aliasing"] == "copy"
         else:
             assert (cell["native"]["status"] == "n/a") == (cell["stridex"]["status"] == "n/a")
     # native NumPy -> NumPy works on every NumPy >= 2.1, and the doctor proves it by writing
