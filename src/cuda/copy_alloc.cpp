@@ -9,7 +9,8 @@ namespace stridex {
 
 namespace {
 
-// Strides of a dense layout whose axes are laid out slowest-first in `order_of_axes`.
+// A dense layout of `shape` in C or F order, or (K) with its axes laid out slowest-first as
+// listed in `k_order`.
 Layout dense_layout(std::span<const std::int64_t> shape, Order order, std::span<const int> k_order) {
     if (order == Order::C) return Layout::contiguous(shape);
     if (order == Order::F) return Layout::f_contiguous(shape);

@@ -145,13 +145,18 @@ void device_copy(Driver& d, const View& dst, const View& src, int ordinal, cuda:
     if (!try_memcpy_2d(d, p, dst, src, stream)) fail_no_kernels(dst, src);
 }
 
+// `bytes` bytes of a view's memory from `offset` past element 0, as a 1-d uint8 view.
+View bytes_at(const View& v, std::int64_t offset, std::int64_t bytes) {
+    return View(v.data(), v.byte_offset() + offset, Layout::contiguous(std::vector<std::int64_t>{bytes}), dtypes::uint8,
+                v.device(), false, Owner{});
+}
+
 // The bytes a dense view occupies, as one contiguous uint8 view, and a view of the same layout
 // placed at the start of `base` (scratch of that many bytes): a dense host view of any order
 // (transposed, reversed) crosses the bus as one block and the GPU reorders it.
 View raw_block(const View& v) {
     const Span span = v.byte_span();
-    return View(v.data(), v.byte_offset() + span.lo, Layout::contiguous(std::vector<std::int64_t>{span.hi - span.lo}),
-                dtypes::uint8, v.device(), v.readonly(), Owner{});
+    return bytes_at(v, span.lo, span.hi - span.lo);
 }
 View same_layout_at(std::byte* base, const View& v, int ordinal) {
     return View(base, -v.byte_span().lo, v.layout(), v.dtype(), Device::cuda(ordinal), false, Owner{},
@@ -184,11 +189,7 @@ void to_device(Driver& d, const View& dst, const View& src, int ordinal, cuda::C
     if (p.kind == CopyPlan::Kind::nothing) return;
     if (src.is_packed_subbyte() || p.kind == CopyPlan::Kind::contiguous) {
         const std::int64_t bytes = src.is_packed_subbyte() ? src.nbytes() : p.bytes;
-        const auto as_bytes = [&](const View& v, std::int64_t offset) {
-            return View(v.data(), v.byte_offset() + offset, Layout::contiguous(std::vector<std::int64_t>{bytes}),
-                        dtypes::uint8, v.device(), false, Owner{});
-        };
-        transfer(d, as_bytes(dst, p.dst_offset), as_bytes(src, p.src_offset), true, ordinal, stream);
+        transfer(d, bytes_at(dst, p.dst_offset, bytes), bytes_at(src, p.src_offset, bytes), true, ordinal, stream);
         return;
     }
     const bool pinned = is_pinned(src);
@@ -218,11 +219,7 @@ bool to_host(Driver& d, const View& dst, const View& src, int ordinal, cuda::CUs
     host_wait(dst);  // the host, or the DMA engine, writes it from now on
     if (src.is_packed_subbyte() || p.kind == CopyPlan::Kind::contiguous) {
         const std::int64_t bytes = src.is_packed_subbyte() ? src.nbytes() : p.bytes;
-        const auto as_bytes = [&](const View& v, std::int64_t offset) {
-            return View(v.data(), v.byte_offset() + offset, Layout::contiguous(std::vector<std::int64_t>{bytes}),
-                        dtypes::uint8, v.device(), false, Owner{});
-        };
-        return transfer(d, as_bytes(src, p.src_offset), as_bytes(dst, p.dst_offset), false, ordinal, stream);
+        return transfer(d, bytes_at(src, p.src_offset, bytes), bytes_at(dst, p.dst_offset, bytes), false, ordinal, stream);
     }
     const bool pinned = is_pinned(dst);
     if (pinned && try_memcpy_2d(d, p, dst, src, stream)) return true;

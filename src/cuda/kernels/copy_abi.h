@@ -1,5 +1,5 @@
 // The argument blocks of the copy kernels: shared, byte for byte, by the kernels (copy_kernels.cu,
-// compiled by nvcc) and by the host code that fills them (src/cuda/copy_device.cpp). Plain C++ on
+// compiled by nvcc) and by the host code that fills them (src/cuda/copy_kernels.cpp). Plain C++ on
 // purpose: nvcc compiles this header too.
 //
 // Every stride and offset is in BYTES. Axes are ordered outermost first; the copy plan
