@@ -135,6 +135,12 @@ TEST(Copy, PackedSubbyteCopiesWholeStorage) {
     const View fresh = s.copy();
     EXPECT_EQ(std::memcmp(fresh.ptr(), in, 4), 0);
     EXPECT_TRUE(fresh.is_packed_subbyte());
+    std::uint8_t padded[8] = {};
+    const View p(padded, 0, Layout::contiguous(std::vector<std::int64_t>{8}), int4, Device::cpu(), false, Owner(),
+                 true);
+    EXPECT_ERROR(copy(p, s), unsupported, "packed and padded");
+    const View square(in, 0, Layout::contiguous(std::vector<std::int64_t>{2, 4}), int4, Device::cpu(), false, Owner());
+    EXPECT_ERROR(square.copy('F'), unsupported, "must be C-contiguous");
 }
 
 // ---- randomised: every layout kind against an element-by-element reference ----------------
