@@ -8,6 +8,8 @@ before each copy so unwritten elements show. The CPU kinds run everywhere; the C
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -95,7 +97,7 @@ def check_copy(rng, src_kind, dst_kind, shape, dtype):
 def test_random_layouts_every_memory_pair(src_kind, dst_kind):
     needs(src_kind)
     needs(dst_kind)
-    rng = np.random.default_rng(abs(hash((src_kind, dst_kind))) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(f"{src_kind}->{dst_kind}".encode()))  # stable across runs
     for _ in range(40):
         check_copy(rng, src_kind, dst_kind, *random_case(rng))
 
