@@ -1,7 +1,9 @@
-// Host strided copy: the two layouts are merged jointly (axes of extent 1 dropped, neighbours that
-// are contiguous in both fused), then an odometer walks the outer axes and the inner axis is one
-// memcpy when it is contiguous in both, a typed element loop otherwise.
+// Host strided copy: the copy plan (stridex/detail/copy_plan.hpp) rewrites both layouts jointly,
+// then an odometer walks the outer axes and the inner axis is one memcpy when it is contiguous in
+// both, a typed unit loop otherwise.
 #include "stridex/copy.hpp"
+
+#include "stridex/detail/copy_plan.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -16,32 +18,9 @@ constexpr std::size_t kAlignment = 64;
 
 void free_aligned(void* p) noexcept { ::operator delete(p, std::align_val_t{kAlignment}); }
 
-// One axis of a joint iteration: the extent and the byte strides of both sides.
-struct Axis {
-    std::int64_t extent, dst, src;
+struct Bytes16 {
+    std::byte b[16];
 };
-
-// Axes of extent 1 dropped, then neighbours fused where both sides are contiguous across them.
-// Empty layouts never get here. At most kMaxNdim axes, so a fixed array suffices.
-int merge_axes(const View& dst, const View& src, Axis* out) {
-    const std::int64_t item = src.itemsize();
-    int n = 0;
-    for (int a = 0; a < src.ndim(); ++a) {
-        const auto i = static_cast<std::size_t>(a);
-        const std::int64_t e = src.shape()[i];
-        if (e == 1) continue;
-        const Axis axis{e, dst.strides()[i] * item, src.strides()[i] * item};
-        if (n > 0) {
-            Axis& prev = out[n - 1];
-            if (prev.dst == e * axis.dst && prev.src == e * axis.src) {
-                prev = Axis{prev.extent * e, axis.dst, axis.src};
-                continue;
-            }
-        }
-        out[n++] = axis;
-    }
-    return n;
-}
 
 template <class T>
 void copy_elements(std::byte* d, const std::byte* s, std::int64_t n, std::int64_t ds, std::int64_t ss) noexcept {
@@ -52,7 +31,7 @@ void copy_elements(std::byte* d, const std::byte* s, std::int64_t n, std::int64_
     }
 }
 
-void copy_row(std::byte* d, const std::byte* s, const Axis& inner, std::int64_t item) noexcept {
+void copy_row(std::byte* d, const std::byte* s, const detail::CopyAxis& inner, std::int64_t item) noexcept {
     if (inner.dst == item && inner.src == item) {
         std::memcpy(d, s, static_cast<std::size_t>(inner.extent * item));
         return;
@@ -62,6 +41,7 @@ void copy_row(std::byte* d, const std::byte* s, const Axis& inner, std::int64_t 
         case 2: return copy_elements<std::uint16_t>(d, s, inner.extent, inner.dst, inner.src);
         case 4: return copy_elements<std::uint32_t>(d, s, inner.extent, inner.dst, inner.src);
         case 8: return copy_elements<std::uint64_t>(d, s, inner.extent, inner.dst, inner.src);
+        case 16: return copy_elements<Bytes16>(d, s, inner.extent, inner.dst, inner.src);
         default:
             for (std::int64_t i = 0; i < inner.extent; ++i)
                 std::memcpy(d + i * inner.dst, s + i * inner.src, static_cast<std::size_t>(item));
@@ -69,23 +49,22 @@ void copy_row(std::byte* d, const std::byte* s, const Axis& inner, std::int64_t 
 }
 
 void strided_copy(const View& dst, const View& src) {
-    if (src.layout().empty()) return;
-    const std::int64_t item = src.itemsize();
-    Axis axes[kMaxNdim];
-    const int n = merge_axes(dst, src, axes);
-    std::byte* const d0 = dst.ptr();
-    const std::byte* const s0 = src.ptr();
-    if (n == 0) {  // one element
-        std::memcpy(d0, s0, static_cast<std::size_t>(item));
+    const detail::CopyPlan plan = detail::plan_copy(dst, src);
+    if (plan.kind == detail::CopyPlan::Kind::nothing) return;
+    std::byte* const d0 = dst.ptr() + plan.dst_offset;
+    const std::byte* const s0 = src.ptr() + plan.src_offset;
+    if (plan.kind == detail::CopyPlan::Kind::contiguous) {
+        std::memcpy(d0, s0, static_cast<std::size_t>(plan.bytes));
         return;
     }
-    const Axis& inner = axes[n - 1];
-    const int outer = n - 1;
-    std::int64_t index[kMaxNdim] = {};
+    const detail::CopyAxis* axes = plan.axes;
+    const detail::CopyAxis& inner = axes[plan.ndim - 1];
+    const int outer = plan.ndim - 1;
+    std::int64_t index[kMaxNdim + 1] = {};
     std::byte* d = d0;
     const std::byte* s = s0;
     for (;;) {
-        copy_row(d, s, inner, item);
+        copy_row(d, s, inner, plan.unit);
         // Odometer over the outer axes, last fastest, moving both pointers incrementally.
         int a = outer - 1;
         for (; a >= 0; --a) {

@@ -119,6 +119,16 @@ std::unique_ptr<Driver> load_driver(const char* library) {
     r.bind(t.mem_free, "cuMemFree", "cuMemFree_v2");
     r.bind(t.mem_host_alloc, "cuMemHostAlloc", "cuMemHostAlloc");
     r.bind(t.mem_free_host, "cuMemFreeHost", "cuMemFreeHost");
+    r.bind(t.mem_alloc_async, "cuMemAllocAsync", "cuMemAllocAsync");
+    r.bind(t.mem_free_async, "cuMemFreeAsync", "cuMemFreeAsync");
+    r.bind(t.mem_alloc_managed, "cuMemAllocManaged", "cuMemAllocManaged");
+    r.bind(t.memcpy_async, "cuMemcpyAsync", "cuMemcpyAsync");
+    r.bind(t.memcpy_peer_async, "cuMemcpyPeerAsync", "cuMemcpyPeerAsync");
+    r.bind(t.memcpy_2d_async, "cuMemcpy2DAsync", "cuMemcpy2DAsync_v2");
+    r.bind(t.ctx_enable_peer_access, "cuCtxEnablePeerAccess", "cuCtxEnablePeerAccess");
+    r.bind(t.module_load_data, "cuModuleLoadData", "cuModuleLoadData");
+    r.bind(t.module_get_function, "cuModuleGetFunction", "cuModuleGetFunction");
+    r.bind(t.launch_kernel, "cuLaunchKernel", "cuLaunchKernel");
     if (!t.init)
         return Driver::unavailable(std::string("CUDA driver ") + library + " has no cuInit: not a CUDA driver");
     return std::make_unique<Driver>(t, library);

@@ -12,5 +12,6 @@ void bind_import(nanobind::module_& m);  // import.cpp: stridex.view(obj, stream
 void bind_export(nanobind::module_& m);  // export.cpp: __dlpack__, CAI, array interface, buffer
 void bind_cuda(nanobind::module_& m);    // bind_cuda.cpp: DevicePtr, pointer_info, VirtualBuffer
 void bind_ipc(nanobind::module_& m);     // bind_ipc.cpp: CUDA exports and imports for stridex.ipc
+void bind_copy(nanobind::module_& m);    // copy.cpp: stridex.copy, stridex.empty, View.copy/contiguous/to
 
 }  // namespace stridex::python

@@ -133,17 +133,12 @@ struct DlpackArgs {
     PyObject* copy = nullptr;
 };
 
-[[noreturn, gnu::cold]] void fail_copy_engine(const View& v, Device target) {
-    fail(ErrorKind::buffer, "__dlpack__: exporting ", v.device().name(), " memory to ", target.name(),
-         " needs a copy that involves device memory; stridex copies host memory only for now (device copies "
-         "arrive with the CUDA copy engine). Copy with the producer framework, or ask for dl_device=(1, 0) from "
-         "host-accessible memory");
-}
-
 // The semantics of one __dlpack__ call (docs/export.md, "__dlpack__"):
 //   target = dl_device or the view's device;
 //   host-accessible memory (pinned, managed) asked for as CPU is relabelled, not copied;
-//   copy=True, or a target the memory cannot be read on, copies (host to host only, IS_COPIED);
+//   copy=True, or a target the memory cannot be read on, copies through the copy engine to the
+//   target (IS_COPIED): ordered on the consumer's stream for a CUDA target, complete on return
+//   for a host target;
 //   the consumer's stream is ordered after the view's stream with an event; host consumers of
 //   CUDA host memory with pending work get a host sync, which is the only order they can see.
 PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
@@ -174,9 +169,23 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
              " consumer; devices without CUDA streams take only stream=None (or -1)");
 
     if (copying) {
-        if (!source.host_accessible() || target != Device::cpu()) fail_copy_engine(v, target);
-        host_sync(v);  // the copy reads on the host
-        const View out = host_copy(v);
+        if (source.host_accessible() && target == Device::cpu()) {
+            host_sync(v);  // the copy reads on the host
+            return dlpack_capsule(host_copy(v), versioned, dlpack::kFlagIsCopied);
+        }
+        // A CUDA consumer gets the copy queued on its stream (None: the legacy default stream; -1:
+        // it synchronizes itself, so the copy completes first); a host consumer gets it complete.
+        const std::intptr_t on = target.is_cuda_family() && target.type != DeviceType::kCUDAHost
+                                     ? stream.value_or(kDefaultStream)
+                                     : kNoStream;
+        View out;
+        try {
+            nb::gil_scoped_release release;
+            out = copy_to(v, target, Order::C, on);
+        } catch (const Error& e) {
+            // Unservable here (no driver, no such GPU, ...): the protocol's refusal is BufferError.
+            fail(ErrorKind::buffer, "__dlpack__: copying ", source.name(), " memory to ", target.name(), ": ", e.what());
+        }
         return dlpack_capsule(out, versioned, dlpack::kFlagIsCopied);
     }
     if (relabel) {
@@ -384,11 +393,22 @@ PyGetSetDef g_ai_def{"__array_interface__", &array_interface_get, nullptr,
 // width, then viewed as the ml_dtypes type) and for device memory (a clear error instead of a 0-d
 // object array).
 nb::object array_method(nb::handle self, nb::handle dtype, nb::handle copy) {
+    if (!py_view(self.ptr()).view.device().host_accessible()) {
+        // Only an explicit copy crosses devices (np.array(v) asks for one; np.asarray(v) does not),
+        // as CuPy and torch refuse implicit device-to-host conversions.
+        if (!copy.is(Py_True))
+            fail(ErrorKind::type, "cannot make a NumPy array of ", py_view(self.ptr()).view.device().name(),
+                 " memory without a copy to the host: use numpy.array(view), numpy.from_dlpack(view, device='cpu') "
+                 "or view.to('cpu')");
+        View host;
+        {
+            nb::gil_scoped_release release;
+            host = copy_to(py_view(self.ptr()).view, Device::cpu(), Order::C, kNoStream);
+        }
+        return array_method(wrap_view(std::move(host), nb::none()), dtype, Py_None);
+    }
     const PyView& pv = py_view(self.ptr());
     const View& v = pv.view;
-    if (!v.device().host_accessible())
-        fail(ErrorKind::type, "cannot make a NumPy array of ", v.device().name(),
-             " memory without a copy to the host; copy with the owning framework first");
     if (v.is_packed_subbyte())
         fail(ErrorKind::buffer, "packed ", v.dtype().name(), " has no NumPy representation (one element a byte)");
     if (v.dtype().lanes != 1)

@@ -10,4 +10,5 @@ NB_MODULE(_stridex, m) {
     bind_export(m);
     bind_cuda(m);
     bind_ipc(m);
+    bind_copy(m);
 }

@@ -115,17 +115,18 @@ def test_pinned_memory_with_pending_work_syncs_for_host_readers():
     assert np.asarray(v).sum() == N
 
 
-def test_device_copies_wait_for_the_copy_engine():
-    x = torch.zeros(4, device="cuda")
+def test_device_copies_through_the_copy_engine():
+    x = torch.arange(4, device="cuda", dtype=torch.float32)
     v = stridex.from_pointer(x.data_ptr(), (4,), "float32", owner=x)
-    with pytest.raises(BufferError, match="copy engine"):
-        v.__dlpack__(max_version=(1, 0), copy=True)
-    with pytest.raises(BufferError, match="copy engine"):
-        v.__dlpack__(max_version=(1, 0), dl_device=(1, 0))
+    same = torch.from_dlpack(type("P", (), {"__dlpack__": lambda s, **k: v.__dlpack__(max_version=(1, 0), copy=True),
+                                            "__dlpack_device__": lambda s: (2, 0)})())
+    assert same.data_ptr() != x.data_ptr() and torch.equal(same, x)  # a copy, on the GPU, IS_COPIED
+    host = np.from_dlpack(v, device="cpu")
+    np.testing.assert_array_equal(host, np.arange(4, dtype=np.float32))
     with pytest.raises(BufferError, match="copy=False"):
         v.__dlpack__(max_version=(1, 0), dl_device=(1, 0), copy=False)
-    with pytest.raises(BufferError):
-        v.__dlpack__(max_version=(1, 0), dl_device=(2, 7))  # another GPU
+    with pytest.raises(BufferError, match="cuda:4096"):
+        v.__dlpack__(max_version=(1, 0), dl_device=(2, 4096))  # no such GPU
 
 
 def test_current_work_stream_is_the_legacy_stream():

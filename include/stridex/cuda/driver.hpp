@@ -26,6 +26,8 @@
 struct CUctx_st;
 struct CUstream_st;
 struct CUevent_st;
+struct CUmod_st;
+struct CUfunc_st;
 
 namespace stridex::cuda {
 
@@ -37,6 +39,8 @@ using CUmemGenericAllocationHandle = unsigned long long;
 using CUcontext = ::CUctx_st*;
 using CUstream = ::CUstream_st*;
 using CUevent = ::CUevent_st*;
+using CUmodule = ::CUmod_st*;
+using CUfunction = ::CUfunc_st*;
 
 static_assert(sizeof(CUdeviceptr) == 8 && sizeof(CUresult) == 4, "CUDA driver ABI is LP64");
 
@@ -52,6 +56,8 @@ inline constexpr CUresult invalid_device = 101;
 inline constexpr CUresult invalid_context = 201;
 inline constexpr CUresult invalid_handle = 400;
 inline constexpr CUresult not_found = 500;
+inline constexpr CUresult not_ready = 600;
+inline constexpr CUresult peer_access_already_enabled = 704;
 inline constexpr CUresult not_supported = 801;
 }  // namespace result
 
@@ -77,6 +83,9 @@ inline constexpr unsigned kStreamNonBlocking = 1;      // CU_STREAM_NON_BLOCKING
 inline constexpr unsigned kEventInterprocess = 4;              // CU_EVENT_INTERPROCESS
 inline constexpr unsigned kIpcMemLazyEnablePeerAccess = 1;     // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
 inline constexpr int kMemHandleTypePosixFileDescriptor = 1;    // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+inline constexpr int kDeviceAttrMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+inline constexpr unsigned kMemHostAllocPortable = 1;   // CU_MEMHOSTALLOC_PORTABLE
+inline constexpr unsigned kMemAttachGlobal = 1;        // CU_MEM_ATTACH_GLOBAL
 }  // namespace cu
 
 // ---- ABI: structs (CUmemLocation, CUmemAllocationProp, CUmemAccessDesc) ------------------------
@@ -114,6 +123,24 @@ struct Uuid {  // CUuuid
     char bytes[16];
 };
 static_assert(sizeof(IpcHandle) == 64 && sizeof(Uuid) == 16);
+// CUDA_MEMCPY2D. stridex passes every pointer as CU_MEMORYTYPE_UNIFIED in the *Device fields (all
+// supported drivers use unified addressing), so the host/array fields stay null.
+struct Memcpy2D {
+    std::size_t src_x_in_bytes, src_y;
+    unsigned src_memory_type;  // CUmemorytype
+    const void* src_host;
+    CUdeviceptr src_device;
+    void* src_array;  // CUarray
+    std::size_t src_pitch;
+    std::size_t dst_x_in_bytes, dst_y;
+    unsigned dst_memory_type;
+    void* dst_host;
+    CUdeviceptr dst_device;
+    void* dst_array;
+    std::size_t dst_pitch;
+    std::size_t width_in_bytes, height;
+static_assert(sizeof(Memcpy2D) == 128 && offsetof(Memcpy2D, src_pitch) == 48 &&
+              offsetof(Memcpy2D, dst_x_in_bytes) == 56 && offsetof(Memcpy2D, width_in_bytes) == 112);
 
 // ---- The table --------------------------------------------------------------------------------
 // Every driver entry point stridex calls, resolved once. Members are the driver functions minus the
@@ -168,10 +195,24 @@ struct DriverTable {
     CUresult (*mem_export_to_shareable_handle)(void* shareable, CUmemGenericAllocationHandle, int handle_type,
                                                unsigned long long flags);
     CUresult (*mem_import_from_shareable_handle)(CUmemGenericAllocationHandle*, void* os_handle, int handle_type);
-    CUresult (*mem_alloc)(CUdeviceptr*, std::size_t bytes);               // stridex::Array::cuda
+    // Allocations (stridex::Array, the copy engine), asynchronous copies and kernel launches (copy.hpp).
+    CUresult (*mem_alloc)(CUdeviceptr*, std::size_t bytes);
     CUresult (*mem_free)(CUdeviceptr);
-    CUresult (*mem_host_alloc)(void**, std::size_t bytes, unsigned flags);  // stridex::Array::pinned
+    CUresult (*mem_alloc_async)(CUdeviceptr*, std::size_t bytes, CUstream);
+    CUresult (*mem_free_async)(CUdeviceptr, CUstream);
+    CUresult (*mem_host_alloc)(void**, std::size_t bytes, unsigned flags);
     CUresult (*mem_free_host)(void*);
+    CUresult (*mem_alloc_managed)(CUdeviceptr*, std::size_t bytes, unsigned flags);
+    CUresult (*memcpy_async)(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream);
+    CUresult (*memcpy_peer_async)(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
+                                  std::size_t bytes, CUstream);
+    CUresult (*memcpy_2d_async)(const Memcpy2D*, CUstream);
+    CUresult (*ctx_enable_peer_access)(CUcontext peer, unsigned flags);
+    CUresult (*module_load_data)(CUmodule*, const void* image);
+    CUresult (*module_get_function)(CUfunction*, CUmodule, const char* name);
+    CUresult (*launch_kernel)(CUfunction, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
+                              unsigned block_y, unsigned block_z, unsigned shared_bytes, CUstream, void** params,
+                              void** extra);
 };
 
 // A failed driver call: Error(cuda) that also keeps the CUresult, for callers that branch on it.

@@ -222,6 +222,15 @@ def bench_copy(sx: Any, adapters: dict[str, Adapter], devices: list[str], mib: i
                 vs, vd = view(src), view(dst)
                 rows.append({"copy": f"stridex.copy(dst, src), {mib} MiB contiguous",
                              "GB/s": gbps(lambda: copy(vd, vs), nbytes)})
+                vsq, vsq_dst = view(sq_src), view(sq_dst)
+                rows.append({"copy": f"stridex.copy(dst, src.T), {side}x{side} float32 transposed",
+                             "GB/s": gbps(lambda: copy(vsq_dst, vsq.T), side * side * 4)})
+                host = src.cpu()
+                rows.append({"copy": f"torch host.to('{device}'), {mib} MiB pageable",
+                             "GB/s": gbps(lambda: host.to(device), nbytes)})
+                vh = view(host.numpy())
+                rows.append({"copy": f"stridex.copy(gpu, host), {mib} MiB pageable",
+                             "GB/s": gbps(lambda: copy(vd, vh), nbytes)})
             except Exception as exc:  # noqa: BLE001
                 errors.append(f"stridex.copy(dst_view, src_view): {one_line(exc)}")
         else:

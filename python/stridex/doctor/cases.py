@@ -33,6 +33,7 @@ class Case:
     index: tuple = ()  # basic index applied to the base; () means the whole base
     readonly: bool = False  # the producer marks the array read-only
     stream: bool = False  # the GPU stream-ordering case (not a layout case)
+    copy: bool = False  # the copy case: stridex copies the array (not a zero-copy hand-over)
     quick: bool = False  # part of --quick
 
     @property
@@ -69,7 +70,7 @@ class Case:
         shape, strides = self.expected_layout()
         return {"name": self.name, "label": self.label, "description": self.description, "dtype": self.dtype,
                 "shape": list(shape), "strides": list(strides), "readonly": self.readonly,
-                "gpu_only": self.gpu_only, "quick": self.quick}
+                "gpu_only": self.gpu_only, "quick": self.quick, "copy": self.copy}
 
 
 CASES: tuple[Case, ...] = (
@@ -84,6 +85,9 @@ CASES: tuple[Case, ...] = (
     Case("bfloat16", "bf16", "(2, 3) bfloat16 (DLPack kDLBfloat)", "bfloat16", (2, 3)),
     Case("readonly", "ro", "(2, 3) float32 that its producer marks read-only (NumPy writeable=False; "
          "JAX arrays always are)", "float32", (2, 3), readonly=True),
+    Case("copy", "copy", "(4, 6)[::2, 1::2] float32 copied by stridex: View.copy() on the device, and on a "
+         "GPU .to('cpu') and back, then handed to the consumer (values and C-contiguous layout checked; the native "
+         "route has no counterpart)", "float32", (4, 6), (slice(None, None, 2), slice(1, None, 2)), copy=True),
     Case("stream", "stream", "GPU: (4194304,) float32 written on the producer's stream A behind a ~100 ms "
          "kernel; the consumer copies it on its stream B and must see the new values",
          "float32", (1 << 22,), stream=True, quick=True),

@@ -9,7 +9,9 @@ Each route checks that the consumer sees what the producer has (pointer of eleme
 strides, dtype, device, read-only flag where the consumer has one), that the memory is shared
 (written through one side, read through the other), and that every value matches. The stream case
 instead checks ordering: the producer writes on its stream A behind a long kernel, the consumer
-copies on its stream B at once, and must still see the new values.
+copies on its stream B at once, and must still see the new values. The copy case checks stridex's
+copy engine: a strided array made C-contiguous (and on a GPU sent to the host and back) must reach
+the consumer with every value and a C-contiguous layout; its native route does not apply.
 
 What stridex *claims* (the exit status) is decided here, in one place: see `claim`.
 """
@@ -342,6 +344,35 @@ def _stream_route(ctx: Context, p: Adapter, c: Adapter, case: Case, device: str,
     return out
 
 
+def _copy_route(ctx: Context, p: Adapter, c: Adapter, case: Case, device: str, route: str) -> Outcome:
+    out = Outcome(PASS)
+    if ctx.view is None or not hasattr(ctx.stridex.View, "contiguous"):
+        raise Failed("this stridex build has no copy engine (View.copy)")
+    try:
+        x = p.make(case, device)
+        v = ctx.view(p.export(x))
+    except Exception as exc:  # noqa: BLE001
+        raise Failed(f"{p.name} array through stridex.view: {one_line(exc)}") from exc
+    try:
+        w = v.copy()  # always a fresh, writable, C-contiguous copy (contiguous() may return v)
+        if device_kind(device) == "cuda":
+            w = w.to("cpu").to(device)
+    except Exception as exc:  # noqa: BLE001
+        raise Failed(f"stridex copy: {one_line(exc)}") from exc
+    if not w.is_c_contiguous or str(w.device) != device:
+        raise Failed(f"stridex copy is {w.device} with strides {w.strides}, not C-contiguous on {device}")
+    try:
+        y, out.how = c.consume(w, device)
+        got = c.to_host(y)
+    except Exception as exc:  # noqa: BLE001
+        raise Failed(f"{c.name} import of the copy: {one_line(exc)}") from exc
+    differ = _values_differ(got, case.expected_values())
+    if differ:
+        raise Failed(f"{c.name} reads wrong values from the copy: {differ}")
+    out.aliasing = "copy"
+    return out
+
+
 def applies(p: Adapter, c: Adapter, case: Case, device: str) -> str | None:
     """None when the cell applies; otherwise why not (the cell is "—" for both routes)."""
     return p.cannot_make(case, device) or c.cannot_hold(case, device)
@@ -353,7 +384,9 @@ def run_route(ctx: Context, p: Adapter, c: Adapter, case: Case, device: str, rou
     try:
         if device_kind(device) == "cuda":
             reset_current_device()  # cuda:0, whatever an earlier check or framework left current
-        run = _stream_route if case.stream else _layout_route
+        if case.copy and route == NATIVE:
+            return Outcome(NA, "stridex's own copy: the native route has no counterpart")
+        run = _stream_route if case.stream else _copy_route if case.copy else _layout_route
         outcome = run(ctx, p, c, case, device, route)
     except Failed as exc:
         outcome = Outcome(FAIL, str(exc))

@@ -153,7 +153,8 @@ def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[Framew
             if (cell.producer, cell.consumer) not in pairs:
                 pairs.append((cell.producer, cell.consumer))
         # a pair where no case applies on this device (cupy -> numpy on a GPU) is a row of dashes
-        applies = {(cell.producer, cell.consumer) for cell in dcells if cell.native.status != NA}
+        applies = {(cell.producer, cell.consumer) for cell in dcells
+                   if cell.native.status != NA or cell.stridex.status != NA}
         hidden = [pair for pair in pairs if pair not in applies]
         pairs = [pair for pair in pairs if pair in applies]
         if not pairs:

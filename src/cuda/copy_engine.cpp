@@ -1,0 +1,334 @@
+// stridex::copy: checks, stream ordering, and the choice of path for every pair of memory kinds
+// (docs/copy.md has the table). The paths themselves are in copy_kernels.cpp (kernel launches)
+// and copy_staging.cpp (pinned staging between pageable host memory and a GPU).
+#include <mutex>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "copy_internal.hpp"
+#include "stridex/cuda/pointer.hpp"
+
+namespace stridex {
+namespace {
+
+using cuda::Driver;
+using cuda::StreamRef;
+using detail::CopyPlan;
+namespace ce = cuda::copy_engine;
+
+// Below this, a contiguous transfer from pageable memory goes straight to the driver: staging
+// only pays once pipelining has something to overlap.
+constexpr std::int64_t kStageFrom = std::int64_t{1} << 20;
+
+bool is_gpu(Device d) noexcept { return d.type == DeviceType::kCUDA; }
+// Host memory a GPU's DMA engine or kernels cannot use as laid out by the CPU: pageable or pinned.
+bool is_host_only(Device d) noexcept { return d.type == DeviceType::kCPU || d.type == DeviceType::kCUDAHost; }
+
+void check(const View& dst, const View& src) {
+    if (src.dtype() != dst.dtype())
+        fail(ErrorKind::value, "copy between different dtypes: ", src.dtype().name(), " -> ", dst.dtype().name(),
+             " (stridex copies, it does not cast)");
+    if (!std::ranges::equal(src.shape(), dst.shape()))
+        fail(ErrorKind::value, "copy between different shapes: ", src.layout(), " -> ", dst.layout());
+    if (dst.readonly()) fail(ErrorKind::buffer, "cannot copy into a read-only view");
+    if (dst.layout().may_overlap() && !dst.layout().empty())
+        fail(ErrorKind::buffer, "copy destination addresses one element more than once (zero or overlapping "
+             "strides ", dst.layout(), "); copy into a view that has one place for every element");
+    if (src.is_packed_subbyte() != dst.is_packed_subbyte() && src.size() > 0)
+        fail(ErrorKind::unsupported, "copy between packed and padded ", src.dtype().name(), " is not supported");
+    if (src.is_packed_subbyte() && !(src.layout().is_c_contiguous() && dst.layout().is_c_contiguous()))
+        fail(ErrorKind::unsupported, "packed ", src.dtype().name(), " copies C-contiguous views only");
+    for (Device d : {src.device(), dst.device()})
+        if (!d.host_accessible() && !is_gpu(d))
+            fail(ErrorKind::unsupported, "stridex copies cpu, cuda, cuda_host and cuda_managed memory, not ", d.name());
+}
+
+bool ranges_overlap(const View& a, const View& b) {
+    if (a.layout().empty() || b.layout().empty()) return false;
+    const Span sa = a.byte_span(), sb = b.byte_span();
+    const auto base_a = reinterpret_cast<std::uintptr_t>(a.ptr()), base_b = reinterpret_cast<std::uintptr_t>(b.ptr());
+    return base_a + static_cast<std::uintptr_t>(sa.lo) < base_b + static_cast<std::uintptr_t>(sb.hi) &&
+           base_b + static_cast<std::uintptr_t>(sb.lo) < base_a + static_cast<std::uintptr_t>(sa.hi);
+}
+
+// Pinned host memory, also when its View says cpu (NumPy arrays over torch.pin_memory() buffers,
+// say): the DMA engine then reads or writes it directly, with no staging.
+bool is_pinned(const View& v) {
+    if (v.device().type == DeviceType::kCUDAHost) return true;
+    return v.device().type == DeviceType::kCPU && v.size() > 0 &&
+           cuda::pointer_info(reinterpret_cast<std::uintptr_t>(v.ptr())).memory_type == cuda::MemoryType::pinned_host;
+}
+
+// Blocks the host until a view's pending work is done (before the host reads or writes it).
+void host_wait(const View& v) {
+    if (v.stream() == kNoStream || !v.device().is_cuda_family()) return;
+    cuda::Stream::borrow(StreamRef(v.stream()), is_gpu(v.device()) ? v.device().id : 0).synchronize();
+}
+
+// Makes `stream` of device `ordinal` wait for the work pending on `view` (an event recorded in
+// the context of the view's device, waited on in the copy's; events may cross devices).
+void wait_for(const View& view, StreamRef stream, int ordinal) {
+    if (view.stream() == kNoStream || !view.device().is_cuda_family()) return;
+    const int from = is_gpu(view.device()) ? view.device().id : ordinal;
+    if (from == ordinal) {
+        cuda::order(StreamRef(view.stream()), stream, Device::cuda(ordinal));
+        return;
+    }
+    cuda::Event event(from);
+    event.record(StreamRef(view.stream()));
+    event.wait(stream);  // the wait captures the record: the event may be destroyed right after
+}
+
+// Lets kernels on `ordinal` read and write memory of `peer` (cuCtxEnablePeerAccess, once a pair).
+bool enable_peer(Driver& d, int ordinal, int peer) {
+    static std::mutex mutex;
+    static std::set<std::pair<int, int>> enabled;
+    const std::lock_guard lock(mutex);
+    if (enabled.count({ordinal, peer})) return true;
+    int can = 0;
+    d.call("cuDeviceCanAccessPeer", d.api().device_can_access_peer, &can, d.device(ordinal), d.device(peer));
+    if (!can) return false;
+    const cuda::ContextGuard guard(d, ordinal);
+    d.require("cuCtxEnablePeerAccess", d.api().ctx_enable_peer_access);
+    const cuda::CUresult r = d.api().ctx_enable_peer_access(d.primary_context(peer), 0);
+    if (r != cuda::result::success && r != cuda::result::peer_access_already_enabled)
+        d.fail_call("cuCtxEnablePeerAccess", r);
+    enabled.insert({ordinal, peer});
+    return true;
+}
+
+[[noreturn]] void fail_no_kernels(const View& dst, const View& src) {
+    fail(ErrorKind::unsupported, "copying ", src.layout(), " on ", src.device().name(), " to ", dst.layout(), " on ",
+         dst.device().name(), " needs stridex's CUDA copy kernels, and this build has none (nvcc was not found "
+         "when it was built); contiguous copies and copies of 2-d row blocks work without them");
+}
+
+// A copy as one cuMemcpy2DAsync: two axes, rows contiguous on both sides, non-negative pitches.
+bool try_memcpy_2d(Driver& d, const CopyPlan& p, const View& dst, const View& src, cuda::CUstream stream) {
+    if (p.ndim != 2 || p.axes[1].dst != p.unit || p.axes[1].src != p.unit || p.axes[0].src < 0) return false;
+    cuda::Memcpy2D m{};
+    m.src_memory_type = m.dst_memory_type = cuda::cu::kMemoryTypeUnified;
+    m.src_device = ce::address(src.ptr() + p.src_offset);
+    m.dst_device = ce::address(dst.ptr() + p.dst_offset);
+    m.src_pitch = static_cast<std::size_t>(p.axes[0].src);
+    m.dst_pitch = static_cast<std::size_t>(p.axes[0].dst);
+    m.width_in_bytes = static_cast<std::size_t>(p.axes[1].extent * p.unit);
+    m.height = static_cast<std::size_t>(p.axes[0].extent);
+    if (m.src_pitch < m.width_in_bytes) return false;  // a broadcast row: not a 2-d copy
+    d.call("cuMemcpy2DAsync", d.api().memcpy_2d_async, &m, stream);
+    return true;
+}
+
+// Both sides readable and writable by kernels of `ordinal` (its memory, a peer's with access
+// enabled, managed or pinned memory).
+void device_copy(Driver& d, const View& dst, const View& src, int ordinal, cuda::CUstream stream) {
+    if (ranges_overlap(dst, src)) {
+        const ce::Scratch tmp(src.nbytes(), ordinal, stream);
+        const View t = ce::scratch_view(tmp, src, ordinal);
+        device_copy(d, t, src, ordinal, stream);
+        device_copy(d, dst, t, ordinal, stream);
+        return;
+    }
+    const CopyPlan p = detail::plan_copy(dst, src);
+    if (p.kind == CopyPlan::Kind::nothing) return;
+    if (src.is_packed_subbyte() || p.kind == CopyPlan::Kind::contiguous) {
+        const std::int64_t bytes = src.is_packed_subbyte() ? src.nbytes() : p.bytes;
+        d.call("cuMemcpyAsync", d.api().memcpy_async, ce::address(dst.ptr() + p.dst_offset),
+               ce::address(src.ptr() + p.src_offset), static_cast<std::size_t>(bytes), stream);
+        return;
+    }
+    if (ce::kernels_built()) {
+        ce::launch(p, dst.ptr(), src.ptr(), ordinal, stream);
+        return;
+    }
+    if (!try_memcpy_2d(d, p, dst, src, stream)) fail_no_kernels(dst, src);
+}
+
+// `bytes` bytes of a view's memory from `offset` past element 0, as a 1-d uint8 view.
+View bytes_at(const View& v, std::int64_t offset, std::int64_t bytes) {
+    return View(v.data(), v.byte_offset() + offset, Layout::contiguous(std::vector<std::int64_t>{bytes}), dtypes::uint8,
+                v.device(), false, Owner{});
+}
+
+// The bytes a dense view occupies, as one contiguous uint8 view, and a view of the same layout
+// placed at the start of `base` (scratch of that many bytes): a dense host view of any order
+// (transposed, reversed) crosses the bus as one block and the GPU reorders it.
+View raw_block(const View& v) {
+    const Span span = v.byte_span();
+    return bytes_at(v, span.lo, span.hi - span.lo);
+}
+View same_layout_at(std::byte* base, const View& v, int ordinal) {
+    return View(base, -v.byte_span().lo, v.layout(), v.dtype(), Device::cuda(ordinal), false, Owner{},
+                v.subbyte_padded());
+}
+
+// Queues a plain run of bytes between host and device: direct for pinned memory (and small runs,
+// which the driver stages well enough), else through the staging buffers. `device` must be
+// C-contiguous. Returns true when the transfer is still pending on the stream.
+bool transfer(Driver& d, const View& device, const View& host, bool to_device, int ordinal, cuda::CUstream stream) {
+    const std::int64_t bytes = host.nbytes();
+    if (bytes < kStageFrom || is_pinned(host)) {
+        const void* from = to_device ? static_cast<const void*>(host.ptr()) : device.ptr();
+        void* into = to_device ? static_cast<void*>(device.ptr()) : host.ptr();
+        d.call("cuMemcpyAsync", d.api().memcpy_async, ce::address(into), ce::address(from),
+               static_cast<std::size_t>(bytes), stream);
+        return true;
+    }
+    if (to_device)
+        ce::staged_to_device(device, host, ordinal, stream);
+    else
+        ce::staged_to_host(host, device, ordinal, stream);
+    return false;
+}
+
+// Host memory (pageable or pinned) to a GPU.
+void to_device(Driver& d, const View& dst, const View& src, int ordinal, cuda::CUstream stream) {
+    host_wait(src);  // the host (or the DMA engine, for pinned memory) reads it now
+    const CopyPlan p = detail::plan_copy(dst, src);
+    if (p.kind == CopyPlan::Kind::nothing) return;
+    if (src.is_packed_subbyte() || p.kind == CopyPlan::Kind::contiguous) {
+        const std::int64_t bytes = src.is_packed_subbyte() ? src.nbytes() : p.bytes;
+        transfer(d, bytes_at(dst, p.dst_offset, bytes), bytes_at(src, p.src_offset, bytes), true, ordinal, stream);
+        return;
+    }
+    const bool pinned = is_pinned(src);
+    if (pinned && try_memcpy_2d(d, p, dst, src, stream)) return;
+    if (!ce::kernels_built() && !dst.layout().is_c_contiguous()) fail_no_kernels(dst, src);
+    if (src.layout().is_dense() && ce::kernels_built()) {
+        const View raw = raw_block(src);
+        const ce::Scratch tmp(raw.nbytes(), ordinal, stream);
+        transfer(d, ce::scratch_view(tmp, raw, ordinal), raw, true, ordinal, stream);
+        device_copy(d, dst, same_layout_at(tmp.get(), src, ordinal), ordinal, stream);
+        return;
+    }
+    if (dst.layout().is_c_contiguous()) {
+        ce::staged_to_device(dst, src, ordinal, stream);
+        return;
+    }
+    const ce::Scratch tmp(src.nbytes(), ordinal, stream);
+    const View t = ce::scratch_view(tmp, src, ordinal);
+    ce::staged_to_device(t, src, ordinal, stream);
+    device_copy(d, dst, t, ordinal, stream);
+}
+
+// A GPU to host memory. Returns true when the copy is still pending on the stream.
+bool to_host(Driver& d, const View& dst, const View& src, int ordinal, cuda::CUstream stream) {
+    const CopyPlan p = detail::plan_copy(dst, src);
+    if (p.kind == CopyPlan::Kind::nothing) return false;
+    host_wait(dst);  // the host, or the DMA engine, writes it from now on
+    if (src.is_packed_subbyte() || p.kind == CopyPlan::Kind::contiguous) {
+        const std::int64_t bytes = src.is_packed_subbyte() ? src.nbytes() : p.bytes;
+        return transfer(d, bytes_at(src, p.src_offset, bytes), bytes_at(dst, p.dst_offset, bytes), false, ordinal, stream);
+    }
+    const bool pinned = is_pinned(dst);
+    if (pinned && try_memcpy_2d(d, p, dst, src, stream)) return true;
+    if (!ce::kernels_built() && !src.layout().is_c_contiguous()) fail_no_kernels(dst, src);
+    if (dst.layout().is_dense() && ce::kernels_built()) {
+        const View raw = raw_block(dst);
+        const ce::Scratch tmp(raw.nbytes(), ordinal, stream);
+        device_copy(d, same_layout_at(tmp.get(), dst, ordinal), src, ordinal, stream);
+        return transfer(d, ce::scratch_view(tmp, raw, ordinal), raw, false, ordinal, stream);
+    }
+    if (src.layout().is_c_contiguous()) {
+        ce::staged_to_host(dst, src, ordinal, stream);
+        return false;
+    }
+    const ce::Scratch tmp(src.nbytes(), ordinal, stream);
+    const View t = ce::scratch_view(tmp, src, ordinal);
+    device_copy(d, t, src, ordinal, stream);
+    ce::staged_to_host(dst, t, ordinal, stream);
+    return false;
+}
+
+// Between two GPUs: one peer memcpy when contiguous, else kernels on dst's GPU reading src's.
+void peer_copy(Driver& d, const View& dst, const View& src, int ordinal, cuda::CUstream stream) {
+    const CopyPlan p = detail::plan_copy(dst, src);
+    if (p.kind == CopyPlan::Kind::nothing) return;
+    const int peer = src.device().id;
+    if (src.is_packed_subbyte() || p.kind == CopyPlan::Kind::contiguous) {
+        const std::int64_t bytes = src.is_packed_subbyte() ? src.nbytes() : p.bytes;
+        d.call("cuMemcpyPeerAsync", d.api().memcpy_peer_async, ce::address(dst.ptr() + p.dst_offset),
+               d.primary_context(ordinal), ce::address(src.ptr() + p.src_offset), d.primary_context(peer),
+               static_cast<std::size_t>(bytes), stream);
+        return;
+    }
+    if (!enable_peer(d, ordinal, peer))
+        fail(ErrorKind::unsupported, "strided copy from ", src.device().name(), " to ", dst.device().name(),
+             ": the GPUs have no peer access; copy to a contiguous view on either side first");
+    device_copy(d, dst, src, ordinal, stream);
+}
+
+}  // namespace
+
+std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream) {
+    check(dst, src);
+    const Device sd = src.device(), dd = dst.device();
+    if (sd.host_accessible() && dd.host_accessible()) {
+        host_wait(src);
+        host_wait(dst);
+        copy_host(dst, src);
+        return kNoStream;
+    }
+    // The copy runs on dst's GPU when dst is GPU memory, else on src's.
+    const int ordinal = is_gpu(dd) ? dd.id : sd.id;
+    const StreamRef run(stream == kNoStream ? kDefaultStream : stream);
+    Driver& d = cuda::driver();
+    const cuda::ContextGuard guard(d, ordinal);
+    const cuda::CUstream handle = run.handle();
+    wait_for(src, run, ordinal);
+    wait_for(dst, run, ordinal);
+    bool pending = true;
+    if (src.size() == 0) {
+        pending = false;
+    } else if (is_gpu(sd) && is_gpu(dd) && sd.id != dd.id) {
+        peer_copy(d, dst, src, ordinal, handle);
+    } else if (is_host_only(sd) && is_gpu(dd)) {
+        to_device(d, dst, src, ordinal, handle);
+    } else if (is_gpu(sd) && is_host_only(dd)) {
+        pending = to_host(d, dst, src, ordinal, handle);
+    } else {
+        device_copy(d, dst, src, ordinal, handle);  // one GPU and managed memory, or the GPU itself
+    }
+    if (!pending) return kNoStream;
+    if (stream == kNoStream) {
+        cuda::Stream::borrow(run, ordinal).synchronize();
+        return kNoStream;
+    }
+    return stream;
+}
+
+View copy_to(const View& src, Device device, Order order, std::intptr_t stream) {
+    View out = detail::allocate_like(src, device, order);
+    out.set_stream(copy(out, src, stream));
+    return out;
+}
+
+namespace {
+Order order_of(char c) {
+    switch (c) {
+        case 'C': return Order::C;
+        case 'F': return Order::F;
+        case 'K': return Order::K;
+        default: fail(ErrorKind::value, "order must be 'C', 'F' or 'K', found '", c, "'");
+    }
+}
+}  // namespace
+
+View View::copy(char order, std::intptr_t stream) const { return copy_to(*this, device_, order_of(order), stream); }
+
+View View::copy(Device device, char order, std::intptr_t stream) const {
+    return copy_to(*this, device, order_of(order), stream);
+}
+
+View View::contiguous(std::intptr_t stream) const {
+    if (layout_.is_c_contiguous()) return *this;
+    return copy_to(*this, device_, Order::C, stream);
+}
+
+View View::to(Device device, std::intptr_t stream) const {
+    if (device == device_) return *this;
+    return copy_to(*this, device, Order::K, stream);
+}
+
+}  // namespace stridex

@@ -1,0 +1,243 @@
+// Host <-> device copies through pinned staging buffers, for host memory the DMA engine cannot
+// move as laid out (strided views, and pageable memory, which the driver would otherwise stage
+// itself through one small buffer at a time).
+//
+// The host side is walked in C order in pieces of at most one staging buffer. To the device, each
+// piece is packed into a free buffer (by up to 16 threads) and its transfer queued at once, so
+// packing piece k+1 overlaps the DMA of piece k; a buffer is reused only after the event recorded
+// behind its last transfer has completed. To the host, the transfers of the first buffers are
+// queued up front and each piece is unpacked as soon as its transfer completes, while the next ones
+// are in flight. The device side is always C-contiguous (the engine gathers into or scatters from
+// scratch memory with a kernel otherwise), so a piece is one contiguous byte range there.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "copy_internal.hpp"
+
+namespace stridex::cuda::copy_engine {
+namespace {
+
+constexpr std::int64_t kStageBytes = std::int64_t{16} << 20;
+constexpr std::size_t kStages = 4;
+// Pieces below this are packed by the calling thread alone: waking workers costs more.
+constexpr std::int64_t kParallelBytes = std::int64_t{1} << 20;
+
+// A fixed set of worker threads that run the parts of one job at a time, the caller included.
+class Workers {
+public:
+    static Workers& instance() {
+        // Leaked on purpose: the threads outlive static destruction (they only ever wait).
+        static Workers* const workers = new Workers(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
+        return *workers;
+    }
+    int size() const noexcept { return static_cast<int>(threads_.size()) + 1; }
+
+    // Calls part(i) for every i in [0, parts), spread over the workers; rethrows the first error.
+    void run(int parts, const std::function<void(int)>& part) {
+        const std::lock_guard job_lock(job_mutex_);  // one job at a time
+        {
+            const std::lock_guard lock(mutex_);
+            part_ = &part;
+            parts_ = parts;
+            next_ = 0;
+            pending_ = parts;
+            error_ = nullptr;
+            generation_.fetch_add(1, std::memory_order_release);
+        }
+        wake_.notify_all();
+        work();
+        std::unique_lock lock(mutex_);
+        done_.wait(lock, [&] { return pending_ == 0; });
+        part_ = nullptr;
+        if (error_) std::rethrow_exception(error_);
+    }
+
+private:
+    explicit Workers(unsigned count) {
+        for (unsigned i = 1; i < count; ++i) threads_.emplace_back([this] { loop(); });
+        for (auto& t : threads_) t.detach();
+    }
+
+    void loop() {
+        unsigned long seen = 0;
+        for (;;) {
+            {
+                std::unique_lock lock(mutex_);
+                wake_.wait(lock, [&] { return generation_.load(std::memory_order_relaxed) != seen; });
+                seen = generation_.load(std::memory_order_relaxed);
+            }
+            work();
+        }
+    }
+
+    void work() {
+        for (;;) {
+            int i;
+            const std::function<void(int)>* part;
+            {
+                const std::lock_guard lock(mutex_);
+                if (next_ >= parts_) return;
+                i = next_++;
+                part = part_;
+            }
+            try {
+                (*part)(i);
+            } catch (...) {
+                const std::lock_guard lock(mutex_);
+                if (!error_) error_ = std::current_exception();
+            }
+            const std::lock_guard lock(mutex_);
+            if (--pending_ == 0) done_.notify_all();
+        }
+    }
+
+    std::vector<std::thread> threads_;
+    std::mutex job_mutex_, mutex_;
+    std::condition_variable wake_, done_;
+    const std::function<void(int)>* part_ = nullptr;
+    int parts_ = 0, next_ = 0, pending_ = 0;
+    std::atomic<unsigned long> generation_{0};
+    std::exception_ptr error_;
+};
+
+// copy_host, split along the first axis over the workers when the piece is large.
+void parallel_copy_host(const View& dst, const View& src) {
+    const std::int64_t bytes = src.size() * src.itemsize();
+    Workers& w = Workers::instance();
+    if (bytes < kParallelBytes || src.ndim() == 0 || src.shape()[0] < 2 || w.size() == 1) {
+        copy_host(dst, src);
+        return;
+    }
+    const std::int64_t rows = src.shape()[0];
+    const int parts = static_cast<int>(std::min<std::int64_t>(rows, w.size()));
+    w.run(parts, [&](int i) {
+        const Slice s{rows * i / parts, rows * (i + 1) / parts, 1};
+        copy_host(dst.slice(0, s), src.slice(0, s));
+    });
+}
+
+struct Piece {
+    View view;
+    std::int64_t offset;  // elements before it, in C order
+};
+
+// The view cut in C order into pieces of at most max_elements.
+void split(const View& v, std::int64_t max_elements, std::int64_t offset, std::vector<Piece>& out) {
+    if (v.size() <= max_elements || v.ndim() == 0) {
+        out.push_back({v, offset});
+        return;
+    }
+    const std::int64_t rows = v.shape()[0];
+    const std::int64_t row = v.size() / rows;
+    if (row <= max_elements) {
+        const std::int64_t step = max_elements / row;
+        for (std::int64_t i = 0; i < rows; i += step)
+            out.push_back({v.slice(0, Slice{i, std::min(rows, i + step), 1}), offset + i * row});
+        return;
+    }
+    for (std::int64_t i = 0; i < rows; ++i) split(v.index(0, i), max_elements, offset + i * row, out);
+}
+
+std::vector<Piece> pieces_of(const View& host) {
+    // Fewer, longer axes first (same elements, same C order), so pieces are as large as allowed.
+    const View merged(host.data(), host.byte_offset(), host.layout().merged(), host.dtype(), Device::cpu(),
+                      false, Owner{}, host.subbyte_padded());
+    std::vector<Piece> out;
+    split(merged, std::max<std::int64_t>(1, kStageBytes / host.itemsize()), 0, out);
+    return out;
+}
+
+struct Stage {
+    void* host = nullptr;
+    CUevent done = nullptr;
+};
+
+struct Pool {
+    std::mutex mutex;  // one staged copy per device at a time
+    std::vector<Stage> stages;
+};
+
+// The staging buffers of a device, allocated on first use and kept for the process.
+Pool& pool_for(int ordinal) {
+    static std::mutex mutex;
+    static std::vector<std::unique_ptr<Pool>> pools;
+    const std::lock_guard lock(mutex);
+    Driver& d = driver();
+    if (pools.size() < static_cast<std::size_t>(d.device_count())) pools.resize(static_cast<std::size_t>(d.device_count()));
+    auto& pool = pools.at(static_cast<std::size_t>(ordinal));
+    if (!pool) pool = std::make_unique<Pool>();
+    return *pool;
+}
+
+void fill(Pool& pool, Driver& d) {
+    while (pool.stages.size() < kStages) {
+        Stage s;
+        d.call("cuMemHostAlloc", d.api().mem_host_alloc, &s.host, static_cast<std::size_t>(kStageBytes),
+               cu::kMemHostAllocPortable);
+        const CUresult r = d.api().event_create ? d.api().event_create(&s.done, cu::kEventDisableTiming) : result::not_found;
+        if (r != result::success) {
+            d.try_call(d.raw().mem_free_host, s.host);
+            d.fail_call("cuEventCreate", r);
+        }
+        pool.stages.push_back(s);
+    }
+}
+
+View staging_view(const Stage& s, const Piece& p) {
+    return View(s.host, 0, Layout::contiguous(p.view.shape()), p.view.dtype(), Device::cpu(), false, Owner{},
+                p.view.subbyte_padded());
+}
+
+}  // namespace
+
+void staged_to_device(const View& device, const View& host, int ordinal, CUstream stream) {
+    Driver& d = driver();
+    const ContextGuard guard(d, ordinal);
+    Pool& pool = pool_for(ordinal);
+    const std::lock_guard lock(pool.mutex);
+    fill(pool, d);
+    const std::int64_t item = host.itemsize();
+    const std::vector<Piece> pieces = pieces_of(host);
+    for (std::size_t k = 0; k < pieces.size(); ++k) {
+        const Stage& s = pool.stages[k % kStages];
+        d.call("cuEventSynchronize", d.api().event_synchronize, s.done);  // its last transfer is done
+        parallel_copy_host(staging_view(s, pieces[k]), pieces[k].view);
+        const std::int64_t bytes = pieces[k].view.size() * item;
+        d.call("cuMemcpyAsync", d.api().memcpy_async, address(device.ptr() + pieces[k].offset * item), address(s.host),
+               static_cast<std::size_t>(bytes), stream);
+        d.call("cuEventRecord", d.api().event_record, s.done, stream);
+    }
+}
+
+void staged_to_host(const View& host, const View& device, int ordinal, CUstream stream) {
+    Driver& d = driver();
+    const ContextGuard guard(d, ordinal);
+    Pool& pool = pool_for(ordinal);
+    const std::lock_guard lock(pool.mutex);
+    fill(pool, d);
+    const std::int64_t item = host.itemsize();
+    const std::vector<Piece> pieces = pieces_of(host);
+    auto issue = [&](std::size_t k) {
+        const Stage& s = pool.stages[k % kStages];
+        const std::int64_t bytes = pieces[k].view.size() * item;
+        d.call("cuMemcpyAsync", d.api().memcpy_async, address(s.host), address(device.ptr() + pieces[k].offset * item),
+               static_cast<std::size_t>(bytes), stream);
+        d.call("cuEventRecord", d.api().event_record, s.done, stream);
+    };
+    for (std::size_t k = 0; k < std::min(kStages, pieces.size()); ++k) issue(k);
+    for (std::size_t k = 0; k < pieces.size(); ++k) {
+        const Stage& s = pool.stages[k % kStages];
+        d.call("cuEventSynchronize", d.api().event_synchronize, s.done);
+        parallel_copy_host(pieces[k].view, staging_view(s, pieces[k]));
+        if (k + kStages < pieces.size()) issue(k + kStages);
+    }
+}
+
+}  // namespace stridex::cuda::copy_engine

@@ -1,0 +1,279 @@
+// The copy engine on the host: the plan every path shares (stridex/detail/copy_plan.hpp), the
+// checks of stridex::copy, View::copy/contiguous/to, and a randomised comparison with a reference
+// element walk over every layout kind (negative, broadcast, sliced, permuted, up to 8-d). Device
+// paths are tested on a GPU by tests/python/test_copy_gpu.py.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "expect_error.hpp"
+#include "stridex/copy.hpp"
+#include "stridex/cuda/driver.hpp"
+#include "stridex/detail/copy_plan.hpp"
+
+namespace stridex {
+namespace {
+
+using detail::CopyPlan;
+
+View over(void* data, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides, Dtype dtype,
+          std::int64_t offset_bytes = 0, bool readonly = false) {
+    return View(data, offset_bytes, Layout(shape, strides), dtype, Device::cpu(), readonly, Owner());
+}
+
+alignas(64) std::byte g_src[1 << 16];
+alignas(64) std::byte g_dst[1 << 16];
+
+TEST(CopyPlan, ContiguousBecomesOneRun) {
+    const View s = over(g_src, {4, 8}, {8, 1}, dtypes::float32);
+    const View d = over(g_dst, {4, 8}, {8, 1}, dtypes::float32);
+    const CopyPlan p = detail::plan_copy(d, s);
+    EXPECT_EQ(p.kind, CopyPlan::Kind::contiguous);
+    EXPECT_EQ(p.bytes, 128);
+}
+
+TEST(CopyPlan, ReversedOnBothSidesIsStillOneRun) {
+    const View s = over(g_src, {8}, {-1}, dtypes::int16, 14);
+    const View d = over(g_dst, {8}, {-1}, dtypes::int16, 14);
+    const CopyPlan p = detail::plan_copy(d, s);
+    EXPECT_EQ(p.kind, CopyPlan::Kind::contiguous);
+    EXPECT_EQ(p.dst_offset, -14);
+    EXPECT_EQ(p.src_offset, -14);
+}
+
+TEST(CopyPlan, ColumnBlockIsWidenedRows) {
+    // a[:, :64] of a (16, 256) float32 array into a (16, 64) one: rows of 256 bytes, 16-byte units.
+    const View s = over(g_src, {16, 64}, {256, 1}, dtypes::float32);
+    const View d = over(g_dst, {16, 64}, {64, 1}, dtypes::float32);
+    const CopyPlan p = detail::plan_copy(d, s);
+    EXPECT_EQ(p.kind, CopyPlan::Kind::strided);
+    EXPECT_EQ(p.unit, 16);
+    ASSERT_EQ(p.ndim, 2);
+    EXPECT_EQ(p.axes[1].extent, 16);
+    EXPECT_EQ(p.axes[0].src, 1024);
+    EXPECT_EQ(p.axes[0].dst, 256);
+}
+
+TEST(CopyPlan, MisalignedRowsAreNotWidened) {
+    const View s = over(g_src, {16, 64}, {257, 1}, dtypes::float32, 4);
+    const View d = over(g_dst, {16, 64}, {64, 1}, dtypes::float32);
+    EXPECT_EQ(detail::plan_copy(d, s).unit, 4);
+}
+
+TEST(CopyPlan, TransposeIsTiledWithTheSourceAxis) {
+    const View s = over(g_src, {64, 32}, {1, 64}, dtypes::float32);  // a (32, 64) array transposed
+    const View d = over(g_dst, {64, 32}, {32, 1}, dtypes::float32);
+    const CopyPlan p = detail::plan_copy(d, s);
+    ASSERT_EQ(p.kind, CopyPlan::Kind::tiled);
+    EXPECT_EQ(p.tile_axis, 0);
+    EXPECT_EQ(p.unit, 4);
+    EXPECT_FALSE(p.tile_words);
+}
+
+TEST(CopyPlan, SmallElementTransposeMovesWords) {
+    const View s = over(g_src, {3, 64, 32}, {2048, 1, 64}, dtypes::bfloat16);  // batched
+    const View d = over(g_dst, {3, 64, 32}, {2048, 32, 1}, dtypes::bfloat16);
+    const CopyPlan p = detail::plan_copy(d, s);
+    ASSERT_EQ(p.kind, CopyPlan::Kind::tiled);
+    EXPECT_TRUE(p.tile_words);
+    const View odd = over(g_src, {3, 64, 31}, {2048, 1, 64}, dtypes::bfloat16);
+    const View odd_dst = over(g_dst, {3, 64, 31}, {31 * 64, 31, 1}, dtypes::bfloat16);
+    EXPECT_FALSE(detail::plan_copy(odd_dst, odd).tile_words);  // dst rows of 62 bytes: words misalign
+}
+
+TEST(CopyPlan, ThinTransposeStaysStrided) {
+    const View s = over(g_src, {64, 2}, {1, 64}, dtypes::float32);
+    const View d = over(g_dst, {64, 2}, {2, 1}, dtypes::float32);
+    EXPECT_EQ(detail::plan_copy(d, s).kind, CopyPlan::Kind::strided);
+}
+
+TEST(CopyPlan, OddElementSizeSplitsIntoUnits) {
+    const Dtype rgb = Dtype::from_raw(1, 8, 3);  // 3-byte elements (uint8x3)
+    const View s = over(g_src, {5}, {2}, rgb);
+    const View d = over(g_dst, {5}, {1}, rgb);
+    const CopyPlan p = detail::plan_copy(d, s);
+    EXPECT_EQ(p.unit, 1);
+    ASSERT_EQ(p.ndim, 2);
+    EXPECT_EQ(p.axes[1].extent, 3);
+}
+
+TEST(CopyPlan, EmptyAndScalar) {
+    EXPECT_EQ(detail::plan_copy(over(g_dst, {0, 3}, {3, 1}, dtypes::int8), over(g_src, {0, 3}, {3, 1}, dtypes::int8)).kind,
+              CopyPlan::Kind::nothing);
+    const CopyPlan one = detail::plan_copy(over(g_dst, {}, {}, dtypes::float64), over(g_src, {}, {}, dtypes::float64));
+    EXPECT_EQ(one.kind, CopyPlan::Kind::contiguous);
+    EXPECT_EQ(one.bytes, 8);
+}
+
+TEST(Copy, RefusesWhatItCannotDo) {
+    const View s = over(g_src, {4, 4}, {4, 1}, dtypes::float32);
+    EXPECT_ERROR(copy(over(g_dst, {4, 4}, {4, 1}, dtypes::int32), s), value, "different dtypes");
+    EXPECT_ERROR(copy(over(g_dst, {4, 3}, {3, 1}, dtypes::float32), s), value, "different shapes");
+    EXPECT_ERROR(copy(over(g_dst, {4, 4}, {4, 1}, dtypes::float32, 0, true), s), buffer, "read-only");
+    EXPECT_ERROR(copy(over(g_dst, {4, 4}, {0, 1}, dtypes::float32), s), buffer, "more than once");
+    EXPECT_ERROR(copy(over(g_dst, {4, 4}, {1, 1}, dtypes::float32), s), buffer, "more than once");
+    const View rocm(g_src, 0, Layout::contiguous(std::vector<std::int64_t>{4, 4}), dtypes::float32,
+                    Device{DeviceType::kROCM, 0}, false, Owner());
+    EXPECT_ERROR(copy(over(g_dst, {4, 4}, {4, 1}, dtypes::float32), rocm), unsupported, "rocm");
+    EXPECT_ERROR(allocate(std::vector<std::int64_t>{2}, dtypes::float32, Device{DeviceType::kROCM, 0}),
+                 unsupported, "rocm");
+    EXPECT_ERROR(s.copy('X'), value, "order");
+}
+
+TEST(Copy, PackedSubbyteCopiesWholeStorage) {
+    const Dtype int4 = Dtype::from_raw(0, 4, 1);
+    std::uint8_t in[4] = {0x21, 0x43, 0x65, 0x87}, out[4] = {};
+    const View s(in, 0, Layout::contiguous(std::vector<std::int64_t>{8}), int4, Device::cpu(), false, Owner());
+    const View d(out, 0, Layout::contiguous(std::vector<std::int64_t>{8}), int4, Device::cpu(), false, Owner());
+    EXPECT_EQ(copy(d, s), kNoStream);
+    EXPECT_EQ(std::memcmp(in, out, 4), 0);
+    const View fresh = s.copy();
+    EXPECT_EQ(std::memcmp(fresh.ptr(), in, 4), 0);
+    EXPECT_TRUE(fresh.is_packed_subbyte());
+    std::uint8_t padded[8] = {};
+    const View p(padded, 0, Layout::contiguous(std::vector<std::int64_t>{8}), int4, Device::cpu(), false, Owner(),
+                 true);
+    EXPECT_ERROR(copy(p, s), unsupported, "packed and padded");
+    const View square(in, 0, Layout::contiguous(std::vector<std::int64_t>{2, 4}), int4, Device::cpu(), false, Owner());
+    EXPECT_ERROR(square.copy('F'), unsupported, "must be C-contiguous");
+}
+
+// ---- randomised: every layout kind against an element-by-element reference ----------------
+
+// A random layout of `shape` inside a buffer of `capacity` elements: each axis strided by a random
+// step (sometimes negative, sometimes 0 in a source), axes permuted.
+struct RandomLayout {
+    std::vector<std::int64_t> strides;
+    std::int64_t offset = 0;  // elements
+    std::int64_t span = 1;    // elements the buffer needs
+};
+
+RandomLayout random_layout(std::mt19937& rng, const std::vector<std::int64_t>& shape, bool allow_broadcast) {
+    const std::size_t n = shape.size();
+    std::vector<std::size_t> perm(n);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    RandomLayout out;
+    out.strides.assign(n, 0);
+    std::int64_t step = 1 + static_cast<std::int64_t>(rng() % 2);  // sometimes a gap between elements
+    for (std::size_t k = n; k-- > 0;) {
+        const std::size_t a = perm[k];
+        if (allow_broadcast && rng() % 6 == 0) continue;  // stride 0
+        out.strides[a] = step;
+        step *= shape[a] + static_cast<std::int64_t>(rng() % 2);
+    }
+    for (std::size_t a = 0; a < n; ++a) {
+        if (rng() % 4 == 0 && shape[a] > 0) {  // walk this axis backwards
+            out.offset += (shape[a] - 1) * out.strides[a];
+            out.strides[a] = -out.strides[a];
+        }
+    }
+    out.span = step + out.offset + 1;
+    return out;
+}
+
+template <class F>
+void for_each_index(const std::vector<std::int64_t>& shape, F f) {
+    for (std::int64_t e : shape)
+        if (e == 0) return;
+    std::vector<std::int64_t> idx(shape.size(), 0);
+    for (;;) {
+        f(idx);
+        std::size_t a = shape.size();
+        while (a > 0) {
+            --a;
+            if (++idx[a] < shape[a]) break;
+            idx[a] = 0;
+            if (a == 0) return;
+        }
+        if (shape.empty()) return;
+    }
+}
+
+TEST(CopyRandom, EveryLayoutMatchesTheReference) {
+    std::mt19937 rng(1234);
+    const Dtype types[] = {dtypes::uint8, dtypes::int16, dtypes::float32, dtypes::float64, dtypes::complex128,
+                           Dtype::from_raw(1, 8, 3)};
+    for (int trial = 0; trial < 600; ++trial) {
+        const Dtype dt = types[rng() % std::size(types)];
+        const auto item = static_cast<std::size_t>(dt.itemsize());
+        const std::size_t nd = rng() % 9;
+        std::vector<std::int64_t> shape(nd);
+        for (auto& e : shape) e = static_cast<std::int64_t>(rng() % (nd > 4 ? 3 : 6));
+        const RandomLayout ls = random_layout(rng, shape, true), ld = random_layout(rng, shape, false);
+        std::vector<std::byte> sbuf(static_cast<std::size_t>(ls.span) * item), dbuf(static_cast<std::size_t>(ld.span) * item);
+        for (auto& b : sbuf) b = static_cast<std::byte>(rng());
+        std::fill(dbuf.begin(), dbuf.end(), std::byte{0xA5});  // poison: unwritten elements show
+        const std::vector<std::byte> before = dbuf;
+        const View s = over(sbuf.data(), shape, ls.strides, dt, ls.offset * static_cast<std::int64_t>(item));
+        const View d = over(dbuf.data(), shape, ld.strides, dt, ld.offset * static_cast<std::int64_t>(item));
+        ASSERT_EQ(copy(d, s), kNoStream);
+        std::vector<bool> written(dbuf.size() / item, false);
+        for_each_index(shape, [&](const std::vector<std::int64_t>& idx) {
+            std::int64_t so = ls.offset, doff = ld.offset;
+            for (std::size_t a = 0; a < nd; ++a) {
+                so += idx[a] * ls.strides[a];
+                doff += idx[a] * ld.strides[a];
+            }
+            written[static_cast<std::size_t>(doff)] = true;
+            ASSERT_EQ(std::memcmp(&dbuf[static_cast<std::size_t>(doff) * item], &sbuf[static_cast<std::size_t>(so) * item], item), 0)
+                << "trial " << trial << " " << s.layout() << " -> " << d.layout();
+        });
+        for (std::size_t i = 0; i < written.size(); ++i)
+            if (!written[i]) {
+                ASSERT_EQ(std::memcmp(&dbuf[i * item], &before[i * item], item), 0) << "trial " << trial;
+            }
+        // A fresh copy in each order holds the same elements.
+        for (char order : {'C', 'F', 'K'}) {
+            const View fresh = s.copy(order);
+            EXPECT_EQ(fresh.stream(), kNoStream);
+            EXPECT_TRUE(fresh.layout().is_dense());
+            if (order == 'C') {
+                EXPECT_TRUE(fresh.layout().is_c_contiguous());
+            } else if (order == 'F') {
+                EXPECT_TRUE(fresh.layout().is_f_contiguous());
+            }
+            const View back = fresh.contiguous();
+            for_each_index(shape, [&](const std::vector<std::int64_t>& idx) {
+                std::int64_t so = ls.offset, bo = 0;
+                for (std::size_t a = 0; a < nd; ++a) {
+                    so += idx[a] * ls.strides[a];
+                    bo += idx[a] * back.strides()[a];
+                }
+                ASSERT_EQ(std::memcmp(back.ptr() + bo * static_cast<std::int64_t>(item), &sbuf[static_cast<std::size_t>(so) * item], item), 0);
+            });
+        }
+    }
+}
+
+TEST(Copy, OverlappingSourceAndDestination) {
+    std::vector<std::int32_t> buf(10);
+    std::iota(buf.begin(), buf.end(), 0);
+    const View s = over(buf.data(), {8}, {1}, dtypes::int32);
+    const View d = over(buf.data(), {8}, {1}, dtypes::int32, 8);  // shifted by two elements
+    copy(d, s);
+    EXPECT_EQ(buf, (std::vector<std::int32_t>{0, 1, 0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
+TEST(Copy, ContiguousAndToReturnTheViewItself) {
+    std::vector<float> buf(6);
+    const View v = over(buf.data(), {2, 3}, {3, 1}, dtypes::float32);
+    EXPECT_EQ(v.contiguous().ptr(), v.ptr());
+    EXPECT_EQ(v.to(Device::cpu()).ptr(), v.ptr());
+    EXPECT_NE(v.transpose().contiguous().ptr(), v.ptr());
+}
+
+TEST(Copy, DeviceCopiesWithoutADriverSayWhy) {
+    cuda::DriverOverride none("libstridex-no-such-cuda.so");
+    std::vector<float> buf(4);
+    const View v = over(buf.data(), {4}, {1}, dtypes::float32);
+    EXPECT_ERROR(v.to(Device::cuda(0)), cuda, "libstridex-no-such-cuda.so");
+}
+
+}  // namespace
+}  // namespace stridex

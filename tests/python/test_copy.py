@@ -1,0 +1,242 @@
+"""stridex.copy, View.copy / contiguous / to, and __dlpack__ copies across devices.
+
+Randomised layouts (0-d, empty, up to 8-d; negative strides, broadcast sources, gaps, permuted
+axes) over every pair of memory kinds, against NumPy as the reference; destinations are poisoned
+before each copy so unwritten elements show. The CPU kinds run everywhere; the CUDA kinds
+(cuda:0, pinned cuda_host, cuda_managed, and cuda:1 for peer copies) skip without a GPU.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+import stridex
+
+GPU = stridex.cuda_available()
+TWO_GPUS = GPU and stridex.device_count() >= 2
+KINDS = ["cpu", "cuda:0", "cuda_host", "cuda_managed", "cuda:1"]
+DTYPES = ["uint8", "int16", "float32", "float64", "complex128"]
+POISON = 0xA5
+
+
+def needs(kind: str):
+    if kind == "cuda:1" and not TWO_GPUS:
+        pytest.skip("needs two CUDA devices")
+    if kind != "cpu" and not GPU:
+        pytest.skip("no CUDA device (stridex.cuda_available() is False)")
+
+
+def place(host: np.ndarray, kind: str) -> stridex.View:
+    """A fresh 1-d buffer on `kind` holding the bytes of `host` (a contiguous copy)."""
+    buf = stridex.empty(host.shape, str(host.dtype), device=kind)
+    return stridex.copy(buf, stridex.view(host), stream=stridex.NO_SYNC)
+
+
+def fetch(buf: stridex.View) -> np.ndarray:
+    out = stridex.empty(buf.shape, buf.dtype, device="cpu")
+    stridex.copy(out, buf, stream=stridex.NO_SYNC)
+    return np.asarray(out)
+
+
+def random_layout(rng, shape, broadcast: bool):
+    """Strides (elements), offset of element 0 and the buffer length a layout of `shape` needs."""
+    n = len(shape)
+    order = rng.permutation(n)
+    strides = [0] * n
+    step = int(rng.integers(1, 3))
+    for a in order[::-1]:
+        if broadcast and rng.integers(6) == 0:
+            continue
+        strides[a] = step
+        step *= shape[a] + int(rng.integers(2))
+    offset = 0
+    for a in range(n):
+        if rng.integers(4) == 0 and shape[a] > 0:
+            offset += (shape[a] - 1) * strides[a]
+            strides[a] = -strides[a]
+    return strides, offset, step + offset + 1
+
+
+def strided(base, offset, shape, strides, itemsize):
+    return np.lib.stride_tricks.as_strided(base[offset:], shape, [s * itemsize for s in strides])
+
+
+def random_case(rng, max_extent=5):
+    nd = int(rng.integers(0, 9))
+    shape = tuple(int(rng.integers(0, 3 if nd > 4 else max_extent + 1)) for _ in range(nd))
+    return shape, str(rng.choice(DTYPES))
+
+
+def random_bytes(rng, n, dtype):
+    raw = rng.integers(0, 256, size=n * np.dtype(dtype).itemsize, dtype=np.uint8)
+    return raw.view(dtype)
+
+
+def check_copy(rng, src_kind, dst_kind, shape, dtype):
+    item = np.dtype(dtype).itemsize
+    s_strides, s_off, s_len = random_layout(rng, shape, broadcast=True)
+    d_strides, d_off, d_len = random_layout(rng, shape, broadcast=False)
+    s_host = random_bytes(rng, s_len, dtype)
+    d_host = np.frombuffer(bytes([POISON]) * (d_len * item), dtype=dtype).copy()
+    s_buf, d_buf = place(s_host, src_kind), place(d_host, dst_kind)
+    src = stridex.from_pointer(s_buf.ptr + s_off * item, shape, dtype, strides=s_strides, owner=s_buf)
+    dst = stridex.from_pointer(d_buf.ptr + d_off * item, shape, dtype, strides=d_strides, owner=d_buf)
+    out = stridex.copy(dst, src, stream=stridex.NO_SYNC)
+    assert out.stream is None
+    expected = d_host.copy()
+    strided(expected, d_off, shape, d_strides, item)[...] = strided(s_host, s_off, shape, s_strides, item)
+    got = fetch(d_buf)
+    assert got.tobytes() == expected.tobytes(), f"{src_kind}->{dst_kind} {shape} {dtype} {s_strides}->{d_strides}"
+
+
+@pytest.mark.parametrize("dst_kind", KINDS)
+@pytest.mark.parametrize("src_kind", KINDS)
+def test_random_layouts_every_memory_pair(src_kind, dst_kind):
+    needs(src_kind)
+    needs(dst_kind)
+    rng = np.random.default_rng(zlib.crc32(f"{src_kind}->{dst_kind}".encode()))  # stable across runs
+    for _ in range(40):
+        check_copy(rng, src_kind, dst_kind, *random_case(rng))
+
+
+LARGE = [
+    ((512, 384), (1, 0), "float32"),   # transpose: the tiled kernel
+    ((300, 200), (1, 0), "uint16"),    # 2-byte transpose, words on both sides
+    ((301, 203), (1, 0), "uint8"),     # 1-byte transpose, ragged edges
+    ((64, 48, 40), (2, 1, 0), "float64"),
+    ((8, 64, 40, 3), (0, 2, 1, 3), "complex128"),
+    ((33, 65, 17), (1, 2, 0), "int16"),
+]
+
+
+@pytest.mark.parametrize("shape,perm,dtype", LARGE)
+@pytest.mark.parametrize("kinds", [("cpu", "cpu"), ("cuda:0", "cuda:0"), ("cpu", "cuda:0"), ("cuda:0", "cpu"),
+                                   ("cuda_host", "cuda:0"), ("cuda:0", "cuda_managed"), ("cuda:1", "cuda:0")])
+def test_permutations_and_slices(shape, perm, dtype, kinds):
+    src_kind, dst_kind = kinds
+    needs(src_kind)
+    needs(dst_kind)
+    rng = np.random.default_rng(7)
+    host = random_bytes(rng, int(np.prod(shape)), dtype).reshape(shape)
+    src = place(host.reshape(-1), src_kind).reshape(shape).permute(perm)
+    expected = host.transpose(perm)
+    got = src.copy(device=dst_kind)
+    assert got.is_c_contiguous and got.device == dst_kind
+    assert fetch(got).tobytes() == np.ascontiguousarray(expected).tobytes()
+    # Slices: every other row, a column block, reversed.
+    for key in [(slice(None, None, 2),), (slice(None), slice(3, 17)), (slice(None, None, -1),)]:
+        part = src[key]
+        assert fetch(part.copy(device=dst_kind)).tobytes() == np.ascontiguousarray(expected[key]).tobytes()
+
+
+def test_contiguous_and_to_keep_what_needs_no_copy():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    v = stridex.view(a)
+    assert v.contiguous() is v
+    assert v.to("cpu") is v
+    t = v.T.contiguous()
+    assert t.is_c_contiguous and t.owner is None
+    np.testing.assert_array_equal(np.asarray(t), a.T)
+    k = v.T.copy(order="K")
+    assert k.strides == (1, 4)  # the source's axis order: a plain copy of the memory
+    f = v.copy(order="F")
+    assert f.is_f_contiguous
+    np.testing.assert_array_equal(np.asarray(f), a)
+
+
+def test_copy_takes_any_array_and_returns_dst():
+    a = np.arange(6, dtype=np.int64).reshape(2, 3)
+    b = np.zeros((3, 2), dtype=np.int64)
+    out = stridex.copy(b, stridex.view(a).T)
+    assert isinstance(out, stridex.View) and out.ptr == b.ctypes.data
+    np.testing.assert_array_equal(b, a.T)
+    stridex.copy(b.T, np.full((2, 3), 9, dtype=np.int64))  # numpy on both sides, no View in sight
+    assert (b == 9).all()
+
+
+def test_copy_errors():
+    a = np.zeros((2, 3), np.float32)
+    with pytest.raises(ValueError, match="different dtypes"):
+        stridex.copy(np.zeros((2, 3), np.int32), a)
+    with pytest.raises(ValueError, match="different shapes"):
+        stridex.copy(np.zeros((3, 2), np.float32), a)
+    with pytest.raises(BufferError, match="read-only"):
+        stridex.copy(np.frombuffer(bytes(24), np.float32).reshape(2, 3), a)
+    broadcast = np.lib.stride_tricks.as_strided(np.zeros(3, np.float32), (2, 3), (0, 4))
+    assert broadcast.flags.writeable
+    with pytest.raises(BufferError, match="more than once"):
+        stridex.copy(broadcast, a)
+    with pytest.raises(ValueError, match="order"):
+        stridex.view(a).copy(order="Z")
+    with pytest.raises(TypeError, match="device"):
+        stridex.view(a).copy(device=3.5)
+    with pytest.raises(ValueError):
+        stridex.copy(a, a, stream=0)
+
+
+def test_empty():
+    e = stridex.empty((2, 3), "float32")
+    assert e.shape == (2, 3) and e.device == "cpu" and not e.readonly and e.is_c_contiguous
+    assert stridex.empty([4, 5], stridex.Dtype("int8"), order="F").is_f_contiguous
+    with pytest.raises(TypeError, match="shape"):
+        stridex.empty(("a",), "float32")
+    with pytest.raises(ValueError):
+        stridex.empty((-1,), "float32")
+
+
+def test_dlpack_copy_true_on_the_host():
+    a = np.arange(6, dtype=np.float32)[::2]
+    got = np.from_dlpack(stridex.view(a), copy=True)
+    np.testing.assert_array_equal(got, a)
+    assert got.ctypes.data != a.ctypes.data
+
+
+# ---- GPU only -------------------------------------------------------------------------------------
+
+gpu = pytest.mark.skipif(not GPU, reason="no CUDA device (stridex.cuda_available() is False)")
+
+
+@gpu
+def test_result_records_the_stream_and_device():
+    host = np.arange(1 << 20, dtype=np.float32).reshape(1024, 1024)
+    g = stridex.view(host).to("cuda:0")
+    assert g.device == "cuda:0" and g.stream == 1 and g.owner is None
+    t = g.T.contiguous()
+    assert t.stream == 1
+    np.testing.assert_array_equal(np.from_dlpack(t, device="cpu"), host.T)
+    np.testing.assert_array_equal(np.array(g.T), host.T)  # an explicit copy
+    with pytest.raises(TypeError, match="copy"):
+        np.asarray(g)
+
+
+@gpu
+def test_dlpack_copies_across_devices():
+    host = np.arange(24, dtype=np.int32).reshape(4, 6)
+    g = stridex.view(host).to("cuda:0")
+    cap = g.__dlpack__(dl_device=(1, 0), max_version=(1, 3))
+    back = np.from_dlpack(type("C", (), {"__dlpack__": lambda self, **k: cap,
+                                          "__dlpack_device__": lambda self: (1, 0)})())
+    np.testing.assert_array_equal(back, host)
+    up = stridex.view(stridex.view(host).__dlpack__(dl_device=(2, 0), max_version=(1, 3), stream=1))
+    assert up.device == "cuda:0"
+    np.testing.assert_array_equal(np.from_dlpack(up, device="cpu"), host)
+    with pytest.raises(BufferError, match="copy=False"):
+        g.__dlpack__(dl_device=(1, 0), copy=False)
+
+
+@gpu
+def test_ordered_on_a_side_stream():
+    torch = pytest.importorskip("torch")
+    s = torch.cuda.Stream()
+    x = torch.arange(1 << 22, device="cuda", dtype=torch.float32).reshape(2048, 2048)
+    with torch.cuda.stream(s):
+        x.mul_(2)  # pending on s
+        v = stridex.view(x, stream=s)
+        t = v.T.contiguous(stream=s)
+    assert t.stream == s.cuda_stream
+    s.synchronize()
+    expected = (torch.arange(1 << 22, device="cuda", dtype=torch.float32).reshape(2048, 2048) * 2).T
+    assert torch.equal(torch.from_dlpack(t), expected)
