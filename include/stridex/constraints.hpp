@@ -24,7 +24,7 @@
 
 namespace stridex {
 
-enum class Order : unsigned char { any, c, f };
+enum class Contiguity : unsigned char { any, c, f };
 
 // The constraints of one argument, gathered from its tags. A plain aggregate so that it can be a
 // compile-time constant.
@@ -40,7 +40,7 @@ struct Requirements {
     bool has_device = false;
     DeviceType device_type = DeviceType::kCPU;
     std::int32_t device_id = -1;  // -1: any ordinal
-    Order order = Order::any;
+    Contiguity order = Contiguity::any;
     bool writable = false;       // read-only views refused
     bool may_copy = false;       // a layout that is not `order` is copied (host memory only, for now)
     bool caller_stream = false;  // order the data on the calling framework's current stream
@@ -105,16 +105,16 @@ using cuda = device<DeviceType::kCUDA>;
 using cuda_host = device<DeviceType::kCUDAHost>;
 using cuda_managed = device<DeviceType::kCUDAManaged>;
 
-template <Order O>
+template <Contiguity O>
 struct order_is {
     static constexpr void apply(Requirements& r) {
-        if (r.order != Order::any && r.order != O) throw "stridex::arg: two contiguity constraints";
+        if (r.order != Contiguity::any && r.order != O) throw "stridex::arg: two contiguity constraints";
         r.order = O;
     }
 };
-using c_contig = order_is<Order::c>;  // NumPy's C-contiguity (axes of extent 1 take any stride)
-using f_contig = order_is<Order::f>;
-using any_contig = order_is<Order::any>;
+using c_contig = order_is<Contiguity::c>;  // NumPy's C-contiguity (axes of extent 1 take any stride)
+using f_contig = order_is<Contiguity::f>;
+using any_contig = order_is<Contiguity::any>;
 
 struct writable {
     static constexpr void apply(Requirements& r) { r.writable = true; }
@@ -140,7 +140,7 @@ template <class... Constraints>
 constexpr Requirements requirements_of() {
     Requirements r;
     (Constraints::apply(r), ...);
-    if (r.may_copy && r.order == Order::any) throw "stridex::arg::may_copy needs arg::c_contig or arg::f_contig";
+    if (r.may_copy && r.order == Contiguity::any) throw "stridex::arg::may_copy needs arg::c_contig or arg::f_contig";
     if (r.may_copy && r.writable) throw "stridex::arg::may_copy and arg::writable exclude each other";
     return r;
 }
@@ -258,7 +258,7 @@ constexpr void write_requirements(TextWriter& w, const Requirements& r) {
             w.put_int(r.device_id);
         }
     }
-    if (r.order != Order::any) item(r.order == Order::c ? "order=C" : "order=F");
+    if (r.order != Contiguity::any) item(r.order == Contiguity::c ? "order=C" : "order=F");
     if (r.writable) item("writable");
     if (r.may_copy) item("may_copy");
     if (r.caller_stream) item("caller_stream");
@@ -308,9 +308,8 @@ std::string view_summary(const View& view);
 // (see contiguous_copy). Returns the view to use.
 View conform(const Requirements& r, const View& view);
 
-// A fresh `order`-contiguous copy of `view`, for arg::may_copy.
-// Host memory (device cpu, nothing pending) is copied with host_copy. Any other memory is
-// Error(unsupported) naming the missing piece: device copies belong to the CUDA copy engine.
-View contiguous_copy(const View& view, Order order);
+// A fresh `order`-contiguous copy of `view` on its own device, for arg::may_copy, made by the copy
+// engine (stridex::copy_to) after the view's pending work; errors are the copy engine's.
+View contiguous_copy(const View& view, Contiguity order);
 
 }  // namespace stridex

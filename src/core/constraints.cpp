@@ -10,11 +10,11 @@ namespace stridex {
 
 namespace {
 
-bool order_holds(Order order, const Layout& layout) noexcept {
+bool order_holds(Contiguity order, const Layout& layout) noexcept {
     switch (order) {
-        case Order::any: return true;
-        case Order::c: return layout.is_c_contiguous();
-        case Order::f: return layout.is_f_contiguous();
+        case Contiguity::any: return true;
+        case Contiguity::c: return layout.is_c_contiguous();
+        case Contiguity::f: return layout.is_f_contiguous();
     }
     return false;
 }
@@ -71,18 +71,12 @@ View conform(const Requirements& r, const View& view) {
     fail(ErrorKind::type, "expected ", requirements_text(r), ", found ", view_summary(view));
 }
 
-View contiguous_copy(const View& view, Order order) {
-    if (order == Order::any) return view;
-    // SEAM(stridex::copy): device, pinned and managed memory, and memory with pending stream work,
-    // are the CUDA copy engine's (stridex::copy, being built). Plug it in here; until then they
-    // are refused rather than copied on the host behind the producer's stream.
-    if (view.device() != Device::cpu() || view.stream() != kNoStream)
-        fail(ErrorKind::unsupported, "a contiguous copy of ", view.device().name(),
-             " memory needs the CUDA copy engine, which this stridex does not have yet; pass a ",
-             order == Order::c ? "C" : "F", "-contiguous array");
-    // host_copy writes C order; the F-order copy of a view is the C-order copy of its transpose,
-    // transposed back.
-    return order == Order::c ? host_copy(view) : host_copy(view.transpose()).transpose();
+View contiguous_copy(const View& view, Contiguity order) {
+    if (order == Contiguity::any) return view;
+    // The copy engine queues the copy after the view's pending work (on its stream, else the legacy
+    // default stream), so the result is ready where the caller's input was.
+    const std::intptr_t stream = view.stream() != kNoStream ? view.stream() : kDefaultStream;
+    return copy_to(view, view.device(), order == Contiguity::c ? Order::C : Order::F, stream);
 }
 
 }  // namespace stridex

@@ -123,8 +123,10 @@ struct Uuid {  // CUuuid
     char bytes[16];
 };
 static_assert(sizeof(IpcHandle) == 64 && sizeof(Uuid) == 16);
-// CUDA_MEMCPY2D. stridex passes every pointer as CU_MEMORYTYPE_UNIFIED in the *Device fields (all
-// supported drivers use unified addressing), so the host/array fields stay null.
+
+// ---- ABI: CUDA_MEMCPY2D ---------------------------------------------------------------------------
+// stridex passes every pointer as CU_MEMORYTYPE_UNIFIED in the *Device fields (all supported
+// drivers use unified addressing), so the host/array fields stay null.
 struct Memcpy2D {
     std::size_t src_x_in_bytes, src_y;
     unsigned src_memory_type;  // CUmemorytype
@@ -139,6 +141,7 @@ struct Memcpy2D {
     void* dst_array;
     std::size_t dst_pitch;
     std::size_t width_in_bytes, height;
+};
 static_assert(sizeof(Memcpy2D) == 128 && offsetof(Memcpy2D, src_pitch) == 48 &&
               offsetof(Memcpy2D, dst_x_in_bytes) == 56 && offsetof(Memcpy2D, width_in_bytes) == 112);
 
