@@ -441,6 +441,7 @@ void bind_virtual_buffer(nb::module_& m) {
         .def_prop_ro(
             "stats",
             [](const PyVirtualBuffer& s) { return stats_dict(locked(s, [](const VirtualBuffer& b) { return b.stats(); })); },
+            nb::sig("def stats(self) -> dict[str, typing.Any]"),
             "bytes mapped (now, peak), bytes copied, operation counts, and per-driver-call timings")
         .def(
             "grow", [](PyVirtualBuffer& s, std::int64_t n) { unlocked_gil(s, [&](VirtualBuffer& b) { b.grow(to_size(n, "size")); }); },

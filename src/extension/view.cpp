@@ -133,7 +133,7 @@ void bind_view(nb::module_& m) {
             if (s.view.ndim() == 0) fail(ErrorKind::type, "len() of a 0-d view");
             return s.view.shape()[0];
         })
-        .def("__getitem__", [](const PyView& s, nb::handle key) { return derived(s, index_view(s.view, key)); },
+        .def("__getitem__", [](const PyView& s, nb::handle key) { return derived(s, index_view(s.view, key)); }, nb::arg("key").none(),
              nb::sig("def __getitem__(self, key: typing.SupportsIndex | slice | types.EllipsisType | None | "
                      "tuple[typing.SupportsIndex | slice | types.EllipsisType | None, ...], /) -> View"))
         .def_prop_ro("T", [](const PyView& s) { return derived(s, s.view.transpose()); }, nb::sig("def T(self) -> View"))
