@@ -4,7 +4,7 @@
 // Only host-accessible memory (cpu, cuda_host, cuda_managed, ...) is touched here; copies to or
 // from device memory belong to the CUDA copy engine. Any layout is copied: negative strides, zero
 // (broadcast) strides, byte offsets, 0-d and empty views. The result of host_copy is always
-// C-contiguous, so a consumer that only takes compact strides (JAX, PROTOCOLS O7) can read it.
+// C-contiguous, so a consumer that only takes compact strides (JAX, O7 in docs/protocols.md) can read it.
 #pragma once
 
 #include <cstdint>

@@ -50,7 +50,7 @@ View view_of(const DLTensor& t, Owner owner, DLTensorRules rules) {
     Layout layout = layout_of(t, rules.null_strides_mean_c_order);
     const Dtype dtype = Dtype::from_raw(t.dtype.code, t.dtype.bits, t.dtype.lanes);
     // Vector dtypes are valid DLPack, but no framework exchanges them and strides would count
-    // vectors, not scalars: importers refuse them (PROTOCOLS.md, importer checklist 7).
+    // vectors, not scalars: importers refuse them (docs/protocols.md, importer checklist 7).
     if (dtype.lanes != 1)
         fail(ErrorKind::unsupported, "DLPack dtype ", dtype.name(), " has ", dtype.lanes,
              " lanes; stridex imports scalar dtypes (lanes == 1) only");

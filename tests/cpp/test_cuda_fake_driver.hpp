@@ -252,7 +252,7 @@ public:
         if (CUresult r = injected("cuMemRelease")) return r;
         log.push_back("release " + handle_name(h));
         it->second.released = true;
-        if (it->second.mappings == 0) allocations_.erase(it);  // memory lives while mapped (§7.7)
+        if (it->second.mappings == 0) allocations_.erase(it);  // memory lives while mapped (VMM rule 7)
         return result::success;
     }
     CUresult map(CUdeviceptr p, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags) {

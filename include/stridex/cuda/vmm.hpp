@@ -3,7 +3,7 @@
 // A VirtualBuffer reserves a virtual address range (its capacity) once and backs a prefix of it
 // with physical chunks (cuMemCreate), chunk i mapped at base + chunk_size * i (cuMemMap). Growing
 // maps more chunks behind the last one, so the base never moves and no byte is ever copied;
-// shrinking unmaps chunks from the end. The CUDA VMM rules it follows are PROTOCOLS.md §7.
+// shrinking unmaps chunks from the end. The CUDA VMM rules it follows are the VMM rules of docs/protocols.md.
 //
 // Decisions (docs/cuda.md explains each):
 //   * size is what the user asked for; the mapped bytes are size rounded up to whole chunks.

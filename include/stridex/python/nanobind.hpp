@@ -6,12 +6,12 @@
 //
 // The extension and the stridex wheel are separate modules, possibly built by different compilers
 // with different stridex versions, so nothing C++ crosses between them: values travel as DLPack
-// tensors through stridex.View's C exchange API (a versioned C struct, PROTOCOLS §1), with a
+// tensors through stridex.View's C exchange API (a versioned C struct, docs/protocols.md), with a
 // versioned capsule and stridex.view() as the fallback when the API does not match.
 //
 // C++ -> Python: the View's device is checked against the memory first (cuda::resolve_device):
 // a CUDA allocation tagged cpu, or tagged with the wrong ordinal, raises ValueError instead of
-// reaching a consumer that would dereference a device pointer on the host (seeds/004). Build the
+// reaching a consumer that would dereference a device pointer on the host (the "GPU arrays returned as CPU arrays" bug report, docs/protocols.md). Build the
 // View with cuda::view_of_pointer and the device is right by construction. A pending stream
 // (View::stream) travels along.
 //

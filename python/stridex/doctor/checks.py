@@ -40,7 +40,7 @@ HOST_BLOCK_MS = 30.0  # an import slower than this while stream A sleeps (~100 m
 # the exit status non-zero; native failures never do (showing them is the point).
 #   (producer, consumer, case, why not claimed); "*" matches anything.
 _LEGACY_RO = ("a read-only View is never exported as a legacy DLPack capsule, which cannot say read-only "
-              "(PROTOCOLS.md §6, exporter 3), and {consumer} imports only legacy capsules")
+              "(docs/protocols.md, exporter checklist 3), and {consumer} imports only legacy capsules")
 UNCLAIMED: tuple[tuple[str, str, str, str], ...] = (
     ("*", "numpy", "bfloat16", "NumPy imports bfloat16 over DLPack only where ml_dtypes has registered it with "
                                "NumPy (>= 2.5; O5); no other protocol carries bfloat16"),
@@ -48,7 +48,7 @@ UNCLAIMED: tuple[tuple[str, str, str, str], ...] = (
     ("jax", "warp", "*", _LEGACY_RO.format(consumer="Warp")),
     ("*", "jax", "readonly", _LEGACY_RO.format(consumer="JAX")),
     ("numba-cuda", "*", "empty", "the CUDA array interface has no device key and an empty array has no pointer "
-                                 "to ask, so its device is the current one (PROTOCOLS.md §3): wrong off cuda:0"),
+                                 "to ask, so its device is the current one (docs/protocols.md): wrong off cuda:0"),
 )
 
 
