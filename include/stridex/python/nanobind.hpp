@@ -11,8 +11,9 @@
 //
 // C++ -> Python: the View's device is checked against the memory first (cuda::resolve_device):
 // a CUDA allocation tagged cpu, or tagged with the wrong ordinal, raises ValueError instead of
-// reaching a consumer that would dereference a device pointer on the host (the "GPU arrays returned as CPU arrays" bug report, docs/protocols.md). Build the
-// View with cuda::view_of_pointer and the device is right by construction. A pending stream
+// reaching a consumer that would dereference a device pointer on the host (the "GPU arrays
+// returned as CPU arrays" bug report, docs/protocols.md). Build the View with
+// cuda::view_of_pointer and the device is right by construction. A pending stream
 // (View::stream) travels along.
 //
 // Python -> C++: a stridex.View, or (when implicit conversion is allowed) anything stridex.view()
