@@ -15,6 +15,7 @@ need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v ninja >/dev/null || need+=(ninja-build)
 command -v g++ >/dev/null || need+=(g++)
+command -v patchelf >/dev/null || need+=(patchelf)  # auditwheel's
 [ -d /usr/include/gtest ] || need+=(libgtest-dev libgmock-dev)
 [ -d /usr/include/benchmark ] || need+=(libbenchmark-dev)
 if [ ${#need[@]} -gt 0 ]; then
