@@ -66,6 +66,7 @@ def main() -> None:
             buf.grow(1 << 22)
             mapped: int = buf.mapped_bytes
             print(grown, mapped, buf.base, buf.stats)
+            del grown  # closing the buffer (leaving the with block) needs every view gone
     print(version, shape, strides, ndim, byte_strides, lo, hi, ptr, name, np_dtype, kind, pair, flags, sizes,
           stream, sub, moved, capsule, device_pair, interface, back, as_array, same, d2, d3, d4, cpu, cpu2, owner,
           memory, base, gap, ordered, address, no_sync)
