@@ -235,6 +235,8 @@ def test_cmake_dir_outside_a_wheel_says_so_or_points_at_the_config():
     if os.path.isdir(config):  # installed from the wheel
         assert proc.returncode == 0 and proc.stdout.strip() == config
         assert os.path.isfile(os.path.join(config, "stridexConfig.cmake"))
-        assert os.path.isfile(os.path.join(stridex.__file__, "..", "include", "stridex", "view.hpp"))
+        include = run_cli("--include-dir").stdout.strip()
+        assert include == os.path.join(os.path.dirname(stridex.__file__), "include")
+        assert os.path.isfile(os.path.join(include, "stridex", "view.hpp"))
     else:  # a staged development build
         assert proc.returncode == 1 and "was not installed from a wheel" in proc.stderr
