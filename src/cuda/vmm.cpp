@@ -46,7 +46,7 @@ void timed(CallTiming& t, F&& f) {
 MemAllocationProp allocation_on(int device, bool shareable) {
     MemAllocationProp prop{};
     prop.type = cu::kMemAllocationTypePinned;
-    // Export stays opt-in (§7.3): only shareable buffers ask for POSIX fd handles.
+    // Export stays opt-in (VMM rule 3): only shareable buffers ask for POSIX fd handles.
     prop.requested_handle_types = shareable ? cu::kMemHandleTypePosixFileDescriptor : cu::kMemHandleTypeNone;
     prop.location = {cu::kMemLocationTypeDevice, device};
     return prop;
@@ -129,7 +129,7 @@ void VirtualBuffer::State::setup(std::size_t requested_capacity, const VirtualBu
                 fail(ErrorKind::value, "VirtualBuffer devices must be distinct, found ", options.devices[i], " twice");
     if (requested_capacity == 0) fail(ErrorKind::value, "VirtualBuffer capacity must be > 0");
 
-    // §7.1: some vGPUs do not support VMM; §7.6: striping needs peer access both ways.
+    // VMM rule 1: some vGPUs do not support VMM; VMM rule 6: striping needs peer access both ways.
     for (const int ordinal : options.devices) {
         int supported = 0;
         d.call("cuDeviceGetAttribute", api.device_get_attribute, &supported,
@@ -151,7 +151,7 @@ void VirtualBuffer::State::setup(std::size_t requested_capacity, const VirtualBu
     devices = options.devices;
     shareable = options.shareable;
 
-    // §7.2: sizes and addresses must be multiples of the minimum granularity; across devices, of
+    // VMM rule 2: sizes and addresses must be multiples of the minimum granularity; across devices, of
     // the largest one.
     for (const int ordinal : devices) {
         const MemAllocationProp prop = allocation_on(ordinal, shareable);
@@ -170,14 +170,14 @@ void VirtualBuffer::State::setup(std::size_t requested_capacity, const VirtualBu
         fail(ErrorKind::value, "chunk size ", chunk, " times ", devices.size(), " devices overflows");
     capacity = round_up(requested_capacity, stripe, "capacity");
 
-    // §7.4: the address is only a hint; we pass none and take what the driver gives.
+    // VMM rule 4: the address is only a hint; we pass none and take what the driver gives.
     CUdeviceptr reserved = 0;
     timed(stats.reserve, [&] { d.call("cuMemAddressReserve", api.mem_address_reserve, &reserved, capacity, 0, 0, 0ull); });
     base = reserved;  // set only on success: teardown frees the range iff base != 0
     if (shareable) register_shareable(this);
 }
 
-// Maps chunks [first, first + count) and grants every device access to them in one call (§7.6).
+// Maps chunks [first, first + count) and grants every device access to them in one call (VMM rule 6).
 // On failure, undoes exactly what it did, in reverse, and rethrows with the failing chunk named:
 // `chunks` is appended only once everything succeeded.
 void VirtualBuffer::State::map_range(std::size_t first, std::size_t count, const char* operation) {
@@ -199,7 +199,7 @@ void VirtualBuffer::State::map_range(std::size_t first, std::size_t count, const
             CUmemGenericAllocationHandle handle = 0;
             timed(stats.create, [&] { d.call("cuMemCreate", api.mem_create, &handle, chunk, &prop, 0ull); });
             fresh.push_back({handle, dev});
-            // §7.5: the offset into the allocation must be 0.
+            // VMM rule 5: the offset into the allocation must be 0.
             timed(stats.map, [&] { d.call("cuMemMap", api.mem_map, address_of(i), chunk, 0, handle, 0ull); });
             ++mapped;
         }
@@ -231,7 +231,7 @@ void VirtualBuffer::State::map_range(std::size_t first, std::size_t count, const
     stats.peak_bytes_mapped = std::max(stats.peak_bytes_mapped, stats.bytes_mapped);
 }
 
-// Unmaps and releases the last chunk (§7.10: unmap, then release). The caller synchronized first.
+// Unmaps and releases the last chunk (VMM rule 10: unmap, then release). The caller synchronized first.
 // If the unmap fails the chunk stays; once it succeeded the chunk is gone even if the release
 // fails (its handle then leaks, and the error says so).
 void VirtualBuffer::State::unmap_last() {
@@ -260,7 +260,7 @@ void VirtualBuffer::State::unmap_all(const char* operation) {
     }
 }
 
-// §7.8: cuMemUnmap is not stream-ordered, so pending kernels on any device of the buffer must be
+// VMM rule 8: cuMemUnmap is not stream-ordered, so pending kernels on any device of the buffer must be
 // done before memory goes away. The primary context is where torch, CuPy and the runtime API work.
 void VirtualBuffer::State::synchronize() {
     for (const int dev : devices) {
@@ -286,7 +286,7 @@ void VirtualBuffer::State::copy_chunks(bool to_host) {
     }
 }
 
-// Synchronize, unmap, release, free the range (§7.10), swallowing errors: this runs in
+// Synchronize, unmap, release, free the range (VMM rule 10), swallowing errors: this runs in
 // destructors, possibly at interpreter exit after the driver has shut down (every call then
 // answers CUDA_ERROR_DEINITIALIZED, and the driver has freed everything itself).
 void VirtualBuffer::State::teardown() noexcept {
@@ -497,7 +497,7 @@ View VirtualBuffer::view(Dtype dtype, std::span<const std::int64_t> shape, std::
         throw;
     }
     // Data points at the first element and byte_offset is 0: torch, Warp and older cuda.core
-    // ignore DLPack's byte_offset (PROTOCOLS §1), so exports of this view must not rely on it.
+    // ignore DLPack's byte_offset (docs/protocols.md), so exports of this view must not rely on it.
     View v(reinterpret_cast<void*>(static_cast<std::uintptr_t>(s.base + static_cast<std::uint64_t>(byte_offset))), 0,
            std::move(layout), dtype, Device::cuda(s.devices.front()), false, std::move(owner));
     v.set_stream(kNoStream);

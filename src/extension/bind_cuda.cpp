@@ -236,37 +236,39 @@ void bind_device_ptr(nb::module_& m) {
                 new (self) DevicePtr(a, d);
             },
             "addr"_a, "device"_a = nb::none(),
+            nb::sig("def __init__(self, addr: typing.SupportsIndex | typing.SupportsInt, device: Device | str | "
+                    "typing.SupportsIndex | None = None) -> None"),
             "addr: an int, or an object with __index__ or __int__ (cuda.bindings CUdeviceptr). device: a "
             "stridex.Device, 'cuda:N', or an ordinal; None asks the driver what memory addr points to (cpu "
             "for memory CUDA does not know, and for every address when there is no driver).")
-        .def_prop_ro("address", [](const DevicePtr& p) { return py_int(p.address()); })
+        .def_prop_ro("address", [](const DevicePtr& p) { return py_int(p.address()); }, nb::sig("def address(self) -> int"))
         .def_prop_ro("device", &DevicePtr::device)
-        .def("__int__", [](const DevicePtr& p) { return py_int(p.address()); })
-        .def("__index__", [](const DevicePtr& p) { return py_int(p.address()); })
+        .def("__int__", [](const DevicePtr& p) { return py_int(p.address()); }, nb::sig("def __int__(self) -> int"))
+        .def("__index__", [](const DevicePtr& p) { return py_int(p.address()); }, nb::sig("def __index__(self) -> int"))
         .def("__bool__", [](const DevicePtr& p) { return p.address() != 0; })
         .def("__hash__", [](const DevicePtr& p) { return nb::hash(py_int(p.address())); })
         // Operands may be anything, None included: unknown types give NotImplemented, so Python
         // falls back to identity for == and raises TypeError for < and arithmetic.
-        .def("__eq__", equality(true), "other"_a.none())
-        .def("__ne__", equality(false), "other"_a.none())
-        .def("__lt__", ordering([](std::strong_ordering c) { return c < 0; }), "other"_a.none())
-        .def("__le__", ordering([](std::strong_ordering c) { return c <= 0; }), "other"_a.none())
-        .def("__gt__", ordering([](std::strong_ordering c) { return c > 0; }), "other"_a.none())
-        .def("__ge__", ordering([](std::strong_ordering c) { return c >= 0; }), "other"_a.none())
+        .def("__eq__", equality(true), "other"_a.none(), nb::sig("def __eq__(self, other: object, /) -> bool"))
+        .def("__ne__", equality(false), "other"_a.none(), nb::sig("def __ne__(self, other: object, /) -> bool"))
+        .def("__lt__", ordering([](std::strong_ordering c) { return c < 0; }), "other"_a.none(), nb::sig("def __lt__(self, other: DevicePtr | int, /) -> bool"))
+        .def("__le__", ordering([](std::strong_ordering c) { return c <= 0; }), "other"_a.none(), nb::sig("def __le__(self, other: DevicePtr | int, /) -> bool"))
+        .def("__gt__", ordering([](std::strong_ordering c) { return c > 0; }), "other"_a.none(), nb::sig("def __gt__(self, other: DevicePtr | int, /) -> bool"))
+        .def("__ge__", ordering([](std::strong_ordering c) { return c >= 0; }), "other"_a.none(), nb::sig("def __ge__(self, other: DevicePtr | int, /) -> bool"))
         .def("__add__",
              [](const DevicePtr& p, nb::handle n) -> nb::object {
                  nb::object i = as_python_int(n, false);
                  if (!i.is_valid() || nb::isinstance<DevicePtr>(n)) return not_implemented();
                  return nb::cast(offset(p, i, false));
              },
-             "other"_a.none())
+             "other"_a.none(), nb::sig("def __add__(self, other: typing.SupportsIndex, /) -> DevicePtr"))
         .def("__radd__",
              [](const DevicePtr& p, nb::handle n) -> nb::object {
                  nb::object i = as_python_int(n, false);
                  if (!i.is_valid()) return not_implemented();
                  return nb::cast(offset(p, i, false));
              },
-             "other"_a.none())
+             "other"_a.none(), nb::sig("def __radd__(self, other: typing.SupportsIndex, /) -> DevicePtr"))
         .def("__sub__",
              [](const DevicePtr& p, nb::handle other) -> nb::object {
                  if (nb::isinstance<DevicePtr>(other)) return nb::int_(p - nb::cast<const DevicePtr&>(other));
@@ -274,7 +276,7 @@ void bind_device_ptr(nb::module_& m) {
                  if (!i.is_valid()) return not_implemented();
                  return nb::cast(offset(p, i, true));
              },
-             "other"_a.none())
+             "other"_a.none(), nb::sig("def __sub__(self, other: DevicePtr | typing.SupportsIndex, /) -> DevicePtr | int"))
         // No __iadd__/__isub__: `p += 16` rebinds p to a new DevicePtr, as for ints. Mutating in
         // place would corrupt every dict and set holding p (its hash is its address).
         .def("align_up", &DevicePtr::align_up, "alignment"_a, "The next address at or above that is a multiple of alignment.")
@@ -306,6 +308,7 @@ void bind_pointer_info(nb::module_& m) {
                 if (i.memory_type == cuda::MemoryType::host) return nb::none();
                 return nb::cast(DevicePtr(i.base, i.device()));
             },
+            nb::sig("def base(self) -> DevicePtr | None"),
             "start of the allocation (for VMM memory: of the reserved range); None for host memory")
         .def_prop_ro("size", [](const PointerInfo& i) { return i.size; }, "bytes of that range; 0 for host memory")
         .def_prop_ro("host_accessible", [](const PointerInfo& i) { return i.host_accessible; })
@@ -315,7 +318,7 @@ void bind_pointer_info(nb::module_& m) {
         });
 
     m.def("pointer_info", [](nb::handle ptr) { return cuda::pointer_info(static_cast<std::uintptr_t>(address_of(ptr))); },
-          "ptr"_a,
+          "ptr"_a, nb::sig("def pointer_info(ptr: typing.SupportsIndex | typing.SupportsInt) -> PointerInfo"),
           "Memory type, device, allocation range and host accessibility of an address (one "
           "cuPointerGetAttributes call). Without a CUDA driver every address is 'host'.");
 }
@@ -402,6 +405,9 @@ void bind_virtual_buffer(nb::module_& m) {
             },
             "size"_a = 0, "capacity"_a = nb::none(), nb::kw_only(), "device"_a = nb::none(), "devices"_a = nb::none(),
             "chunk_size"_a = nb::none(), "shareable"_a = false,
+            nb::sig("def __init__(self, size: int = 0, capacity: int | None = None, *, device: Device | str | "
+                    "typing.SupportsIndex | None = None, devices: collections.abc.Iterable[Device | str | "
+                    "typing.SupportsIndex] | None = None, chunk_size: int | None = None, shareable: bool = False) -> None"),
             "size: bytes mapped now; capacity: bytes reserved (default: size); device: one CUDA device "
             "(default 0), or devices: several, chunk i on devices[i % n] (striping, needs peer access); "
             "chunk_size: bytes per chunk (default capacity/64), rounded up to the allocation granularity; "
@@ -437,6 +443,7 @@ void bind_virtual_buffer(nb::module_& m) {
         .def_prop_ro(
             "stats",
             [](const PyVirtualBuffer& s) { return stats_dict(locked(s, [](const VirtualBuffer& b) { return b.stats(); })); },
+            nb::sig("def stats(self) -> dict[str, typing.Any]"),
             "bytes mapped (now, peak), bytes copied, operation counts, and per-driver-call timings")
         .def(
             "grow", [](PyVirtualBuffer& s, std::int64_t n) { unlocked_gil(s, [&](VirtualBuffer& b) { b.grow(to_size(n, "size")); }); },
@@ -458,7 +465,7 @@ void bind_virtual_buffer(nb::module_& m) {
              "Map new memory at the same addresses (and restore the contents if sleep kept them).")
         .def("close", [](PyVirtualBuffer& s) { unlocked_gil(s, [](VirtualBuffer& b) { b.close(); }); },
              "Release everything now (BufferError while views are alive).")
-        .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+        .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> VirtualBuffer"))
         .def(
             "__exit__",
             [](PyVirtualBuffer& s, nb::handle, nb::handle, nb::handle) {
@@ -474,6 +481,8 @@ void bind_virtual_buffer(nb::module_& m) {
                 return wrap_view(std::move(v), nb::find(&s));
             },
             "dtype"_a, "shape"_a, "byte_offset"_a = 0,
+            nb::sig("def view(self, dtype: Dtype | str | numpy.dtype[typing.Any] | type, shape: typing.SupportsIndex | "
+                    "collections.abc.Sequence[typing.SupportsIndex], byte_offset: int = 0) -> View"),
             "A C-contiguous stridex.View of the bytes from byte_offset, within size. It keeps those bytes "
             "mapped while it (or any array made from it) is alive.")
         .def("__repr__", [](const PyVirtualBuffer& s) {

@@ -1,4 +1,4 @@
-// One mapping from stridex::Error kinds to Python exceptions (ARCHITECTURE.md, "Errors").
+// One mapping from stridex::Error kinds to Python exceptions (docs/core.md, "Errors").
 #include "bindings.hpp"
 #include "stridex/error.hpp"
 

@@ -1,4 +1,4 @@
-// The DLPack C exchange API of stridex.View (DLPack 1.2 int / 1.3 capsule; PROTOCOLS §1): five C
+// The DLPack C exchange API of stridex.View (DLPack 1.2 int / 1.3 capsule; docs/protocols.md): five C
 // functions a consumer calls without going through Python's __dlpack__.
 //
 // No C++ exception crosses these functions: each returns 0, or -1 with the error reported (a

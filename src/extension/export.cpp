@@ -527,6 +527,8 @@ void bind_export(nb::module_& m) {
     add("__array_interface__", PyDescr_NewGetSet(g_view_type, &g_ai_def));
     cls.attr("__array__") = nb::cpp_function(&array_method, nb::is_method(), nb::name("__array__"), nb::scope(cls),
                                              nb::arg("dtype") = nb::none(), nb::arg("copy") = nb::none(),
+                                             nb::sig("def __array__(self, dtype: numpy.dtype[typing.Any] | None = None, "
+                                                     "copy: bool | None = None) -> numpy.typing.NDArray[typing.Any]"),
                                              "NumPy conversion (zero-copy for host memory; bfloat16 and float8 "
                                              "through ml_dtypes).");
     cls.attr("_with_stream") = nb::cpp_function(

@@ -377,12 +377,14 @@ const char kViewDoc[] = R"(view(obj, /, *, stream=None)
 A zero-copy stridex.View of any array: DLPack (C exchange API, __dlpack__ or a capsule),
 __cuda_array_interface__, __array_interface__ or the buffer protocol, tried in that order.
 
-stream says on which CUDA stream you will use the data:
+stream says on which CUDA stream you will use the data::
+
   None (default)   array API semantics: the legacy default stream for CUDA producers
   an int           1 legacy default stream, 2 per-thread default stream, else a CUstream
                    handle; 0 is rejected (ambiguous); -1 means NO_SYNC
   a stream object  anything with __cuda_stream__, or a torch / CuPy / Numba stream
   stridex.NO_SYNC  no ordering at all: you synchronize yourself
+
 The producer's pending work is ordered before your stream with an event (never a host
 block); host producers such as NumPy are always sent stream=None. The View records the
 stream it is ready on (View.stream). See docs/import.md.)";

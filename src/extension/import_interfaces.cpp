@@ -1,5 +1,5 @@
 // The dict- and buffer-based importers: __cuda_array_interface__ (v2, v3), __array_interface__ (v3)
-// and the PEP 3118 buffer protocol. Rules: PROTOCOLS.md §3 and §6 (importer checklist, item 10).
+// and the PEP 3118 buffer protocol. Rules: docs/protocols.md (importer checklist, item 10).
 #include <bit>
 #include <cstring>
 #include <optional>

@@ -134,7 +134,7 @@ TestTensor* make_tensor(nb::handle array, const TensorSpec& spec, PyObject* coun
 }
 
 // The producer side of a capsule: an unconsumed capsule runs the deleter when it dies, a "used_"
-// one does not (PROTOCOLS §1, "Producer destructor").
+// one does not (docs/protocols.md, "Capsules and deleters").
 void capsule_destructor(PyObject* capsule) {
     const char* name = PyCapsule_GetName(capsule);
     if (name && std::strncmp(name, "used_", 5) == 0) return;

@@ -3,6 +3,8 @@
 NB_MODULE(_stridex, m) {
     using namespace stridex::python;
     m.doc() = "stridex native core: zero-copy array views with exact protocol semantics";
+    // The one version string: CMake's project(VERSION), which pyproject.toml reads too.
+    m.attr("__version__") = STRIDEX_VERSION;
     bind_errors(m);
     bind_types(m);
     bind_view(m);

@@ -1,5 +1,5 @@
 // The producer quirk table (see producers.hpp). One row per framework and version range; the
-// facts come from PROTOCOLS.md §4-5, cited per row. Add a row here, a test in
+// facts are in docs/protocols.md ("What frameworks really do"). Add a row here, a test in
 // tests/python/test_stream_policy.py and a line in docs/import.md.
 #include "producers.hpp"
 

@@ -1,7 +1,7 @@
 // The producer quirk table: what each framework's `__dlpack__` accepts, as data.
 //
 // stridex.view() says which stream the caller will use; each row says how that intent is spelled
-// for one producer (PROTOCOLS.md §4). A row is chosen once per Python type, from the type's
+// for one producer (docs/protocols.md). A row is chosen once per Python type, from the type's
 // `__module__` and the package's `__version__`, and cached with the type (import.cpp). Every row
 // has a test in tests/python/test_stream_policy.py; the prose for each row is in docs/import.md.
 #pragma once

@@ -1,5 +1,5 @@
-// The stream contract of stridex.view(obj, stream=...) (ARCHITECTURE.md, "The stream contract";
-// docs/import.md has the user-facing table).
+// The stream contract of stridex.view(obj, stream=...) (docs/import.md, "The `stream` argument",
+// has the user-facing table; docs/protocols.md the protocol rules).
 //
 //   1. parse_stream: the caller's `stream` argument -> a StreamRequest (what the caller means).
 //   2. dlpack_stream: a request + the array's device + the producer's row -> the value to pass to

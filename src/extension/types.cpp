@@ -64,7 +64,7 @@ void bind_types(nb::module_& m) {
         .def_prop_ro("itemsize", &Dtype::itemsize)
         .def_prop_ro("typestr", &Dtype::typestr)
         .def_prop_ro("buffer_format", &Dtype::buffer_format)
-        .def_prop_ro("numpy", &numpy_dtype, "The equivalent NumPy dtype (ml_dtypes for bfloat16 and float8/6/4).")
+        .def_prop_ro("numpy", &numpy_dtype, nb::sig("def numpy(self) -> numpy.dtype[typing.Any]"), "The equivalent NumPy dtype (ml_dtypes for bfloat16 and float8/6/4).")
         .def("__eq__", &dtype_equals)
         .def("__hash__", [](Dtype d) { return nb::hash(nb::str(d.name().c_str())); })
         .def("__str__", &Dtype::name)
@@ -79,7 +79,7 @@ void bind_types(nb::module_& m) {
         .def_prop_ro("id", [](Device d) { return d.id; })
         .def_prop_ro("host_accessible", &Device::host_accessible)
         .def_prop_ro("cuda_accessible", &Device::cuda_accessible)
-        .def_prop_ro("dlpack", [](Device d) { return nb::make_tuple(static_cast<int>(d.type), d.id); },
+        .def_prop_ro("dlpack", [](Device d) { return nb::make_tuple(static_cast<int>(d.type), d.id); }, nb::sig("def dlpack(self) -> tuple[int, int]"),
                      "The (device_type, device_id) pair of __dlpack_device__.")
         .def("__eq__", &device_equals)
         .def("__hash__", [](Device d) { return nb::hash(nb::str(d.name().c_str())); })

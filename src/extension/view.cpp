@@ -112,11 +112,15 @@ nb::object derived(const PyView& self, View v) { return wrap_view(std::move(v), 
 void bind_view(nb::module_& m) {
     nb::class_<PyView>(m, "View", "A zero-copy strided view of CPU or GPU memory owned by another object.",
                        nb::type_slots(view_type_slots()), nb::pooled())
+        .def("__init__", [](nb::handle, nb::args, nb::kwargs) {
+            fail(ErrorKind::type, "stridex.View cannot be created directly: call stridex.view(obj) on an array, "
+                                  "or stridex.from_pointer(...) for raw memory");
+        }, nb::sig("def __init__(self, *args: object, **kwargs: object) -> None"))
         .def_prop_ro("ptr", [](const PyView& s) { return reinterpret_cast<std::uintptr_t>(s.view.ptr()); },
                      "Address of element 0 (data pointer plus byte offset).")
-        .def_prop_ro("shape", [](const PyView& s) { return int_tuple(s.view.shape()); })
-        .def_prop_ro("strides", [](const PyView& s) { return int_tuple(s.view.strides()); }, "Strides in elements.")
-        .def_prop_ro("byte_strides", [](const PyView& s) { return int_tuple(s.view.strides(), s.view.itemsize()); })
+        .def_prop_ro("shape", [](const PyView& s) { return int_tuple(s.view.shape()); }, nb::sig("def shape(self) -> tuple[int, ...]"))
+        .def_prop_ro("strides", [](const PyView& s) { return int_tuple(s.view.strides()); }, nb::sig("def strides(self) -> tuple[int, ...]"), "Strides in elements.")
+        .def_prop_ro("byte_strides", [](const PyView& s) { return int_tuple(s.view.strides(), s.view.itemsize()); }, nb::sig("def byte_strides(self) -> tuple[int, ...]"))
         .def_prop_ro("dtype", [](const PyView& s) { return s.view.dtype(); })
         .def_prop_ro("device", [](const PyView& s) { return s.view.device(); })
         .def_prop_ro("readonly", [](const PyView& s) { return s.view.readonly(); })
@@ -131,31 +135,33 @@ void bind_view(nb::module_& m) {
         .def_prop_ro("byte_span", [](const PyView& s) {
             const Span span = s.view.byte_span();
             return nb::make_tuple(span.lo, span.hi);
-        }, "(lo, hi): the bytes the elements occupy, relative to ptr (negative strides reach below it).")
+        }, nb::sig("def byte_span(self) -> tuple[int, int]"), "(lo, hi): the bytes the elements occupy, relative to ptr (negative strides reach below it).")
         .def_prop_ro("is_c_contiguous", [](const PyView& s) { return s.view.layout().is_c_contiguous(); })
         .def_prop_ro("is_f_contiguous", [](const PyView& s) { return s.view.layout().is_f_contiguous(); })
         .def_prop_ro("is_dense", [](const PyView& s) { return s.view.layout().is_dense(); })
-        .def_prop_ro("owner", [](const PyView& s) { return s.source; }, "The object whose memory this is (kept alive).")
+        .def_prop_ro("owner", [](const PyView& s) { return s.source; }, nb::sig("def owner(self) -> typing.Any"), "The object whose memory this is (kept alive).")
         .def_prop_ro("stream", [](const PyView& s) -> nb::object {
             return s.view.stream() == kNoStream ? nb::object(nb::none()) : nb::object(nb::int_(s.view.stream()));
-        }, "The CUDA stream the data is ready on (DLPack encoding), or None when nothing is pending.")
+        }, nb::sig("def stream(self) -> int | None"), "The CUDA stream the data is ready on (DLPack encoding), or None when nothing is pending.")
         .def("__len__", [](const PyView& s) {
             if (s.view.ndim() == 0) fail(ErrorKind::type, "len() of a 0-d view");
             return s.view.shape()[0];
         })
-        .def("__getitem__", [](const PyView& s, nb::handle key) { return derived(s, index_view(s.view, key)); })
-        .def_prop_ro("T", [](const PyView& s) { return derived(s, s.view.transpose()); })
+        .def("__getitem__", [](const PyView& s, nb::handle key) { return derived(s, index_view(s.view, key)); }, nb::arg("key").none(),
+             nb::sig("def __getitem__(self, key: typing.SupportsIndex | slice | types.EllipsisType | None | "
+                     "tuple[typing.SupportsIndex | slice | types.EllipsisType | None, ...], /) -> View"))
+        .def_prop_ro("T", [](const PyView& s) { return derived(s, s.view.transpose()); }, nb::sig("def T(self) -> View"))
         .def("permute", [](const PyView& s, nb::args axes) {
             std::vector<std::int64_t> list = int_list(single_sequence_or_args(axes), "axes");
             std::vector<int> narrow(list.begin(), list.end());
             return derived(s, s.view.permute(narrow));
-        })
+        }, nb::sig("def permute(self, *axes: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex]) -> View"))
         .def("reshape", [](const PyView& s, nb::args shape) {
             return derived(s, s.view.reshape(int_list(single_sequence_or_args(shape), "shape")));
-        })
+        }, nb::sig("def reshape(self, *shape: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex]) -> View"))
         .def("squeeze", [](const PyView& s, nb::object axis) {
             return derived(s, axis.is_none() ? s.view.squeeze() : s.view.squeeze(nb::cast<int>(axis)));
-        }, nb::arg("axis") = nb::none())
+        }, nb::arg("axis") = nb::none(), nb::sig("def squeeze(self, axis: int | None = None) -> View"))
         .def("__repr__", &repr);
 }
 

@@ -355,7 +355,7 @@ public:
             return result::success;
         }
         it->second.released = true;
-        if (it->second.mappings == 0) allocations_.erase(it);  // memory lives while mapped (§7.7)
+        if (it->second.mappings == 0) allocations_.erase(it);  // memory lives while mapped (VMM rule 7)
         return result::success;
     }
     CUresult map(CUdeviceptr p, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags) {

@@ -1,4 +1,4 @@
-"""Small producers that reproduce the quirks of real frameworks (PROTOCOLS.md §4-5), and a reader
+"""Small producers that reproduce the quirks of real frameworks (docs/protocols.md), and a reader
 that sees a stridex.View's memory through NumPy. Holds no tests itself; used by test_import*.py and
 test_stream_policy.py."""
 

@@ -1,7 +1,7 @@
 """stridex.DevicePtr, pointer_info and the CUDA queries: everything that runs without a GPU.
 
-DevicePtr exists for seeds/002: cuda.bindings' CUdeviceptr cannot be offset (`ptr + size * i` is a
-TypeError) nor compared with an int (PROTOCOLS.md §7). A DevicePtr does both and goes anywhere an
+DevicePtr exists for the CUdeviceptr bug report: cuda.bindings' CUdeviceptr cannot be offset (`ptr + size * i` is a
+TypeError) nor compared with an int (O3 in docs/protocols.md). A DevicePtr does both and goes anywhere an
 int goes.
 """
 
@@ -128,7 +128,7 @@ def test_byte_arithmetic():
 
 
 def test_the_seed_loop():
-    # seeds/002: cuMemMap(ptr + size * i, ...) for every chunk, written naturally in Python.
+    # the CUdeviceptr bug report: cuMemMap(ptr + size * i, ...) for every chunk, written naturally in Python.
     ptr, size = DevicePtr(BASE, device=0), 2 << 20
     offsets = [ptr + size * i for i in range(4)]
     assert [int(o) - BASE for o in offsets] == [0, size, 2 * size, 3 * size]

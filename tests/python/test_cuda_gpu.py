@@ -101,7 +101,7 @@ def test_seed_chunks_mapped_at_offsets_write_torch_read_cupy(torch, cupy):
     n = 6
     buf = stridex.VirtualBuffer(size=n * 2 * MiB, capacity=16 * 2 * MiB, chunk_size=2 * MiB)
     assert buf.num_chunks == n and buf.chunk_size == 2 * MiB
-    for i in range(n):  # seeds/002: what cuMemMap(ptr + size * i, ...) mapped, chunk by chunk
+    for i in range(n):  # the CUdeviceptr bug report: what cuMemMap(ptr + size * i, ...) mapped, chunk by chunk
         addr = buf.base + buf.chunk_size * i
         info = stridex.pointer_info(addr)
         assert info.memory_type == "device" and info.device == Device("cuda:0")

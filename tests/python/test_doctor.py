@@ -140,7 +140,6 @@ def test_version_and_help():
 @pytest.mark.parametrize("args, message", [
     (("--cases", "nope"), "unknown case"),
     (("--frameworks", "nope"), "unknown framework"),
-    (("--device", "cuda:7"), "no device"),
     (("--adapter", "no_such_module_for_doctor:X"), "no_such_module_for_doctor"),
 ])
 def test_usage_errors_exit_2(args, message):
@@ -166,4 +165,103 @@ def test_bench_json():
     doc = json.loads(proc.stdout)
     assert doc["empty_call_ns"] > 0
     (row,) = [r for r in doc["handovers"] if r["producer"] == "numpy" and r["consumer"] == "numpy"]
-    assert row["native"] > 0
+    assert row["native_ns"] > 0 and row["via_stridex_view_ns"] > 0
+    assert doc["schema"] == 1 and not _keys_with_spaces(doc)
+
+
+def _keys_with_spaces(node) -> list[str]:
+    """Every key of a JSON document that has whitespace in it (the documents promise none)."""
+    if isinstance(node, dict):
+        return [k for k in node if re.search(r"\s", k)] + [b for v in node.values() for b in _keys_with_spaces(v)]
+    if isinstance(node, list):
+        return [b for v in node for b in _keys_with_spaces(v)]
+    return []
+
+
+def test_doctor_json_has_schema_and_no_keys_with_spaces(cpu_doctor):
+    _, doc = cpu_doctor
+    assert doc["schema"] == 2
+    assert _keys_with_spaces(doc) == []
+
+
+def test_absent_device_exits_3():
+    for json_flag in ((), ("--json",)):
+        proc = run_cli("doctor", "--device", "cuda:7", "--cases", "contiguous", *json_flag)
+        assert proc.returncode == 3, proc.stderr
+        assert "--device cuda:7: no such device here" in proc.stderr and "nothing was checked" in proc.stderr
+        assert proc.stdout == ""
+
+
+def test_absent_framework_named_exits_3_after_checking_the_rest():
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow") is not None:
+        pytest.skip("tensorflow is installed here")
+    proc = run_cli("doctor", "--frameworks", "numpy,tensorflow", "--cases", "contiguous", "--json")
+    assert proc.returncode == 3, proc.stderr
+    assert "--frameworks names what is not usable here: tensorflow: not installed" in proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["exit_status"] == 3 and doc["unusable"] == ["tensorflow: not installed"]
+    assert find(doc, "numpy", "numpy", "contiguous")["stridex"]["status"] == "pass"  # the rest was checked
+    proc = run_cli("bench", "--frameworks", "numpy,tensorflow", "--device", "cpu", "--quick")
+    assert proc.returncode == 3 and "tensorflow: not installed" in proc.stderr
+
+
+def test_absent_gpu_exits_3_on_a_machine_without_one():
+    import stridex
+
+    if stridex.cuda_available():
+        pytest.skip("this machine has a CUDA device")
+    proc = run_cli("doctor", "--device", "cuda", "--quick")
+    assert proc.returncode == 3 and "--device cuda: no such device here" in proc.stderr
+    proc = run_cli("bench", "--device", "cuda", "--quick")
+    assert proc.returncode == 3 and "nothing was measured" in proc.stderr
+
+
+def test_nothing_checked_exits_3():
+    # the stream case applies only on GPUs: on the CPU nothing is checked, which must not pass
+    proc = run_cli("doctor", "--device", "cpu", "--cases", "stream", "--frameworks", "numpy", "--no-progress")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "exit status 3: nothing was checked" in proc.stdout
+    assert "nothing was checked" in proc.stderr
+
+
+def test_ascii_only_stdout_falls_back_to_plain_symbols():
+    env = dict(os.environ, PYTHONIOENCODING="ascii", LANG="C", LC_ALL="C")
+    for args in (("doctor", "--frameworks", "numpy", "--cases", "contiguous,bool", "--no-progress"),
+                 ("doctor", "--help"), ("bench", "--help"), ("--help",),
+                 ("bench", "--quick", "--frameworks", "numpy", "--device", "cpu", "--repeat", "1")):
+        proc = subprocess.run([sys.executable, "-m", "stridex", *args], capture_output=True, env=env,
+                              timeout=TIMEOUT)
+        assert proc.returncode == 0, (args, proc.stderr.decode(errors="replace")[-2000:])
+        proc.stdout.decode("ascii")  # every byte is ASCII
+    assert re.search(rb"numpy +-> numpy +ok ok", subprocess.run(
+        [sys.executable, "-m", "stridex", "doctor", "--frameworks", "numpy", "--cases", "contiguous", "--no-progress"],
+        capture_output=True, env=env, timeout=TIMEOUT).stdout)
+
+
+def test_help_and_version_import_no_framework():
+    code = ("import sys, contextlib, io\n"
+            "import stridex.__main__ as cli\n"
+            "for argv in (['--help'], ['--version']):\n"
+            "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "        cli.main(argv)\n"
+            "print(sorted(m for m in ('numpy', 'jax', 'warp', 'torch', 'ml_dtypes') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_cmake_dir_outside_a_wheel_says_so_or_points_at_the_config():
+    import stridex
+
+    proc = run_cli("--cmake-dir")
+    config = os.path.join(os.path.dirname(stridex.__file__), "lib", "cmake", "stridex")
+    if os.path.isdir(config):  # installed from the wheel
+        assert proc.returncode == 0 and proc.stdout.strip() == config
+        assert os.path.isfile(os.path.join(config, "stridexConfig.cmake"))
+        include = run_cli("--include-dir").stdout.strip()
+        assert include == os.path.join(os.path.dirname(stridex.__file__), "include")
+        assert os.path.isfile(os.path.join(include, "stridex", "view.hpp"))
+    else:  # a staged development build
+        assert proc.returncode == 1 and "was not installed from a wheel" in proc.stderr

@@ -1,4 +1,4 @@
-"""The seed case (seeds/004) through include/stridex/python/nanobind.hpp: a nanobind extension
+"""The seed case (the "GPU arrays returned as CPU arrays" bug report) through include/stridex/python/nanobind.hpp: a nanobind extension
 (tests/python/ext, built here with CMake) returns memory it allocated in C++ as stridex::View,
 without stating the device. It must arrive on the right device through every export path; a View
 mislabelled by hand must be refused, never handed out. And stridex::View arguments take arrays."""

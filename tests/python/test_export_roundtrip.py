@@ -3,7 +3,7 @@ through stridex.from_pointer), handed to each consumer. The consumer's array mus
 memory (a write through either side is read through the other) with the View's shape, strides,
 dtype and device, and read-only must hold where the consumer can say it.
 
-Pairs that cannot work because of the consumer (PROTOCOLS §4-5) assert the consumer's clear error
+Pairs that cannot work because of the consumer (docs/protocols.md) assert the consumer's clear error
 instead; docs/export.md lists them. CPU pairs run everywhere; CUDA pairs need a GPU and skip
 without one.
 """
@@ -194,7 +194,7 @@ def view_from(producer: Producer, native, how: str, dtype: str, shape) -> stride
         if producer.name == "cuda.core":
             pytest.skip("a cuda.core Buffer is bytes, not a typed array: wrapped by pointer only")
         return stridex.view(native)
-    # By pointer, WITHOUT a device: the device must come from the memory (seeds/004).
+    # By pointer, WITHOUT a device: the device must come from the memory (the "GPU arrays returned as CPU arrays" bug report).
     return stridex.from_pointer(producer.pointer(native), shape, dtype, owner=native)
 
 
@@ -334,7 +334,7 @@ CONSUMERS = [
              lambda: None if torch is not None and torch.cuda.is_available() else "needs torch with CUDA",
              lambda v: torch.as_tensor(v, device=f"cuda:{v.device.id}"), lambda t: t.data_ptr(),
              lambda t: tuple(t.stride()), _torch_device, _torch_host, lambda t, value: t.__setitem__(_index0(t), value),
-             # torch refuses CAI readonly=True (PROTOCOLS bug 6). bfloat16 has no CAI typestr: torch
+             # torch refuses CAI readonly=True (docs/protocols.md, "Read-only data"). bfloat16 has no CAI typestr: torch
              # then takes the view through __dlpack__ (so it works).
              refuses={"readonly": (TypeError, None)},
              skips={"neg": "torch <= 2.12 aborts the process on negative strides (pytorch#188023)"}),

@@ -12,7 +12,7 @@ import pytest
 
 import stridex
 
-# ---- DLPack ABI through ctypes (PROTOCOLS §1) ---------------------------------------------------
+# ---- DLPack ABI through ctypes (docs/protocols.md) ---------------------------------------------------
 
 
 class DLDevice(ctypes.Structure):

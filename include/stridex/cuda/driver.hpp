@@ -95,7 +95,7 @@ struct MemLocation {  // CUmemLocation
 };
 struct MemAllocationProp {  // CUmemAllocationProp
     int type;                  // CUmemAllocationType
-    int requested_handle_types;  // CUmemAllocationHandleType; NONE: export stays opt-in (§7.3)
+    int requested_handle_types;  // CUmemAllocationHandleType; NONE: export stays opt-in (VMM rule 3)
     MemLocation location;
     void* win32_handle_meta_data;
     struct {

@@ -2,9 +2,9 @@
 //
 // A pointer says nothing about where it points, and a wrong device tag is the worst export bug
 // there is: a consumer that takes a GPU allocation for CPU memory dereferences it on the host and
-// crashes (nanobind's "GPU arrays returned as CPU arrays"; seeds/004). So stridex never takes the
-// device of raw memory on the caller's word when the driver can tell: view_of_pointer asks
-// cuPointerGetAttributes, and a device argument is only a check.
+// crashes (nanobind's "GPU arrays returned as CPU arrays"; docs/protocols.md, "The founding bug
+// reports"). So stridex never takes the device of raw memory on the caller's word when the driver
+// can tell: view_of_pointer asks cuPointerGetAttributes, and a device argument is only a check.
 //
 // The rules (docs/export.md, "Device truth"):
 //   * With a CUDA driver and a GPU: the device is what the driver says (cuda:N for device memory,

@@ -2,7 +2,8 @@
 // address plus the device it belongs to, with checked arithmetic.
 //
 // DevicePtr exists because cuda.bindings' CUdeviceptr cannot be offset (`p + 16` is a TypeError,
-// PROTOCOLS §7) nor compared with an int; stridex pointers do both, and convert to an int anywhere.
+// docs/protocols.md, "CUDA pointers") nor compared with an int; stridex pointers do both, and
+// convert to an int anywhere.
 #pragma once
 
 #include <compare>

@@ -1,6 +1,6 @@
 // Streams, events and the one ordering primitive the protocols need.
 //
-// Stream values use the protocol encoding (DLPack `stream=`, CAI `stream` key; PROTOCOLS §2–3):
+// Stream values use the protocol encoding (DLPack `stream=`, CAI `stream` key; docs/protocols.md):
 // -1 no pending work, 1 the legacy default stream, 2 the per-thread default stream, anything else a
 // CUstream handle. 1 and 2 are also the driver's own CU_STREAM_LEGACY and CU_STREAM_PER_THREAD
 // handle values, so every encoded value but -1 *is* its handle. 0 is ambiguous (legacy? none?)

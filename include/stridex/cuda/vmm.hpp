@@ -3,7 +3,7 @@
 // A VirtualBuffer reserves a virtual address range (its capacity) once and backs a prefix of it
 // with physical chunks (cuMemCreate), chunk i mapped at base + chunk_size * i (cuMemMap). Growing
 // maps more chunks behind the last one, so the base never moves and no byte is ever copied;
-// shrinking unmaps chunks from the end. The CUDA VMM rules it follows are PROTOCOLS.md §7.
+// shrinking unmaps chunks from the end. The CUDA VMM rules it follows are the VMM rules of docs/protocols.md.
 //
 // Decisions (docs/cuda.md explains each):
 //   * size is what the user asked for; the mapped bytes are size rounded up to whole chunks.
@@ -43,7 +43,7 @@ struct VirtualBufferOptions {
     std::vector<int> devices{0};  // device ordinals; chunk i on devices[i % devices.size()]
     std::size_t chunk_size = 0;   // bytes; 0 picks capacity / 64. Rounded up to the granularity.
     // Chunks created exportable as POSIX file descriptors, so Views of the buffer can be shared
-    // with other processes (ipc.hpp). Off by default: export is opt-in (PROTOCOLS §7.3).
+    // with other processes (ipc.hpp). Off by default: export is opt-in (VMM rule 3 in docs/protocols.md).
     bool shareable = false;
 };
 

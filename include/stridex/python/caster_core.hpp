@@ -251,7 +251,7 @@ inline bool import_arg(PyObject* src, bool convert, const Requirements& r, View&
     }
 }
 
-// A View (C++) -> a new stridex.View, with its device checked against the memory (seeds/004: a
+// A View (C++) -> a new stridex.View, with its device checked against the memory (founding bug report 5 in docs/protocols.md: a
 // CUDA allocation tagged cpu must never reach a consumer that dereferences it on the host). A
 // pending stream (View::stream) travels along.
 inline Ref to_stridex_view(const View& view) {

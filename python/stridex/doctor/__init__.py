@@ -30,9 +30,15 @@ from . import checks
 from .checks import Context, summarize
 from .discovery import KNOWN, DeviceReport, FrameworkInfo, discover, discover_devices, one_line
 from .frameworks import ADAPTERS, Adapter
-from .report import Progress, render_json, render_text, stridex_features
+from .report import Progress, render_json, render_text, stridex_features, write_text
 
-EXIT_OK, EXIT_CLAIMED_FAILURE, EXIT_USAGE = 0, 1, 2
+# Exit statuses (docs/doctor.md): 3 keeps a misconfigured job (no GPU, a framework not installed)
+# from passing as if everything had been checked.
+EXIT_OK, EXIT_CLAIMED_FAILURE, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 3
+
+
+class Absent(Exception):
+    """A framework or device named on the command line is not usable here (exit status 3)."""
 
 CLI_DESCRIPTION = """\
 The interop matrix of this machine. For every producer -> consumer pair of the frameworks found,
@@ -43,11 +49,13 @@ then the consumer's own import of the View). Each is checked: same pointer, shap
 device and read-only flag, memory shared (written through one side, read through the other), and
 on GPUs the producer's pending work ordered before the consumer's stream.
 
-cells: native then stridex. ✓ pass, ✗n failed (reason n listed below the matrix), — does not
-apply (one side cannot represent the case on that device; -v says why), * not claimed.
+cells: native then stridex. A check mark: pass; a cross with n: failed (reason n listed below the
+matrix); a dash: does not apply (one side cannot represent the case on that device; -v says why);
+*: not claimed. Where stdout cannot print those symbols: ok, Xn, - instead.
 
-exit status: 0 when every claimed stridex cell passed, 1 when one failed, 2 on a usage error.
-Native failures never change it. See docs/doctor.md.
+exit status: 0 when every claimed stridex cell passed, 1 when one failed, 2 on a usage error, 3
+when nothing was checked or a framework or device named in --frameworks/--device is not usable
+here. Native failures never change it. See docs/doctor.md.
 """
 
 
@@ -119,11 +127,12 @@ def build_adapters(infos: list[FrameworkInfo], plugins: dict[str, type[Adapter]]
 def select_devices(report: DeviceReport, wanted: str) -> list[str]:
     if wanted == "all":
         return list(report.devices)
-    if wanted == "cuda":
-        return [d for d in report.devices if d.startswith("cuda:")]
-    if wanted in report.devices:
-        return [wanted]
-    raise ValueError(f"no device {wanted!r} here; found: {', '.join(report.devices)}")
+    found = [d for d in report.devices if d.startswith("cuda:")] if wanted == "cuda" else \
+        [d for d in report.devices if d == wanted]
+    if not found:
+        why = f" ({report.cuda_note})" if report.cuda_note and wanted.startswith("cuda") else ""
+        raise Absent(f"--device {wanted}: no such device here{why}; found: {', '.join(report.devices)}")
+    return found
 
 
 @contextlib.contextmanager
@@ -178,6 +187,8 @@ def collect(args: argparse.Namespace, emit, resume: tuple[int, int] = (0, 0),
             names.append("ml_dtypes")  # bfloat16 needs it; cheap
         plugin_infos = [i for i in plugin_infos if i.name in args.frameworks]
     infos = discover(names) + plugin_infos
+    # named on the command line but missing or broken: the rest is checked, the exit status is 3
+    unusable = [i.describe() for i in infos if args.frameworks and i.name in args.frameworks and not i.ok]
     adapters = build_adapters(infos, plugins)
     devices = discover_devices(sx, {i.name: i for i in infos})
     chosen = select_devices(devices, args.device)
@@ -188,7 +199,7 @@ def collect(args: argparse.Namespace, emit, resume: tuple[int, int] = (0, 0),
           "chosen": chosen, "cases": [c.name for c in selected], "features": stridex_features(sx),
           "header": {"stridex_version": getattr(sx, "__version__", "?"), "stridex_path": os.path.dirname(sx.__file__),
                      "python": platform.python_version(), "platform": f"{platform.system()}-{platform.machine()}"},
-          "planned": len(todo)})
+          "planned": len(todo), "unusable": unusable})
     progress = Progress(sys.stderr, enabled=not args.no_progress)
     faulthandler.enable(sys.stderr)  # a crash still says where
     first, first_route = resume
@@ -245,6 +256,8 @@ class Session:
             self.done = True
         elif kind == "usage":
             raise ValueError(event["message"])
+        elif kind == "absent":
+            raise Absent(event["message"])
 
     def crashed(self, what: str) -> tuple[int, int] | None:
         """Record the route that was running as failed with `what`; return where to resume."""
@@ -268,11 +281,14 @@ class Session:
                 checks.apply_claim(sx_out, ev["claimed"], ev["why"])
             cells.append(checks.Cell(ev["device"], ev["producer"], ev["consumer"], ev["case"], native, sx_out))
         summary = summarize(cells)
-        status = EXIT_CLAIMED_FAILURE if summary["stridex"]["claimed_failures"] else EXIT_OK
+        checked = summary["stridex"][checks.PASS] + summary["stridex"][checks.FAIL]
+        unusable = list(env.get("unusable") or [])
+        status = (EXIT_CLAIMED_FAILURE if summary["stridex"]["claimed_failures"] else
+                  EXIT_NOTHING_CHECKED if not checked or unusable else EXIT_OK)
         return dict(cells=cells, cases=cases_mod.select(env["cases"]),
                     frameworks=[FrameworkInfo.from_json(f) for f in env["frameworks"]],
                     devices=DeviceReport.from_json(env["devices"]), features=env["features"], header=env["header"],
-                    summary=summary, exit_status=status)
+                    summary=summary, exit_status=status, unusable=unusable)
 
 
 def _worker_command(args: argparse.Namespace, resume: tuple[int, int], skip: set) -> list[str]:
@@ -349,6 +365,9 @@ def _run_worker(args: argparse.Namespace) -> int:
 
         try:
             collect(args, emit, (int(first), int(route or 0)), skip)
+        except Absent as exc:
+            emit({"type": "absent", "message": str(exc)})
+            return EXIT_NOTHING_CHECKED
         except (ValueError, ImportError, AttributeError) as exc:  # before any check: a usage error
             emit({"type": "usage", "message": str(exc)})
             return EXIT_USAGE
@@ -382,6 +401,9 @@ def main(args: argparse.Namespace) -> int:
                 if not args.no_progress:
                     sys.stderr.write("doctor: importing frameworks ...\n")
                 problem = supervise(args, session)
+        except Absent as exc:
+            print(f"stridex doctor: {exc}; nothing was checked", file=sys.stderr)
+            return EXIT_NOTHING_CHECKED
         except (ValueError, ImportError, AttributeError) as exc:  # bad --frameworks/--cases/--device/--adapter
             print(f"stridex doctor: {exc}", file=sys.stderr)
             return EXIT_USAGE
@@ -407,10 +429,16 @@ def main(args: argparse.Namespace) -> int:
             json.dump(document, out, indent=1, ensure_ascii=False)
             out.write("\n")
         else:
-            out.write(render_text(**result, stream=out, verbose=args.verbose))
+            write_text(out, render_text(**result, stream=out, verbose=args.verbose))
             if moved is not None:
-                out.write(transports.render_text(moved))
+                write_text(out, transports.render_text(moved))
         out.flush()
+        if result["unusable"]:
+            print(f"stridex doctor: --frameworks names what is not usable here: {'; '.join(result['unusable'])}",
+                  file=sys.stderr)
+        elif result["exit_status"] == EXIT_NOTHING_CHECKED:
+            print("stridex doctor: nothing was checked: no producer -> consumer pair applies to the frameworks "
+                  "and devices here (install a framework, or widen --frameworks/--device/--cases)", file=sys.stderr)
         return result["exit_status"] if not problem else max(result["exit_status"], EXIT_CLAIMED_FAILURE)
 
 

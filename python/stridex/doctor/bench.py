@@ -238,6 +238,20 @@ def bench_copy(sx: Any, adapters: dict[str, Adapter], devices: list[str], mib: i
     return rows
 
 
+SCHEMA = 1  # of the --json document (docs/doctor.md, "bench --json")
+# Row keys as the JSON document spells them: no spaces or dots, units in the name.
+JSON_KEYS = {"stridex.view": "stridex_view_ns", "SMV.from_dlpack": "smv_from_dlpack_ns",
+             "SMV.from_any_interface": "smv_from_any_interface_ns", "native": "native_ns",
+             "via stridex.view": "via_stridex_view_ns", "View only": "view_only_ns", "GB/s": "gb_per_s"}
+
+
+def render_json(header: str, imports: list[dict], handovers: list[dict], copies: list[dict], errors: list[str],
+                floor: float) -> dict:
+    rows = lambda table: [{JSON_KEYS.get(k, k): v for k, v in r.items()} for r in table]  # noqa: E731
+    return {"schema": SCHEMA, "header": header, "empty_call_ns": floor, "imports": rows(imports),
+            "handovers": rows(handovers), "copies": rows(copies), "errors": errors}
+
+
 def render_markdown(header: str, imports: list[dict], handovers: list[dict], copies: list[dict],
                     errors: list[str], floor: float) -> str:
     out = [header, ""]
@@ -280,7 +294,8 @@ def main(args: argparse.Namespace) -> int:
 
     import stridex as sx
 
-    from . import _stdout_for_json, build_adapters, select_devices
+    from . import EXIT_NOTHING_CHECKED, EXIT_USAGE, Absent, _stdout_for_json, build_adapters, select_devices
+    from .report import write_text
 
     def progress(text: str) -> None:
         sys.stderr.write(f"bench: {text}\n")
@@ -294,11 +309,17 @@ def main(args: argparse.Namespace) -> int:
             names = names + ["ml_dtypes"]
         try:
             infos = discover(names)
+            unusable = [i.describe() for i in infos if args.frameworks and i.name in args.frameworks and not i.ok]
+            if unusable:
+                raise Absent(f"--frameworks names what is not usable here: {'; '.join(unusable)}")
             adapters = build_adapters(infos, {})
             devices = select_devices(discover_devices(sx, {i.name: i for i in infos}), args.device)
+        except Absent as exc:
+            print(f"stridex bench: {exc}; nothing was measured", file=sys.stderr)
+            return EXIT_NOTHING_CHECKED
         except ValueError as exc:
             print(f"stridex bench: {exc}", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
         errors: list[str] = []
         if getattr(sx, "view", None) is None:
             errors.append("stridex.view missing in this build: stridex columns are empty")
@@ -311,9 +332,9 @@ def main(args: argparse.Namespace) -> int:
                   f"{platform.python_version()} · {platform.system()}-{platform.machine()}\n\n"
                   f"frameworks: {versions}; devices: {', '.join(devices)}; {repeat} runs per number")
         if args.json:
-            json.dump({"header": header, "empty_call_ns": floor, "imports": imports, "handovers": handovers,
-                       "copies": copies, "errors": errors}, out, indent=1, ensure_ascii=False)
+            json.dump(render_json(header, imports, handovers, copies, errors, floor), out, indent=1,
+                      ensure_ascii=False)
             out.write("\n")
         else:
-            out.write(render_markdown(header, imports, handovers, copies, errors, floor))
+            write_text(out, render_markdown(header, imports, handovers, copies, errors, floor))
     return 0

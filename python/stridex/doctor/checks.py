@@ -47,7 +47,7 @@ UNCLAIMED: tuple[tuple[str, str, str, str], ...] = (
     ("numpy", "jax", "readonly", "NumPy refuses to export a read-only array as a legacy DLPack capsule (which "
                                  "cannot say read-only), so stridex refuses too, and JAX imports only legacy capsules"),
     ("numba-cuda", "*", "empty", "the CUDA array interface has no device key and an empty array has no pointer "
-                                 "to ask, so its device is the current one (PROTOCOLS.md §3): wrong off cuda:0"),
+                                 "to ask, so its device is the current one (docs/protocols.md): wrong off cuda:0"),
 )
 
 # The consumer's own rule where the producer cannot say its array is writable: these producers'

@@ -13,6 +13,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import os
+import platform
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -39,6 +40,9 @@ KNOWN: tuple[Known, ...] = (
     Known("tensorflow", "tensorflow", ("tensorflow", "tensorflow-cpu", "tf-nightly")),
     Known("mlx", "mlx.core", ("mlx",)),
     Known("paddle", "paddle", ("paddlepaddle", "paddlepaddle-gpu")),
+    # Python's own buffers (buffers.py): on every machine, so a fresh install checks more than NumPy
+    Known("memoryview", "builtins", ()),
+    Known("ctypes", "ctypes", ()),
 )
 KNOWN_BY_NAME = {k.name: k for k in KNOWN}
 
@@ -91,6 +95,8 @@ def _version(module: Any, dists: tuple[str, ...]) -> str | None:
         except Exception:  # a broken metadata folder is not worth a crash
             continue
     version = getattr(module, "__version__", None)
+    if version is None and getattr(module, "__name__", "") in sys.stdlib_module_names:
+        return f"Python {platform.python_version()}"  # the standard library's version is Python's
     return str(version) if version is not None else None
 
 

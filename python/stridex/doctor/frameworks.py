@@ -1087,3 +1087,6 @@ ADAPTERS: dict[str, type[Adapter]] = {
     "mlx": MlxAdapter,
     "paddle": PaddleAdapter,
 }
+from .buffers import CtypesAdapter, MemoryviewAdapter  # noqa: E402  (buffers.py builds on Adapter)
+
+ADAPTERS.update({"memoryview": MemoryviewAdapter, "ctypes": CtypesAdapter})

@@ -13,8 +13,27 @@ from .discovery import DeviceReport, FrameworkInfo
 
 SYMBOLS_UNICODE = {PASS: "✓", FAIL: "✗", NA: "—"}
 SYMBOLS_ASCII = {PASS: "ok", FAIL: "X", NA: "-"}
+SCHEMA = 2  # of the --json document (docs/doctor.md); 2: keys without spaces, exit status 3
 MAX_LISTED = 6  # cells listed under one failure reason before "and N more"
 WRAP = 110
+
+
+# What the other non-ASCII characters of the output become on a stream that cannot print them.
+ASCII_FALLBACK = str.maketrans({"✓": "ok", "✗": "X", "—": "-", "→": "->", "·": "|", "…": "...", "×": "x"})
+
+
+def write_text(stream: TextIO, text: str) -> None:
+    """Write `text`; on a stream that cannot encode it (PYTHONIOENCODING=ascii, a Latin-1 terminal),
+    with plain symbols, and '?' for anything else (a framework's message), instead of crashing."""
+    encoding = getattr(stream, "encoding", None) or "ascii"
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        try:
+            text = text.translate(ASCII_FALLBACK).encode(encoding, errors="replace").decode(encoding)
+        except LookupError:
+            text = text.translate(ASCII_FALLBACK).encode("ascii", errors="replace").decode("ascii")
+    stream.write(text)
 
 
 def symbols_for(stream: TextIO) -> dict[str, str]:
@@ -76,7 +95,7 @@ def stridex_features(sx: Any) -> dict[str, bool]:
         # that may raise AttributeError per instance, so the type is what tells whether they exist
         "View.__array_interface__": on_view("__array_interface__"),
         "View.__cuda_array_interface__": on_view("__cuda_array_interface__"),
-        "View buffer protocol": _has_buffer(sx),
+        "View.buffer_protocol": _has_buffer(sx),
         "cuda_available": has("cuda_available"),
         "device_count": has("device_count"),
         "pointer_info": has("pointer_info"),
@@ -120,7 +139,7 @@ def failure_refs(cells: list[Cell]) -> dict[str, int]:
 
 def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[FrameworkInfo], devices: DeviceReport,
                 features: dict[str, bool], header: dict[str, str], summary: dict, exit_status: int,
-                stream: TextIO, verbose: bool = False) -> str:
+                stream: TextIO, verbose: bool = False, unusable: list[str] | None = None) -> str:
     sym = symbols_for(stream)
     arrow = "→" if sym is SYMBOLS_UNICODE else "->"
     lines: list[str] = []
@@ -135,7 +154,7 @@ def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[Framew
     broken = [f.describe() for f in frameworks if f.status == "broken"]
     lines.append("frameworks: " + (", ".join(ok) if ok else "none"))
     if absent:
-        lines.append("not installed: " + ", ".join(absent))
+        lines.append("not installed (each adds its rows once installed): " + ", ".join(absent))
     lines.extend(broken)  # "name: import failed: reason"
     dev_text = ", ".join(f"{d} ({devices.names[d]})" if d in devices.names else d for d in devices.devices)
     if devices.cuda_note:
@@ -243,7 +262,11 @@ def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[Framew
     lines.append("")
     lines.append(f"stridex: {s[PASS]} {sym[PASS]}  {s[FAIL]} {sym[FAIL]} ({s['claimed_failures']} claimed)  "
                  f"{s[NA]} {sym[NA]}    native: {n[PASS]} {sym[PASS]}  {n[FAIL]} {sym[FAIL]}  {n[NA]} {sym[NA]}")
-    if exit_status:
+    if unusable and exit_status != 1:
+        lines.append(f"exit status {exit_status}: --frameworks names what is not usable here: {'; '.join(unusable)}")
+    elif not s[PASS] + s[FAIL]:
+        lines.append(f"exit status {exit_status}: nothing was checked (no producer {arrow} consumer pair applies here)")
+    elif exit_status:
         lines.append(f"exit status {exit_status}: {s['claimed_failures']} claimed stridex check(s) failed")
     else:
         lines.append("exit status 0: every claimed stridex check passed")
@@ -252,9 +275,9 @@ def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[Framew
 
 def render_json(*, cells: list[Cell], cases: list[Case], frameworks: list[FrameworkInfo], devices: DeviceReport,
                 features: dict[str, bool], header: dict[str, str], summary: dict, exit_status: int,
-                options: dict) -> dict:
+                options: dict, unusable: list[str] | None = None) -> dict:
     return {
-        "schema": 1,
+        "schema": SCHEMA,
         "stridex": {"version": header["stridex_version"], "path": header["stridex_path"], "features": features},
         "python": header["python"],
         "platform": header["platform"],
@@ -264,5 +287,6 @@ def render_json(*, cells: list[Cell], cases: list[Case], frameworks: list[Framew
         "cases": [c.to_json() for c in cases],
         "results": [cell.to_json() for cell in cells],
         "summary": summary,
+        "unusable": list(unusable or []),  # named in --frameworks, missing or broken here
         "exit_status": exit_status,
     }

@@ -1,4 +1,4 @@
-// The seed case (seeds/004) as an extension author writes it with stridex: memory allocated in C++
+// The seed case (the "GPU arrays returned as CPU arrays" bug report) as an extension author writes it with stridex: memory allocated in C++
 // (new[] on the host, cuMemAlloc on a GPU) is wrapped WITHOUT saying where it lives, returned as
 // stridex::View, and must reach every consumer on the right device. Also the other direction:
 // functions taking stridex::View arguments.
