@@ -463,7 +463,7 @@ void bind_import(nb::module_& m) {
     nb::object view = nb::steal(PyCFunction_NewEx(&g_view_def, nullptr, m.attr("__name__").ptr()));
     if (!view.is_valid()) throw nb::python_error();
     m.attr("view") = view;
-    bind_import_testing(m);
+    bind_internals(m);
 
     // At exit, while the interpreter is whole: drop the cached types and the NO_SYNC reference so
     // that teardown (and nanobind's leak check) sees every object released.

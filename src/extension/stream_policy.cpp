@@ -3,10 +3,12 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "stridex/cuda/driver.hpp"
 #include "stridex/cuda/pointer.hpp"
 #include "stridex/cuda/stream.hpp"
+#include "stream_recorder.hpp"
 #include "stridex/error.hpp"
 
 namespace nb = nanobind;
@@ -133,21 +135,19 @@ StreamRequest from_object(PyObject* stream) {
     fail(ErrorKind::type, kAccepted, "; found ", type_name(stream));
 }
 
-// ---- test hooks -------------------------------------------------------------------------------
-bool g_capture_orders = false;
-bool g_fake_cuda_pointers = false;
-std::vector<OrderRecord>& order_log() {
-    static auto* log = new std::vector<OrderRecord>();  // leaked: used until exit
-    return *log;
+// ---- the stream recorder (stream_recorder.hpp): tests without a GPU watch the orderings here ----
+const StreamRecorder* g_recorder = nullptr;
+
+const StreamRecorder* install_stream_recorder(const StreamRecorder* recorder) noexcept {
+    return std::exchange(g_recorder, recorder);
 }
 
-void order_streams(std::intptr_t ready, std::intptr_t consumer, Device device) {
-    if (g_capture_orders) {
-        order_log().push_back({ready, consumer, device});
+void order_streams(std::intptr_t producer, std::intptr_t consumer, Device device) {
+    if (g_recorder && g_recorder->order) {
+        g_recorder->order(g_recorder->context, producer, consumer, device);
         return;
     }
-    // cuda::order(after, before, device): `before` waits for what is queued on `after` so far.
-    cuda::order(cuda::StreamRef(ready), cuda::StreamRef(consumer), device);
+    cuda::order(cuda::StreamRef(producer), cuda::StreamRef(consumer), device);
 }
 
 // The current device: the one of the context current on this thread (torch, CuPy and the runtime
@@ -257,18 +257,12 @@ void finish(View& view, const StreamRequest& request, std::intptr_t ready) {
 }
 
 Device device_of_cuda_pointer(std::uintptr_t ptr) {
-    if (g_fake_cuda_pointers) return Device::cuda(0);
+    if (Device answer; g_recorder && g_recorder->device_of_pointer &&
+                       g_recorder->device_of_pointer(g_recorder->context, ptr, &answer))
+        return answer;
     if (ptr == 0) return current_cuda_device();
     return cuda::pointer_info(ptr).device();
 }
-
-namespace testing {
-void capture_orders(bool on) noexcept { g_capture_orders = on; }
-bool capturing_orders() noexcept { return g_capture_orders; }
-const std::vector<OrderRecord>& captured_orders() noexcept { return order_log(); }
-void clear_orders() noexcept { order_log().clear(); }
-void fake_cuda_pointers(bool on) noexcept { g_fake_cuda_pointers = on; }
-}  // namespace testing
 
 namespace {
 // NO_SYNC is a plain CPython object rather than a nanobind instance: it lives as long as the module
@@ -293,6 +287,12 @@ void bind_stream_policy(nb::module_& m) {
     if (!g_no_sync) throw nb::python_error();
     m.attr("NoSyncType") = type;
     m.attr("NO_SYNC") = nb::borrow(g_no_sync);
+    // The capsule points at a static holding the installer (a data pointer, as capsules take).
+    static const InstallStreamRecorder installer_slot = &install_stream_recorder;
+    nb::object installer = nb::steal(PyCapsule_New(const_cast<InstallStreamRecorder*>(&installer_slot),
+                                                   kStreamRecorderCapsule, nullptr));
+    if (!installer.is_valid()) throw nb::python_error();
+    m.attr("_install_stream_recorder") = installer;
 }
 
 }  // namespace stridex::python

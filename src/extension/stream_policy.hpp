@@ -12,7 +12,6 @@
 #include <nanobind/nanobind.h>
 
 #include <cstdint>
-#include <vector>
 
 #include "producers.hpp"
 #include "stridex/device.hpp"
@@ -83,22 +82,7 @@ void finish(View& view, const StreamRequest& request, std::intptr_t ready);
 // (or without a GPU) every non-null pointer is host memory and 0 is cuda:0.
 Device device_of_cuda_pointer(std::uintptr_t ptr);
 
-// ---- Test hooks (import_testing.cpp) ----------------------------------------------------------
-struct OrderRecord {
-    std::intptr_t after, before;
-    Device device;
-};
-namespace testing {
-// While on, order() calls are recorded instead of reaching the driver.
-void capture_orders(bool on) noexcept;
-bool capturing_orders() noexcept;
-const std::vector<OrderRecord>& captured_orders() noexcept;
-void clear_orders() noexcept;
-// While on, device_of_cuda_pointer calls every non-null pointer cuda:0 (and 0 cuda:0).
-void fake_cuda_pointers(bool on) noexcept;
-}  // namespace testing
-
-// Registers stridex.NO_SYNC (and its type).
+// Registers stridex.NO_SYNC (and its type) and the stream recorder's installer (stream_recorder.hpp).
 void bind_stream_policy(nanobind::module_& m);
 
 }  // namespace stridex::python
