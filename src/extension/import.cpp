@@ -191,7 +191,8 @@ public:
     View* storage() noexcept { return &slot_->view; }
     void built() noexcept { built_ = true; }
     View& view() noexcept { return slot_->view; }
-    PyObject* finish(PyObject* source) {
+    // Hands the built View to Python: sets its source object and marks the instance ready.
+    PyObject* publish(PyObject* source) {
         new (&slot_->source) nb::object(nb::borrow(source));
         done_ = true;
         nb::inst_mark_ready(object_);
@@ -265,17 +266,17 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
     auto done = [&](bool order) {
         View& v = result.view();
         if (order && stream_ordered(v.device()))
-            finish(v, request, ready);
+            order_consumer_stream(v, request, ready);
         else
             v.set_stream(kNoStream);  // host memory: nothing is ever pending
-        return result.finish(obj);
+        return result.publish(obj);
     };
 
     if (e.exchange) {
         offered = true;
         if (failures.attempt("DLPack exchange API", result,
                              [&](View* at) { new (at) View(import_exchange(obj, e, ready)); }))
-            return done(true);
+            return done(/*order=*/true);
     }
 
     // __dlpack__ on the instance rather than the type (proxies, test doubles): called bound.
@@ -303,7 +304,7 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
             new (at) View(import_dlpack_method(obj, *d, request, ready));
         });
         if (d == &e && e.keywords != before && !uncached) learn(e, e.keywords);
-        if (ok) return done(true);
+        if (ok) return done(/*order=*/true);
     }
 
     if (e.cai_on_type || e.instance_attrs) {
@@ -312,7 +313,7 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
             offered = true;
             if (failures.attempt("__cuda_array_interface__", result,
                                  [&](View* at) { new (at) View(import_cai(obj, cai.ptr(), ready)); }))
-                return done(true);
+                return done(/*order=*/true);
         }
     }
     if (e.ai_on_type || e.instance_attrs) {
@@ -321,13 +322,13 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
             offered = true;
             if (failures.attempt("__array_interface__", result,
                                  [&](View* at) { new (at) View(import_array_interface(obj, ai.ptr())); }))
-                return done(false);  // host memory: no stream
+                return done(/*order=*/false);  // host memory: no stream
         }
     }
     if (e.buffer) {
         offered = true;
         if (failures.attempt("buffer protocol", result, [&](View* at) { new (at) View(import_buffer(obj)); }))
-            return done(false);
+            return done(/*order=*/false);
     }
     if (!offered) fail_no_protocol(obj);
     failures.raise(obj);
@@ -402,15 +403,15 @@ PyObject* import_object(PyObject* obj, const StreamRequest& request) {
         const PyView* in = nb::inst_ptr<PyView>(nb::handle(obj));
         new (result.storage()) View(in->view);
         result.built();
-        finish(result.view(), request, in->view.stream());
-        return result.finish(in->source.ptr() ? in->source.ptr() : Py_None);
+        order_consumer_stream(result.view(), request, in->view.stream());
+        return result.publish(in->source.ptr() ? in->source.ptr() : Py_None);
     }
     if (type == &PyCapsule_Type) {
         // A raw capsule carries no stream: whatever ordering it needed happened when it was made.
-        new (result.storage()) View(consume_capsule(obj, true));
+        new (result.storage()) View(consume_capsule(obj, /*raw=*/true));
         result.built();
         result.view().set_stream(kNoStream);
-        return result.finish(obj);
+        return result.publish(obj);
     }
     return import_protocols(obj, request, result);
 }

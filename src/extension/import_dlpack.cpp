@@ -186,8 +186,8 @@ View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready
             if (tensor->deleter) tensor->deleter(tensor);
             raise_current_or(PyExc_BufferError, "DLPack exchange API current_work_stream failed without saying why");
         }
-        // NULL is the driver's default (legacy) stream, which the protocols spell 1.
-        ready = stream ? reinterpret_cast<std::intptr_t>(stream) : 1;
+        // NULL is the driver's default (legacy) stream, which the protocols spell kLegacy (1).
+        ready = cuda::StreamRef::from_handle(static_cast<cuda::CUstream>(stream)).encoded();
     }
     // From here the View owns the deleter: any throw runs it exactly once.
     return dlpack::import_managed(tensor);
@@ -217,7 +217,7 @@ View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& 
     ready = stream.ready;
     if (row.repair_negative_strides) repair_unsigned_strides(capsule.ptr());
     // JAX arrays are immutable, but its legacy capsules cannot say so (jax#19123).
-    return consume_capsule(capsule.ptr(), false, row.immutable);
+    return consume_capsule(capsule.ptr(), /*raw=*/false, /*readonly=*/row.immutable);
 }
 
 View consume_capsule(PyObject* capsule, bool raw, bool readonly) {

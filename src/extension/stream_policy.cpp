@@ -50,7 +50,7 @@ StreamRequest from_int(PyObject* value) {
     if (overflow != 0 || v > static_cast<long long>(INTPTR_MAX))
         fail(ErrorKind::value, "stream must be -1 (no ordering), 1, 2 or a stream handle that fits in a pointer; found ",
              nb::str(nb::handle(value)).c_str());
-    const std::intptr_t stream = checked_stream_int(v, "stream", true);
+    const std::intptr_t stream = checked_stream_int(v, "stream", /*allow_no_sync=*/true);
     if (stream == kNoStream) return {StreamRequest::Kind::no_sync, 0};
     return {StreamRequest::Kind::on_stream, stream};
 }
@@ -72,9 +72,9 @@ std::intptr_t checked_stream_int(long long value, const char* where, bool allow_
 namespace {
 
 // A handle read from a stream object. NULL is the driver's default stream, i.e. the legacy one
-// (torch.cuda.default_stream().cuda_stream is 0): it becomes 1, as CuPy and torch do.
+// (torch.cuda.default_stream().cuda_stream is 0): it becomes kLegacy (1), as CuPy and torch do.
 StreamRequest from_handle(PyObject* value, const char* where) {
-    if (value == Py_None) return {StreamRequest::Kind::on_stream, 1};
+    if (value == Py_None) return {StreamRequest::Kind::on_stream, cuda::StreamRef::kLegacy};
     if (!PyIndex_Check(value) || PyBool_Check(value))
         fail(ErrorKind::type, where, " must be an int, found ", type_name(value));
     nb::object index = nb::steal(PyNumber_Index(value));
@@ -85,7 +85,7 @@ StreamRequest from_handle(PyObject* value, const char* where) {
     if (overflow != 0 || v < 0 || v > static_cast<long long>(INTPTR_MAX))
         fail(ErrorKind::value, where, " must be a stream handle (a non-negative int), found ",
              overflow ? std::string("an int out of range") : std::to_string(v));
-    return {StreamRequest::Kind::on_stream, v == 0 ? 1 : static_cast<std::intptr_t>(v)};
+    return {StreamRequest::Kind::on_stream, v == 0 ? cuda::StreamRef::kLegacy : static_cast<std::intptr_t>(v)};
 }
 
 bool module_starts_with(PyObject* obj, const char* prefix) {
@@ -195,8 +195,8 @@ void dlpack_stream(const StreamRequest& request, const Device* device, const Pro
     if (device == nullptr) {
         // The default request: None for every producer. On CUDA that is the legacy default stream
         // (array API; torch, CuPy, Warp) or a host-side wait until ready (JAX), so the data is
-        // ready on stream 1 either way; on the host, None is the only legal value.
-        out.ready = 1;
+        // ready on the legacy stream either way; on the host, None is the only legal value.
+        out.ready = cuda::StreamRef::kLegacy;
         return;
     }
     std::intptr_t send = 0;  // 0: send None
@@ -208,21 +208,21 @@ void dlpack_stream(const StreamRequest& request, const Device* device, const Pro
         if (request.kind == StreamRequest::Kind::on_stream) send = request.handle;
     } else if (device->type == DeviceType::kCUDA || device->type == DeviceType::kCUDAManaged) {
         switch (request.kind) {
-            case StreamRequest::Kind::by_default: out.ready = 1; break;
+            case StreamRequest::Kind::by_default: out.ready = cuda::StreamRef::kLegacy; break;
             case StreamRequest::Kind::no_sync:
                 if (row.takes_no_sync) {
                     send = -1;
                     out.ready = kNoStream;
                 } else {
-                    out.ready = 1;  // JAX: None makes it wait on the host, -1 would fail
+                    out.ready = cuda::StreamRef::kLegacy;  // JAX: None makes it wait on the host, -1 would fail
                 }
                 break;
             case StreamRequest::Kind::on_stream:
-                if (request.handle == 2 && !row.takes_per_thread) {
-                    // torch refuses 2: it syncs the legacy stream instead, and finish() orders the
-                    // per-thread stream after that with an event.
-                    send = 1;
-                    out.ready = 1;
+                if (request.handle == cuda::StreamRef::kPerThread && !row.takes_per_thread) {
+                    // torch refuses 2: it syncs the legacy stream instead, and
+                    // order_consumer_stream() makes the per-thread stream wait for that with an event.
+                    send = cuda::StreamRef::kLegacy;
+                    out.ready = cuda::StreamRef::kLegacy;
                 } else {
                     send = request.handle;
                     out.ready = request.handle;
@@ -241,7 +241,7 @@ void dlpack_stream(const StreamRequest& request, const Device* device, const Pro
     }
 }
 
-void finish(View& view, const StreamRequest& request, std::intptr_t ready) {
+void order_consumer_stream(View& view, const StreamRequest& request, std::intptr_t ready) {
     const Device device = view.device();
     if (!stream_ordered(device)) {
         view.set_stream(kNoStream);

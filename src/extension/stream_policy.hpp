@@ -4,9 +4,9 @@
 //   1. parse_stream: the caller's `stream` argument -> a StreamRequest (what the caller means).
 //   2. dlpack_stream: a request + the array's device + the producer's row -> the value to pass to
 //      that producer's __dlpack__(stream=...) and the stream its data is then ready on.
-//   3. finish: once imported, order the caller's stream after the stream the data is ready on (one
-//      event record + wait through stridex::cuda::order, never a host block) and record the
-//      caller's stream in the View.
+//   3. order_consumer_stream: once imported, make the caller's stream wait for the stream the data
+//      is ready on (one event record + wait through stridex::cuda::order, never a host block) and
+//      record the caller's stream in the View.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "producers.hpp"
+#include "stridex/cuda/stream.hpp"
 #include "stridex/device.hpp"
 #include "stridex/view.hpp"
 
@@ -28,8 +29,8 @@ struct StreamRequest {
     Kind kind = Kind::by_default;
     std::intptr_t handle = 0;  // on_stream only
 
-    // The stream the caller will use the data on (DLPack encoding): 1 for the default request.
-    std::intptr_t consumer() const noexcept { return kind == Kind::on_stream ? handle : 1; }
+    // The stream the caller will use the data on: the legacy default stream for the default request.
+    std::intptr_t consumer() const noexcept { return kind == Kind::on_stream ? handle : cuda::StreamRef::kLegacy; }
 };
 
 // None, stridex.NO_SYNC, an int (0 -> ValueError, -1 = NO_SYNC, 1, 2, handle), an object with
@@ -62,7 +63,7 @@ struct DlpackStream {
     PyObject* value;
     PyObject* holder = nullptr;  // owned reference to release (fresh ints)
     std::intptr_t ready;
-    DlpackStream() noexcept : value(Py_None), ready(1) {}
+    DlpackStream() noexcept : value(Py_None), ready(cuda::StreamRef::kLegacy) {}
     DlpackStream(const DlpackStream&) = delete;
     DlpackStream& operator=(const DlpackStream&) = delete;
     ~DlpackStream() { Py_XDECREF(holder); }
@@ -72,10 +73,10 @@ struct DlpackStream {
 // Throws only on allocation failure.
 void dlpack_stream(const StreamRequest& request, const Device* device, const ProducerRow& row, DlpackStream& out);
 
-// Orders the caller's stream after `ready` when the View's memory is stream-ordered and the
+// Makes the caller's stream wait for `ready` when the View's memory is stream-ordered and the
 // caller asked for ordering, then records the stream the View is ready on: the caller's stream,
 // or for NO_SYNC `ready` itself (the producer's stream, kNoStream when unknown).
-void finish(View& view, const StreamRequest& request, std::intptr_t ready);
+void order_consumer_stream(View& view, const StreamRequest& request, std::intptr_t ready);
 
 // ---- CUDA queries the importers need (through stridex::cuda) ----------------------------------
 // Device of a pointer from the driver's attributes; for 0, the current device. Without a driver
