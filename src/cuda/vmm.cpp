@@ -385,7 +385,7 @@ void VirtualBuffer::sleep(bool keep_contents) {
     if (keep_contents && s.size > 0) {
         s.saved = std::make_unique_for_overwrite<std::byte[]>(s.size);
         try {
-            s.copy_chunks(true);
+            s.copy_chunks(/*to_host=*/true);
         } catch (...) {
             s.saved.reset();
             throw;
@@ -411,7 +411,7 @@ void VirtualBuffer::wake() {
     const bool restore = static_cast<bool>(s.saved);
     if (restore) {
         try {
-            s.copy_chunks(false);
+            s.copy_chunks(/*to_host=*/false);
             // A copy from pageable memory may return before its DMA finished: wait, so the
             // buffer has no pending work when wake() returns (views say stream -1).
             s.synchronize();
@@ -469,7 +469,7 @@ View VirtualBuffer::view(Dtype dtype, std::span<const std::int64_t> shape, std::
     // Data points at the first element and byte_offset is 0: torch, Warp and older cuda.core
     // ignore DLPack's byte_offset (PROTOCOLS §1), so exports of this view must not rely on it.
     View v(reinterpret_cast<void*>(static_cast<std::uintptr_t>(s.base + static_cast<std::uint64_t>(byte_offset))), 0,
-           std::move(layout), dtype, Device::cuda(s.devices.front()), false, std::move(owner));
+           std::move(layout), dtype, Device::cuda(s.devices.front()), /*readonly=*/false, std::move(owner));
     v.set_stream(kNoStream);
     return v;
 }

@@ -99,7 +99,7 @@ std::pair<long long, long long> int_pair(PyObject* o, const char* what) {
 // The consumer's stream; nullopt for None. 0 and values below -1 are ValueError whatever the device.
 std::optional<std::intptr_t> parse_stream(PyObject* o) {
     if (is_none(o)) return std::nullopt;
-    return checked_stream_int(int_argument(o, "__dlpack__: stream"), "__dlpack__: stream", true);
+    return checked_stream_int(int_argument(o, "__dlpack__: stream"), "__dlpack__: stream", /*allow_no_sync=*/true);
 }
 
 bool parse_max_version(PyObject* o) {
