@@ -23,7 +23,7 @@ from stridex.doctor import checks
 from stridex.doctor.cases import CASES_BY_NAME
 from stridex.doctor.checks import FAIL, NA, PASS, Context, run_all, run_cell, summarize
 from stridex.doctor.discovery import DeviceReport, FrameworkInfo
-from stridex.doctor.frameworks import NumpyAdapter
+from stridex.doctor.adapters import NumpyAdapter
 from stridex.doctor.report import render_json, render_text
 
 CONTIGUOUS = CASES_BY_NAME["contiguous"]
