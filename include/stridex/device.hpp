@@ -54,8 +54,9 @@ struct Device {
     static Device parse(std::string_view text);
 
     bool host_accessible() const noexcept;  // the CPU may dereference the pointer
-    bool cuda_accessible() const noexcept;  // a CUDA kernel may dereference the pointer
-    bool is_cuda_family() const noexcept;   // memory owned by the CUDA driver
+    // Memory the CUDA driver owns (device, pinned, managed): CUDA kernels may dereference it, and
+    // its pending work is stream-ordered. The one test of "is this CUDA memory" in stridex.
+    bool is_cuda_family() const noexcept;
 
     friend constexpr bool operator==(Device, Device) = default;
 };

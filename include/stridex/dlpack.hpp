@@ -15,6 +15,14 @@ namespace stridex::dlpack {
 inline constexpr std::uint32_t kMajorVersion = 1;
 inline constexpr std::uint32_t kMinorVersion = 3;  // the minor stridex implements and exports
 
+// PyCapsule names (the Python specification of DLPack). A consumer renames a capsule it took to the
+// "used_" name, so that the capsule's destructor knows the consumer now owns the tensor.
+inline constexpr char kVersionedCapsule[] = "dltensor_versioned";
+inline constexpr char kLegacyCapsule[] = "dltensor";
+inline constexpr char kUsedVersionedCapsule[] = "used_dltensor_versioned";
+inline constexpr char kUsedLegacyCapsule[] = "used_dltensor";
+inline constexpr char kExchangeApiCapsule[] = "dlpack_exchange_api";  // __dlpack_c_exchange_api__
+
 struct DLPackVersion {
     std::uint32_t major;
     std::uint32_t minor;

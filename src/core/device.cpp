@@ -97,13 +97,8 @@ bool Device::host_accessible() const noexcept {
     return t != nullptr && t->host_accessible;
 }
 
-bool Device::cuda_accessible() const noexcept {
-    // Pinned and managed memory are mapped into every CUDA context, so kernels can use them too.
-    const TypeInfo* t = info_of(type);
-    return t != nullptr && t->cuda;
-}
-
 bool Device::is_cuda_family() const noexcept {
+    // Pinned and managed memory are mapped into every CUDA context, so kernels can use them too.
     const TypeInfo* t = info_of(type);
     return t != nullptr && t->cuda;
 }

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -22,12 +21,6 @@ std::size_t round_up(std::size_t value, std::size_t unit, const char* what) {
     if (__builtin_add_overflow(value, unit - value % unit, &out))
         fail(ErrorKind::value, what, " of ", value, " bytes cannot be rounded up to a multiple of ", unit);
     return out;
-}
-
-std::string hex(std::uint64_t v) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-    return buf;
 }
 
 // Runs f() and, when it returns, adds its duration to t.

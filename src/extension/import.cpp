@@ -265,7 +265,7 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
     bool offered = false;
     auto done = [&](bool order) {
         View& v = result.view();
-        if (order && stream_ordered(v.device()))
+        if (order && v.device().is_cuda_family())
             order_consumer_stream(v, request, ready);
         else
             v.set_stream(kNoStream);  // host memory: nothing is ever pending

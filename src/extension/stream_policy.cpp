@@ -243,7 +243,7 @@ void dlpack_stream(const StreamRequest& request, const Device* device, const Pro
 
 void order_consumer_stream(View& view, const StreamRequest& request, std::intptr_t ready) {
     const Device device = view.device();
-    if (!stream_ordered(device)) {
+    if (!device.is_cuda_family()) {
         view.set_stream(kNoStream);
         return;
     }

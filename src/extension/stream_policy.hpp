@@ -51,11 +51,6 @@ PyObject* no_sync_sentinel() noexcept;
 // Drops stridex's own reference to it (at exit; the module attribute keeps it until teardown).
 void release_no_sync_sentinel() noexcept;
 
-// Devices whose pending work is stream-ordered: CUDA device, pinned and managed memory.
-inline bool stream_ordered(Device d) noexcept {
-    return d.type == DeviceType::kCUDA || d.type == DeviceType::kCUDAHost || d.type == DeviceType::kCUDAManaged;
-}
-
 // What to pass as __dlpack__(stream=...). `value` is a borrowed reference (None or a cached int)
 // kept alive by `holder` when it is a fresh int; `ready` is the stream the producer promises the
 // data is ready on when given that value (kNoStream: no promise).

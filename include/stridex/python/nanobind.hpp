@@ -53,7 +53,7 @@ inline Link* link() {
     if (nb::hasattr(type, "__dlpack_c_exchange_api__")) {
         nb::object capsule = type.attr("__dlpack_c_exchange_api__");
         auto* api = static_cast<const dlpack::DLPackExchangeAPI*>(
-            PyCapsule_GetPointer(capsule.ptr(), "dlpack_exchange_api"));
+            PyCapsule_GetPointer(capsule.ptr(), dlpack::kExchangeApiCapsule));
         if (api == nullptr) PyErr_Clear();
         // Walk prev_api to the newest API of our major version.
         while (api && api->header.version.major > dlpack::kMajorVersion)
@@ -66,9 +66,9 @@ inline Link* link() {
 
 // A versioned capsule's tensor, taken over (renamed used_*, as the protocol wants).
 inline View import_capsule(nb::handle capsule) {
-    auto* t = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor_versioned"));
+    auto* t = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), dlpack::kVersionedCapsule));
     if (t == nullptr) throw nb::python_error();
-    if (PyCapsule_SetName(capsule.ptr(), "used_dltensor_versioned") != 0) throw nb::python_error();
+    if (PyCapsule_SetName(capsule.ptr(), dlpack::kUsedVersionedCapsule) != 0) throw nb::python_error();
     return dlpack::import_managed(t);
 }
 
@@ -104,10 +104,10 @@ inline nb::object to_stridex_view(const View& view) {
         if (l->view_fn == nullptr)
             fail(ErrorKind::type, "this stridex module offers neither the DLPack exchange API 1.x nor stridex.view");
         dlpack::DLManagedTensorVersioned* t = dlpack::export_versioned(view);
-        nb::object capsule = nb::steal(PyCapsule_New(t, "dltensor_versioned", [](PyObject* c) noexcept {
+        nb::object capsule = nb::steal(PyCapsule_New(t, dlpack::kVersionedCapsule, [](PyObject* c) noexcept {
             // Renamed used_* when consumed: the consumer owns the deleter then.
-            if (!PyCapsule_IsValid(c, "dltensor_versioned")) return;
-            auto* m = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, "dltensor_versioned"));
+            if (!PyCapsule_IsValid(c, dlpack::kVersionedCapsule)) return;
+            auto* m = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, dlpack::kVersionedCapsule));
             m->deleter(m);
         }));
         if (!capsule.is_valid()) {

@@ -149,7 +149,7 @@ TestTensor* make_tensor(nb::handle array, const TensorSpec& spec, PyObject* coun
 // one does not (PROTOCOLS §1, "Producer destructor").
 void capsule_destructor(PyObject* capsule) {
     const char* name = PyCapsule_GetName(capsule);
-    if (name && std::strncmp(name, "used_", 5) == 0) return;
+    if (name && std::strncmp(name, "used_", 5) == 0) return;  // "used_" + any name: taken by a consumer
     auto* t = static_cast<TestTensor*>(PyCapsule_GetContext(capsule));
     if (!t) return;
     if (t->is_versioned) {
@@ -190,7 +190,7 @@ nb::tuple make_capsule(nb::handle array, bool versioned, nb::object name, nb::ob
     nb::object counter = nb::cast(DeleterCounter{});
     TestTensor* t = make_tensor(array, spec, counter.ptr());
     const char* capsule_name =
-        name.is_none() ? (versioned ? "dltensor_versioned" : "dltensor") : stored_name(nb::cast<std::string>(name));
+        name.is_none() ? (versioned ? dlpack::kVersionedCapsule : dlpack::kLegacyCapsule) : stored_name(nb::cast<std::string>(name));
     void* pointer = versioned ? static_cast<void*>(&t->versioned) : static_cast<void*>(&t->legacy);
     PyObject* capsule = PyCapsule_New(pointer, capsule_name, &capsule_destructor);
     if (!capsule) {
@@ -353,8 +353,8 @@ NB_MODULE(stridex_testing, m) {
           "A DLPack capsule over `array`'s memory with chosen fields; returns (capsule, DeleterCounter). shape and "
           "strides count elements; dtype is (code, bits[, lanes]); device is (device_type, device_id).");
 
-    nb::object capsule_v1 = nb::steal(PyCapsule_New(&g_api_v1, "dlpack_exchange_api", nullptr));
-    nb::object capsule_v2 = nb::steal(PyCapsule_New(&g_api_v2, "dlpack_exchange_api", nullptr));
+    nb::object capsule_v1 = nb::steal(PyCapsule_New(&g_api_v1, stridex::dlpack::kExchangeApiCapsule, nullptr));
+    nb::object capsule_v2 = nb::steal(PyCapsule_New(&g_api_v2, stridex::dlpack::kExchangeApiCapsule, nullptr));
     if (!capsule_v1.is_valid() || !capsule_v2.is_valid()) throw nb::python_error();
     bind_exchange_producer<ExchangeProducer>(m, "ExchangeProducer", capsule_v1, "__dlpack_c_exchange_api__");
     bind_exchange_producer<ExchangeProducerInt>(m, "ExchangeProducerInt",
