@@ -197,8 +197,6 @@ const dlpack::DLPackExchangeAPI kExchangeApi{
 
 }  // namespace
 
-const dlpack::DLPackExchangeAPI& exchange_api() noexcept { return kExchangeApi; }
-
 void bind_exchange_api(nb::handle view_type) {
     // The capsule has no destructor: the struct is static and outlives every consumer.
     auto* api = const_cast<dlpack::DLPackExchangeAPI*>(&kExchangeApi);
