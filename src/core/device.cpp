@@ -40,10 +40,24 @@ constexpr std::array<TypeInfo, 19> kTypes{{
     {DeviceType::kAscend,      "ascend",        false, false, false},
 }};
 
+constexpr bool in_value_order() {
+    for (std::size_t i = 0; i < kTypes.size(); ++i) {
+        const auto value = static_cast<std::int32_t>(kTypes[i].type);
+        if (static_cast<std::int32_t>(i) != (value <= 4 ? value - 1 : value - 3)) return false;
+    }
+    return true;
+}
+static_assert(in_value_order(), "kTypes must list device types by value, 1-4 then 7 on");
+
+// The row of a type, found by its value (the table is in value order, and only 5 and 6 are
+// missing): every View import asks, so this is a lookup, not a search.
 const TypeInfo* info_of(DeviceType type) noexcept {
-    for (const TypeInfo& t : kTypes)
-        if (t.type == type) return &t;
-    return nullptr;
+    const auto value = static_cast<std::int32_t>(type);
+    if (value < 1) return nullptr;
+    const std::int32_t row = value <= 4 ? value - 1 : value - 3;
+    if (row < 0 || row >= static_cast<std::int32_t>(kTypes.size())) return nullptr;
+    const TypeInfo& t = kTypes[static_cast<std::size_t>(row)];
+    return t.type == type ? &t : nullptr;  // 5 and 6 land on another row
 }
 
 [[noreturn]] void bad_device_text(std::string_view text) {

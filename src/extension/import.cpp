@@ -12,6 +12,7 @@
 #include "import.hpp"
 
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -280,21 +281,22 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
     }
 
     // __dlpack__ on the instance rather than the type (proxies, test doubles): called bound.
+    // (An optional, so that the common case, __dlpack__ on the type, builds no second entry.)
     nb::object instance_dlpack, instance_device;
-    TypeEntry instance_entry;
+    std::optional<TypeEntry> instance_entry;
     TypeEntry* d = &e;
     if (!e.dlpack && e.instance_attrs) {
         instance_dlpack = nb::steal(optional_attr(obj, names.dlpack));
         if (instance_dlpack.is_valid()) {
-            instance_entry = e;
-            instance_entry.dlpack = instance_dlpack.ptr();
-            instance_entry.dlpack_unbound = false;
+            instance_entry.emplace(e);
+            instance_entry->dlpack = instance_dlpack.ptr();
+            instance_entry->dlpack_unbound = false;
             if (!e.dlpack_device) {
                 instance_device = nb::steal(optional_attr(obj, names.dlpack_device));
-                instance_entry.dlpack_device = instance_device.ptr();
-                instance_entry.dlpack_device_unbound = false;
+                instance_entry->dlpack_device = instance_device.ptr();
+                instance_entry->dlpack_device_unbound = false;
             }
-            d = &instance_entry;
+            d = &*instance_entry;
         }
     }
     if (d->dlpack) {
