@@ -4,7 +4,8 @@
 # shows on a shared machine which instructions a change cut. Each candidate runs twice, N calls and
 # 0 calls, and the difference per call is reported, total and per function (top 25).
 #   PYTHONPATH=$(tools/dev-python build/py) bash bench/callgrind_import.sh [N]
-# (bench/bench_import.py builds bench/nb_peer on first use.)
+# (bench/bench_import.py builds bench/nb_peer on first use.) OPENBLAS_NUM_THREADS=1: NumPy's BLAS
+# threads spin while idle, and callgrind would count their instructions too.
 set -euo pipefail
 n=${1:-20000}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,7 +27,7 @@ for _ in range(int(sys.argv[2])):
     f(a)
 PY
 count() {  # candidate calls -> total instructions, profile in $work/<candidate>.<calls>
-  valgrind --tool=callgrind --callgrind-out-file="$work/$1.$2" "$python" "$work/loop.py" "$1" "$2" 2>&1 |
+  OPENBLAS_NUM_THREADS=1 valgrind --tool=callgrind --callgrind-out-file="$work/$1.$2" "$python" "$work/loop.py" "$1" "$2" 2>&1 |
     sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 for candidate in stridex.view nb_peer.take; do
