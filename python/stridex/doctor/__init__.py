@@ -28,7 +28,8 @@ from .adapters import ADAPTERS, Adapter
 from .checks import Context
 from .discovery import KNOWN, DeviceReport, FrameworkInfo, discover, discover_devices, one_line
 from .report import Progress, render_json, render_text, stridex_features
-from .worker import EXIT_CLAIMED_FAILURE, EXIT_OK, EXIT_USAGE, Session, supervise  # noqa: F401 - EXIT_OK re-exported
+from .worker import (  # noqa: F401 - EXIT_OK re-exported
+    CRASHES_BEFORE_SKIP, EXIT_CLAIMED_FAILURE, EXIT_OK, EXIT_USAGE, Session, supervise)
 
 
 CLI_DESCRIPTION = """\
