@@ -497,6 +497,16 @@ def test_cli_survives_a_crashing_check():
     assert proc.returncode == 1 and doc["exit_status"] == 1  # a claimed stridex cell crashed
 
 
+def test_worker_marks_a_route_that_crashed_too_often_as_not_run():
+    # What the supervisor asks of a new worker after CRASHES_BEFORE_SKIP crashes of one route.
+    proc = _cli("--_worker", "--frameworks", "numpy", "--cases", "contiguous", "--_skip=cpu|numpy|numpy|native")
+    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    outcomes = {e["route"]: e["outcome"] for e in events if e["type"] == "outcome"}
+    assert outcomes["native"]["status"] == "fail"
+    assert outcomes["native"]["reason"] == "not run: this route crashed the doctor 3 times for numpy → numpy on cpu"
+    assert outcomes["stridex"]["status"] == "pass"  # only the named route is skipped
+
+
 def test_cli_records_a_hung_check_and_goes_on():
     proc = _cli("--adapter", "test_doctor_failures:HangerAdapter", "--frameworks", "numpy,hanger", "--cases",
                 "contiguous", "--check-timeout", "3", "--json")
