@@ -13,31 +13,30 @@ struct TypeInfo {
     DeviceType type;
     std::string_view name;
     bool host_accessible;  // the CPU can dereference it
-    bool cuda;             // CUDA-driver memory (cuda, pinned, managed): CUDA kernels can use it
     bool single_instance;  // one memory space per host, so the name omits the usual ordinal 0
 };
 
 constexpr std::array<TypeInfo, 19> kTypes{{
-    // type                    name             host   cuda   single instance
-    {DeviceType::kCPU,         "cpu",           true,  false, true},
-    {DeviceType::kCUDA,        "cuda",          false, true,  false},
-    {DeviceType::kCUDAHost,    "cuda_host",     true,  true,  true},
-    {DeviceType::kOpenCL,      "opencl",        false, false, false},
-    {DeviceType::kVulkan,      "vulkan",        false, false, false},
-    {DeviceType::kMetal,       "metal",         false, false, false},
-    {DeviceType::kVPI,         "vpi",           false, false, false},
-    {DeviceType::kROCM,        "rocm",          false, false, false},
-    {DeviceType::kROCMHost,    "rocm_host",     true,  false, true},
-    {DeviceType::kExtDev,      "ext_dev",       false, false, false},
-    {DeviceType::kCUDAManaged, "cuda_managed",  true,  true,  true},
-    {DeviceType::kOneAPI,      "oneapi",        false, false, false},
-    {DeviceType::kWebGPU,      "webgpu",        false, false, false},
-    {DeviceType::kHexagon,     "hexagon",       false, false, false},
-    {DeviceType::kMAIA,        "maia",          false, false, false},
-    {DeviceType::kTrn,         "trn",           false, false, false},
-    {DeviceType::kTPU,         "tpu",           false, false, false},
-    {DeviceType::kTPUHost,     "tpu_host",      true,  false, true},
-    {DeviceType::kAscend,      "ascend",        false, false, false},
+    // type                    name             host   single instance
+    {DeviceType::kCPU,         "cpu",           true,  true},
+    {DeviceType::kCUDA,        "cuda",          false, false},
+    {DeviceType::kCUDAHost,    "cuda_host",     true,  true},
+    {DeviceType::kOpenCL,      "opencl",        false, false},
+    {DeviceType::kVulkan,      "vulkan",        false, false},
+    {DeviceType::kMetal,       "metal",         false, false},
+    {DeviceType::kVPI,         "vpi",           false, false},
+    {DeviceType::kROCM,        "rocm",          false, false},
+    {DeviceType::kROCMHost,    "rocm_host",     true,  true},
+    {DeviceType::kExtDev,      "ext_dev",       false, false},
+    {DeviceType::kCUDAManaged, "cuda_managed",  true,  true},
+    {DeviceType::kOneAPI,      "oneapi",        false, false},
+    {DeviceType::kWebGPU,      "webgpu",        false, false},
+    {DeviceType::kHexagon,     "hexagon",       false, false},
+    {DeviceType::kMAIA,        "maia",          false, false},
+    {DeviceType::kTrn,         "trn",           false, false},
+    {DeviceType::kTPU,         "tpu",           false, false},
+    {DeviceType::kTPUHost,     "tpu_host",      true,  true},
+    {DeviceType::kAscend,      "ascend",        false, false},
 }};
 
 constexpr bool in_value_order() {
@@ -111,10 +110,5 @@ bool Device::host_accessible() const noexcept {
     return t != nullptr && t->host_accessible;
 }
 
-bool Device::is_cuda_family() const noexcept {
-    // Pinned and managed memory are mapped into every CUDA context, so kernels can use them too.
-    const TypeInfo* t = info_of(type);
-    return t != nullptr && t->cuda;
-}
 
 }  // namespace stridex
