@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
 """ns per stridex.view(x), side by side with the other ways of taking an array, in one process.
 
-    PYTHONPATH=$(tools/dev-python build-import) python bench/bench_import.py [--json out.json]
+    PYTHONPATH=$(tools/dev-python build-import) taskset -c 1 python bench/bench_import.py [--json out.json]
 
 Producers: NumPy, torch CPU, torch CUDA, CuPy and JAX (those installed; JAX on its default
 backend). Columns, each the median of repeated timeit runs (ns per call):
   stridex      stridex.view(x)
-  SMV          cuda.core StridedMemoryView.from_any_interface(x, stream_ptr=-1) (from_dlpack or the
-               constructor on older cuda.core)
+  SMV          cuda.core StridedMemoryView.from_dlpack(x, stream_ptr=-1), its fastest path
+               (from_any_interface is slower; the constructor on older cuda.core)
   nb_peer      a nanobind function taking nb::ndarray<> (bench/nb_peer, built here with CMake into
                bench/nb_peer/build on first use; the column is skipped with a note if that fails)
   np           np.from_dlpack(x) (NumPy only)
   __dlpack__   the producer's own x.__dlpack__() (a lower bound for any DLPack consumer)
 and the ratios the goals are stated in: stridex/SMV <= 0.5, stridex/nb_peer <= 1.0,
-stridex/np.from_dlpack <= 1.0. Runs in well under two minutes.
+stridex/np.from_dlpack <= 1.0. The candidates run interleaved (A B A B ...) in one process, and
+each ratio is taken run by run: the table shows the median ratio and its spread (min-max over the
+runs), since repeated runs on shared machines vary up to 2x. Pin the process to one core
+(`taskset -c N`, or --cpu N). Runs in well under two minutes.
 """
 
 from __future__ import annotations
@@ -100,11 +103,9 @@ def load_smv():
         cls = getattr(mod, "StridedMemoryView", None) or getattr(getattr(mod, "utils", None), "StridedMemoryView", None)
         if cls is None:
             continue
-        if hasattr(cls, "from_any_interface"):
-            return lambda x: cls.from_any_interface(x, stream_ptr=-1), "from_any_interface"
-        if hasattr(cls, "from_dlpack"):
-            return lambda x: cls.from_dlpack(x, stream_ptr=-1), "from_dlpack"
-        return lambda x: cls(x, stream_ptr=-1), "StridedMemoryView()"
+        if hasattr(cls, "from_dlpack"):  # the fastest path; from_any_interface costs more
+            return lambda x, stream_ptr=-1: cls.from_dlpack(x, stream_ptr=stream_ptr), "from_dlpack"
+        return lambda x, stream_ptr=-1: cls(x, stream_ptr=stream_ptr), "StridedMemoryView()"
     NOTES.append("cuda.core: StridedMemoryView not available; column skipped")
     return None, None
 
@@ -155,10 +156,11 @@ def calibrate(fn, seconds):
     return max(1, int(number * seconds / max(elapsed, 1e-9)))
 
 
-def measure(columns, budget=0.15, repeats=7):
+def measure(columns, budget=0.15, repeats=15):
     """ns per call of each column: the median of `repeats` timeit runs, the columns interleaved
     run by run so that a transient slowdown (another process, a framework's background thread)
-    lands on all of them alike. A column whose call raises gets the exception's name."""
+    lands on all of them alike. A column whose call raises gets the exception's name. The runs
+    themselves are kept under "<column> runs", for ratios taken run by run."""
     out, timers = {}, {}
     for name, fn in columns.items():
         if fn is None:
@@ -177,28 +179,48 @@ def measure(columns, budget=0.15, repeats=7):
             runs.append(t.timeit(number) / number * 1e9)
     for name, (_, _, runs) in timers.items():
         out[name] = statistics.median(runs)
+        out[f"{name} runs"] = runs
     return out
+
+
+def run_ratios(row, a, b):
+    """(median, min, max) of run-by-run ratios a/b (each pair measured back to back), or None."""
+    ra, rb = row.get(f"{a} runs"), row.get(f"{b} runs")
+    if not ra or not rb:
+        return None
+    ratios = [x / y for x, y in zip(ra, rb)]
+    return statistics.median(ratios), min(ratios), max(ratios)
 
 
 def cell(x):
     return f"{x:,.0f}" if isinstance(x, float) else (x or "–")
 
 
-def ratio(a, b):
-    return f"{a / b:.2f}×" if isinstance(a, float) and isinstance(b, float) else "–"
+def ratio(row, a, b):
+    r = run_ratios(row, a, b)
+    return f"{r[0]:.2f}× ({r[1]:.2f}–{r[2]:.2f})" if r else "–"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="also write the numbers to this file")
     parser.add_argument("--budget", type=float, default=0.3, help="seconds of timing per cell (default 0.3)")
+    parser.add_argument("--repeats", type=int, default=15, help="interleaved runs per cell (default 15)")
+    parser.add_argument("--cpu", type=int, help="pin this process to one core (like taskset -c N)")
+    parser.add_argument("--only", help="comma-separated producers to time (default: all), e.g. numpy")
     args = parser.parse_args()
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})
+    pinned = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     start = time.perf_counter()
 
     peer = load_peer()
     smv, smv_name = load_smv()
     rows = []
+    only = {p.strip() for p in args.only.split(",")} if args.only else None
     for name, x in producers():
+        if only and name.split(" ")[0] not in only:
+            continue
         r = {"producer": name}
         r.update(measure({
             "stridex": lambda: stridex.view(x),
@@ -206,23 +228,38 @@ def main():
             "nb_peer": (lambda: peer(x)) if peer else None,
             "np.from_dlpack": (lambda: np.from_dlpack(x)) if name == "numpy" else None,
             "__dlpack__": lambda: x.__dlpack__(),
-        }, args.budget))
+        }, args.budget, args.repeats))
+        rows.append(r)
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and (not only or "torch" in only):
+        # The stream path: the consumer names a side stream, so both order it after the producer's.
+        x = torch.arange(12, dtype=torch.float32, device="cuda").reshape(3, 4)
+        side = torch.cuda.Stream()
+        r = {"producer": "torch CUDA, stream=side stream"}
+        r.update(measure({
+            "stridex": lambda: stridex.view(x, stream=side),
+            "SMV": (lambda: smv(x, stream_ptr=side.cuda_stream)) if smv else None,
+            "nb_peer": None,
+            "np.from_dlpack": None,
+            "__dlpack__": lambda: x.__dlpack__(stream=side.cuda_stream),
+        }, args.budget, args.repeats))
         rows.append(r)
 
     device = "no GPU"
-    torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
         device = torch.cuda.get_device_name()
-    print(f"# stridex.view: ns per call (median of 7 interleaved timeit runs), one process\n")
-    print(f"Python {platform.python_version()}, NumPy {np.__version__}, {platform.machine()}, {device}; "
-          f"SMV = cuda.core StridedMemoryView.{smv_name or '–'}(x, stream_ptr=-1)\n")
+    print(f"# stridex.view: ns per call (median of {args.repeats} interleaved timeit runs), one process\n")
+    cores = f"pinned to core {sorted(pinned)[0]}" if pinned and len(pinned) == 1 else "NOT pinned (use taskset -c N)"
+    print(f"Python {platform.python_version()}, NumPy {np.__version__}, {platform.machine()}, {device}, {cores}; "
+          f"SMV = cuda.core StridedMemoryView.{smv_name or '–'}(x, stream_ptr=-1); ratios: median (min–max) "
+          f"of run-by-run ratios\n")
     print("| producer | stridex.view | SMV | nb_peer | np.from_dlpack | x.__dlpack__() "
           "| stridex / SMV (≤ 0.5) | stridex / nb_peer (≤ 1.0) | stridex / np.from_dlpack (≤ 1.0) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['producer']} | {cell(r['stridex'])} | {cell(r['SMV'])} | {cell(r['nb_peer'])} "
-              f"| {cell(r['np.from_dlpack'])} | {cell(r['__dlpack__'])} | {ratio(r['stridex'], r['SMV'])} "
-              f"| {ratio(r['stridex'], r['nb_peer'])} | {ratio(r['stridex'], r['np.from_dlpack'])} |")
+              f"| {cell(r['np.from_dlpack'])} | {cell(r['__dlpack__'])} | {ratio(r, 'stridex', 'SMV')} "
+              f"| {ratio(r, 'stridex', 'nb_peer')} | {ratio(r, 'stridex', 'np.from_dlpack')} |")
     if NOTES:
         print("\nNotes:")
         for n in NOTES:

@@ -1,10 +1,10 @@
 # `cmake --install` layout: headers, the static library, and a CMake package so that consumers
-# write find_package(stridex CONFIG) and link stridex::stridex.
+# write find_package(stridex CONFIG) and link stridex::stridex (or stridex::core alone).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 install(DIRECTORY include/stridex DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS stridex EXPORT stridexTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS stridex_core stridex_cuda stridex EXPORT stridexTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(EXPORT stridexTargets NAMESPACE stridex:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/stridex)
 configure_package_config_file(cmake/stridexConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/stridexConfig.cmake

@@ -1,6 +1,7 @@
 // stridex::Device: where memory lives, bit-for-bit a DLPack DLDevice.
 //
-// The per-type facts (name, host/CUDA accessibility) live once, as a table, in src/core/device.cpp.
+// The per-type facts (name, host accessibility) live once, as a table, in src/core/device.cpp;
+// which types are CUDA memory is is_cuda_family, inline below (every import asks).
 #pragma once
 
 #include <cstdint>
@@ -54,8 +55,12 @@ struct Device {
     static Device parse(std::string_view text);
 
     bool host_accessible() const noexcept;  // the CPU may dereference the pointer
-    bool cuda_accessible() const noexcept;  // a CUDA kernel may dereference the pointer
-    bool is_cuda_family() const noexcept;   // memory owned by the CUDA driver
+    // Memory the CUDA driver owns (device, pinned, managed): CUDA kernels may dereference it, and
+    // its pending work is stream-ordered. The one test of "is this CUDA memory" in stridex; inline,
+    // since every import asks.
+    constexpr bool is_cuda_family() const noexcept {
+        return type == DeviceType::kCUDA || type == DeviceType::kCUDAHost || type == DeviceType::kCUDAManaged;
+    }
 
     friend constexpr bool operator==(Device, Device) = default;
 };

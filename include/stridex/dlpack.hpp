@@ -15,6 +15,14 @@ namespace stridex::dlpack {
 inline constexpr std::uint32_t kMajorVersion = 1;
 inline constexpr std::uint32_t kMinorVersion = 3;  // the minor stridex implements and exports
 
+// PyCapsule names (the Python specification of DLPack). A consumer renames a capsule it took to the
+// "used_" name, so that the capsule's destructor knows the consumer now owns the tensor.
+inline constexpr char kVersionedCapsule[] = "dltensor_versioned";
+inline constexpr char kLegacyCapsule[] = "dltensor";
+inline constexpr char kUsedVersionedCapsule[] = "used_dltensor_versioned";
+inline constexpr char kUsedLegacyCapsule[] = "used_dltensor";
+inline constexpr char kExchangeApiCapsule[] = "dlpack_exchange_api";  // __dlpack_c_exchange_api__
+
 struct DLPackVersion {
     std::uint32_t major;
     std::uint32_t minor;
@@ -61,20 +69,43 @@ struct DLManagedTensorVersioned {
     DLTensor dl_tensor;
 };
 
-// The C exchange API (1.2 as an int on the type, 1.3 as a "dlpack_exchange_api" capsule).
+// The C exchange API (1.2 as an int on the type, 1.3 as a "dlpack_exchange_api" capsule): C
+// functions a consumer calls instead of __dlpack__, with the GIL held. Every slot is a C entry
+// point: it must not throw (C++ exceptions are caught and translated inside), returns 0 on
+// success and -1 on failure, with a Python exception set (except where a slot takes an error
+// callback instead). "NoSync" slots do no stream synchronization: the consumer orders its stream
+// after current_work_stream itself.
+
+// Reports an error from managed_tensor_allocator: `kind` is a Python exception name
+// ("MemoryError", "BufferError"...), `message` its text. Called at most once per failure.
 using SetErrorFn = void (*)(void* error_ctx, const char* kind, const char* message);
+// Allocates a new tensor shaped like `prototype` (its data pointer ignored) on the same device.
+// 0: *out is a new tensor the caller owns (it calls out->deleter exactly once); -1: nothing was
+// allocated, and the error was reported through set_error(error_ctx, kind, message).
 using ManagedTensorAllocator = int (*)(DLTensor* prototype, DLManagedTensorVersioned** out,
                                        void* error_ctx, SetErrorFn set_error);
+// 0: *out is a new tensor viewing py_object's memory, owned by the caller (it calls out->deleter
+// exactly once; the tensor keeps py_object's memory alive). -1: Python exception set, *out unset.
 using ManagedTensorFromPyObjectNoSync = int (*)(void* py_object, DLManagedTensorVersioned** out);
+// Steals `tensor` in every outcome. 0: *out_py_object is a new reference to a Python array that
+// owns it (its deleter runs when that array dies). -1: Python exception set, and the deleter has
+// run already.
 using ManagedTensorToPyObjectNoSync = int (*)(DLManagedTensorVersioned* tensor, void** out_py_object);
+// 0: *out describes py_object's memory without any ownership (no deleter, no reference): valid
+// only while the caller keeps py_object alive and unchanged. -1: Python exception set. Optional:
+// the only slot that may be NULL.
 using DLTensorFromPyObjectNoSync = int (*)(void* py_object, DLTensor* out);
+// 0: *out_stream is the producer's current work stream on that device (a CUstream on CUDA; NULL
+// means the legacy default stream, or no stream on devices without streams). -1: Python exception
+// set.
 using CurrentWorkStream = int (*)(std::int32_t device_type, std::int32_t device_id, void** out_stream);
 
 struct DLPackExchangeAPIHeader {
-    DLPackVersion version;
-    DLPackExchangeAPIHeader* prev_api;  // chain to an API of an older major version
+    DLPackVersion version;              // of the API struct: a consumer uses it only for major 1
+    DLPackExchangeAPIHeader* prev_api;  // chain to an API of an older major version, or NULL
 };
 
+// Static for the life of the process: neither side frees it, and the capsule has no destructor.
 struct DLPackExchangeAPI {
     DLPackExchangeAPIHeader header;
     ManagedTensorAllocator managed_tensor_allocator;

@@ -5,6 +5,7 @@
 // C ABI boundary (DLPack deleters, the exchange API): those entry points catch and translate.
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <sstream>
 #include <string>
@@ -35,6 +36,9 @@ private:
     ErrorKind kind_;
     std::string message_;
 };
+
+// "0x7f2a00000000": how every message and repr spells an address (lower-case hex, 0x prefix).
+std::string hex(std::uint64_t value);
 
 // fail(kind, "expected ", a, ", found ", b): builds the message from its parts and throws.
 // Kept out of line of hot code by [[gnu::cold]]; callers test first, then call fail.

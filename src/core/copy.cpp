@@ -111,7 +111,7 @@ View allocate_host(std::span<const std::int64_t> shape, Dtype dtype, bool subbyt
         free_aligned(data);
         throw;
     }
-    return View(data, 0, std::move(layout), dtype, Device::cpu(), false, std::move(owner), subbyte_padded);
+    return View(data, 0, std::move(layout), dtype, Device::cpu(), /*readonly=*/false, std::move(owner), subbyte_padded);
 }
 
 void copy_host(const View& dst, const View& src) {

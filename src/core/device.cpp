@@ -13,36 +13,50 @@ struct TypeInfo {
     DeviceType type;
     std::string_view name;
     bool host_accessible;  // the CPU can dereference it
-    bool cuda;             // CUDA-driver memory (cuda, pinned, managed): CUDA kernels can use it
     bool single_instance;  // one memory space per host, so the name omits the usual ordinal 0
 };
 
 constexpr std::array<TypeInfo, 19> kTypes{{
-    {DeviceType::kCPU, "cpu", true, false, true},
-    {DeviceType::kCUDA, "cuda", false, true, false},
-    {DeviceType::kCUDAHost, "cuda_host", true, true, true},
-    {DeviceType::kOpenCL, "opencl", false, false, false},
-    {DeviceType::kVulkan, "vulkan", false, false, false},
-    {DeviceType::kMetal, "metal", false, false, false},
-    {DeviceType::kVPI, "vpi", false, false, false},
-    {DeviceType::kROCM, "rocm", false, false, false},
-    {DeviceType::kROCMHost, "rocm_host", true, false, true},
-    {DeviceType::kExtDev, "ext_dev", false, false, false},
-    {DeviceType::kCUDAManaged, "cuda_managed", true, true, true},
-    {DeviceType::kOneAPI, "oneapi", false, false, false},
-    {DeviceType::kWebGPU, "webgpu", false, false, false},
-    {DeviceType::kHexagon, "hexagon", false, false, false},
-    {DeviceType::kMAIA, "maia", false, false, false},
-    {DeviceType::kTrn, "trn", false, false, false},
-    {DeviceType::kTPU, "tpu", false, false, false},
-    {DeviceType::kTPUHost, "tpu_host", true, false, true},
-    {DeviceType::kAscend, "ascend", false, false, false},
+    // type                    name             host   single instance
+    {DeviceType::kCPU,         "cpu",           true,  true},
+    {DeviceType::kCUDA,        "cuda",          false, false},
+    {DeviceType::kCUDAHost,    "cuda_host",     true,  true},
+    {DeviceType::kOpenCL,      "opencl",        false, false},
+    {DeviceType::kVulkan,      "vulkan",        false, false},
+    {DeviceType::kMetal,       "metal",         false, false},
+    {DeviceType::kVPI,         "vpi",           false, false},
+    {DeviceType::kROCM,        "rocm",          false, false},
+    {DeviceType::kROCMHost,    "rocm_host",     true,  true},
+    {DeviceType::kExtDev,      "ext_dev",       false, false},
+    {DeviceType::kCUDAManaged, "cuda_managed",  true,  true},
+    {DeviceType::kOneAPI,      "oneapi",        false, false},
+    {DeviceType::kWebGPU,      "webgpu",        false, false},
+    {DeviceType::kHexagon,     "hexagon",       false, false},
+    {DeviceType::kMAIA,        "maia",          false, false},
+    {DeviceType::kTrn,         "trn",           false, false},
+    {DeviceType::kTPU,         "tpu",           false, false},
+    {DeviceType::kTPUHost,     "tpu_host",      true,  true},
+    {DeviceType::kAscend,      "ascend",        false, false},
 }};
 
+constexpr bool in_value_order() {
+    for (std::size_t i = 0; i < kTypes.size(); ++i) {
+        const auto value = static_cast<std::int32_t>(kTypes[i].type);
+        if (static_cast<std::int32_t>(i) != (value <= 4 ? value - 1 : value - 3)) return false;
+    }
+    return true;
+}
+static_assert(in_value_order(), "kTypes must list device types by value, 1-4 then 7 on");
+
+// The row of a type, found by its value (the table is in value order, and only 5 and 6 are
+// missing): every View import asks, so this is a lookup, not a search.
 const TypeInfo* info_of(DeviceType type) noexcept {
-    for (const TypeInfo& t : kTypes)
-        if (t.type == type) return &t;
-    return nullptr;
+    const auto value = static_cast<std::int32_t>(type);
+    if (value < 1) return nullptr;
+    const std::int32_t row = value <= 4 ? value - 1 : value - 3;
+    if (row < 0 || row >= static_cast<std::int32_t>(kTypes.size())) return nullptr;
+    const TypeInfo& t = kTypes[static_cast<std::size_t>(row)];
+    return t.type == type ? &t : nullptr;  // 5 and 6 land on another row
 }
 
 [[noreturn]] void bad_device_text(std::string_view text) {
@@ -96,15 +110,5 @@ bool Device::host_accessible() const noexcept {
     return t != nullptr && t->host_accessible;
 }
 
-bool Device::cuda_accessible() const noexcept {
-    // Pinned and managed memory are mapped into every CUDA context, so kernels can use them too.
-    const TypeInfo* t = info_of(type);
-    return t != nullptr && t->cuda;
-}
-
-bool Device::is_cuda_family() const noexcept {
-    const TypeInfo* t = info_of(type);
-    return t != nullptr && t->cuda;
-}
 
 }  // namespace stridex

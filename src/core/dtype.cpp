@@ -24,24 +24,25 @@ struct CodeRule {
 };
 
 constexpr std::array<CodeRule, 18> kRules{{
-    {DtypeCode::kInt, "int", true, false, {1, 2, 4, 8, 16, 32, 64}},
-    {DtypeCode::kUInt, "uint", true, false, {1, 2, 4, 8, 16, 32, 64}},
-    {DtypeCode::kFloat, "float", true, false, {16, 32, 64}},
-    {DtypeCode::kOpaqueHandle, "opaque_handle", true, true, {}},
-    {DtypeCode::kBfloat, "bfloat", true, false, {16}},
-    {DtypeCode::kComplex, "complex", true, false, {32, 64, 128}},
-    {DtypeCode::kBool, "bool", false, false, {8}},
-    {DtypeCode::kFloat8_e3m4, "float8_e3m4", false, false, {8}},
-    {DtypeCode::kFloat8_e4m3, "float8_e4m3", false, false, {8}},
-    {DtypeCode::kFloat8_e4m3b11fnuz, "float8_e4m3b11fnuz", false, false, {8}},
-    {DtypeCode::kFloat8_e4m3fn, "float8_e4m3fn", false, false, {8}},
-    {DtypeCode::kFloat8_e4m3fnuz, "float8_e4m3fnuz", false, false, {8}},
-    {DtypeCode::kFloat8_e5m2, "float8_e5m2", false, false, {8}},
-    {DtypeCode::kFloat8_e5m2fnuz, "float8_e5m2fnuz", false, false, {8}},
-    {DtypeCode::kFloat8_e8m0fnu, "float8_e8m0fnu", false, false, {8}},
-    {DtypeCode::kFloat6_e2m3fn, "float6_e2m3fn", false, false, {6}},
-    {DtypeCode::kFloat6_e3m2fn, "float6_e3m2fn", false, false, {6}},
-    {DtypeCode::kFloat4_e2m1fn, "float4_e2m1fn", false, false, {4}},
+    // code                           stem                   width in name  any bytes  widths
+    {DtypeCode::kInt,                 "int",                 true,          false,     {1, 2, 4, 8, 16, 32, 64}},
+    {DtypeCode::kUInt,                "uint",                true,          false,     {1, 2, 4, 8, 16, 32, 64}},
+    {DtypeCode::kFloat,               "float",               true,          false,     {16, 32, 64}},
+    {DtypeCode::kOpaqueHandle,        "opaque_handle",       true,          true,      {}},
+    {DtypeCode::kBfloat,              "bfloat",              true,          false,     {16}},
+    {DtypeCode::kComplex,             "complex",             true,          false,     {32, 64, 128}},
+    {DtypeCode::kBool,                "bool",                false,         false,     {8}},
+    {DtypeCode::kFloat8_e3m4,         "float8_e3m4",         false,         false,     {8}},
+    {DtypeCode::kFloat8_e4m3,         "float8_e4m3",         false,         false,     {8}},
+    {DtypeCode::kFloat8_e4m3b11fnuz,  "float8_e4m3b11fnuz",  false,         false,     {8}},
+    {DtypeCode::kFloat8_e4m3fn,       "float8_e4m3fn",       false,         false,     {8}},
+    {DtypeCode::kFloat8_e4m3fnuz,     "float8_e4m3fnuz",     false,         false,     {8}},
+    {DtypeCode::kFloat8_e5m2,         "float8_e5m2",         false,         false,     {8}},
+    {DtypeCode::kFloat8_e5m2fnuz,     "float8_e5m2fnuz",     false,         false,     {8}},
+    {DtypeCode::kFloat8_e8m0fnu,      "float8_e8m0fnu",      false,         false,     {8}},
+    {DtypeCode::kFloat6_e2m3fn,       "float6_e2m3fn",       false,         false,     {6}},
+    {DtypeCode::kFloat6_e3m2fn,       "float6_e3m2fn",       false,         false,     {6}},
+    {DtypeCode::kFloat4_e2m1fn,       "float4_e2m1fn",       false,         false,     {4}},
 }};
 
 // Lookups index the table by code, so its order must be the code order.

@@ -1,5 +1,7 @@
 #include "stridex/error.hpp"
 
+#include <cstdio>
+
 namespace stridex {
 
 std::string_view to_string(ErrorKind kind) noexcept {
@@ -12,6 +14,12 @@ std::string_view to_string(ErrorKind kind) noexcept {
         case ErrorKind::unsupported: return "unsupported";
     }
     return "unknown";
+}
+
+std::string hex(std::uint64_t value) {
+    char text[24];
+    std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
+    return text;
 }
 
 }  // namespace stridex

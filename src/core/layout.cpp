@@ -160,7 +160,7 @@ Layout Layout::contiguous(std::span<const std::int64_t> shape) {
     check_shape(shape);
     Layout out(int(shape.size()), Uninit{});
     copy_dims(shape, out.shape_mut());
-    fill_contiguous(shape, out.strides_mut(), true);
+    fill_contiguous(shape, out.strides_mut(), /*c_order=*/true);
     return out;
 }
 
@@ -168,7 +168,7 @@ Layout Layout::f_contiguous(std::span<const std::int64_t> shape) {
     check_shape(shape);
     Layout out(int(shape.size()), Uninit{});
     copy_dims(shape, out.shape_mut());
-    fill_contiguous(shape, out.strides_mut(), false);
+    fill_contiguous(shape, out.strides_mut(), /*c_order=*/false);
     return out;
 }
 
@@ -289,8 +289,8 @@ SlicedLayout Layout::slice(int axis, const Slice& s) const {
         }
         return b;
     };
-    const std::int64_t start = adjust(s.start, true);
-    const std::int64_t stop = adjust(s.stop, false);
+    const std::int64_t start = adjust(s.start, /*is_start=*/true);
+    const std::int64_t stop = adjust(s.stop, /*is_start=*/false);
     std::int64_t length = 0;  // start, stop in [-1, n]: differences cannot overflow
     if (step > 0 && start < stop) length = (stop - start - 1) / step + 1;
     if (step < 0 && stop < start) length = (start - stop - 1) / -step + 1;
@@ -434,7 +434,7 @@ Layout Layout::reshape(std::span<const std::int64_t> new_shape) const {
     std::int64_t* nst = out.strides_mut();
     if (total == 0) {
         // No element is addressed: any strides do, so take contiguous ones.
-        fill_contiguous(out.shape(), nst, true);
+        fill_contiguous(out.shape(), nst, /*c_order=*/true);
         return out;
     }
 

@@ -1,19 +1,12 @@
 // view_of_pointer: the device of raw memory from the driver, never from the caller's word alone.
 #include "stridex/cuda/from_pointer.hpp"
 
-#include <cstdio>
 #include <string>
 
 #include "stridex/cuda/pointer.hpp"
 
 namespace stridex::cuda {
 namespace {
-
-std::string hex(std::uint64_t address) {
-    char text[24];
-    std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(address));
-    return text;
-}
 
 std::string describe(const PointerInfo& info) {
     switch (info.memory_type) {

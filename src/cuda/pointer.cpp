@@ -1,7 +1,6 @@
 // pointer_info (one cuPointerGetAttributes call) and DevicePtr's out-of-line parts.
 #include "stridex/cuda/pointer.hpp"
 
-#include <cstdio>
 #include <cstring>
 
 namespace stridex::cuda {
@@ -89,9 +88,7 @@ PointerInfo pointer_info(std::uintptr_t ptr) {
 namespace detail {
 
 void fail_pointer_range(std::uint64_t address, const char* op, std::string_view operand) {
-    char hex[24];
-    std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(address));
-    fail(ErrorKind::value, "pointer arithmetic leaves the 64-bit address space: ", hex, ' ', op, ' ', operand);
+    fail(ErrorKind::value, "pointer arithmetic leaves the 64-bit address space: ", hex(address), ' ', op, ' ', operand);
 }
 
 void fail_pointer_devices(Device a, Device b, const char* op) {
@@ -138,9 +135,7 @@ bool DevicePtr::is_aligned(std::uint64_t alignment) const {
 }
 
 std::string DevicePtr::to_string() const {
-    char hex[24];
-    std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(address_));
-    return std::string(hex) + " (" + device_.name() + ")";
+    return hex(address_) + " (" + device_.name() + ")";
 }
 
 }  // namespace stridex::cuda

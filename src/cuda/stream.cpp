@@ -1,4 +1,4 @@
-// Stream and Event RAII, and order(): the event-based ordering of one stream after another.
+// Stream and Event RAII, and order(): a consumer stream waits for a producer stream with an event.
 #include "stridex/cuda/stream.hpp"
 
 namespace stridex::cuda {
@@ -15,7 +15,7 @@ Stream Stream::create(int device, bool non_blocking) {
     const ContextGuard guard(d, device);
     CUstream s = nullptr;
     d.call("cuStreamCreate", d.api().stream_create, &s, non_blocking ? cu::kStreamNonBlocking : 0u);
-    return Stream(StreamRef::from_handle(s), device, true);
+    return Stream(StreamRef::from_handle(s), device, /*owning=*/true);
 }
 
 Stream::~Stream() {
@@ -66,10 +66,10 @@ void Event::synchronize() const {
     d.call("cuEventSynchronize", d.api().event_synchronize, event_);
 }
 
-void order(StreamRef after, StreamRef before, Device device) {
+void order(StreamRef producer, StreamRef consumer, Device device) {
     // The cheap cases first: they need no driver at all (CPU-only processes call this too).
-    if (after.is_none() || before.is_none() || after == before) return;
-    if (after.encoded() == 0 || before.encoded() == 0) (void)StreamRef(0).handle();  // throws
+    if (producer.is_none() || consumer.is_none() || producer == consumer) return;
+    if (producer.encoded() == 0 || consumer.encoded() == 0) (void)StreamRef(0).handle();  // throws
     if (!device.is_cuda_family())
         fail(ErrorKind::value, "stream ordering needs a CUDA device, found ", device.name());
 
@@ -82,8 +82,8 @@ void order(StreamRef after, StreamRef before, Device device) {
         CUevent event;
         ~Return() { d.release_event(ordinal, event); }
     } give_back{d, device.id, event};
-    d.call("cuEventRecord", d.api().event_record, event, after.handle());
-    d.call("cuStreamWaitEvent", d.api().stream_wait_event, before.handle(), event, 0u);
+    d.call("cuEventRecord", d.api().event_record, event, producer.handle());
+    d.call("cuStreamWaitEvent", d.api().stream_wait_event, consumer.handle(), event, 0u);
 }
 
 }  // namespace stridex::cuda

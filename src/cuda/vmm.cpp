@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -23,12 +22,6 @@ std::size_t round_up(std::size_t value, std::size_t unit, const char* what) {
     if (__builtin_add_overflow(value, unit - value % unit, &out))
         fail(ErrorKind::value, what, " of ", value, " bytes cannot be rounded up to a multiple of ", unit);
     return out;
-}
-
-std::string hex(std::uint64_t v) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-    return buf;
 }
 
 // Runs f() and, when it returns, adds its duration to t.
@@ -415,7 +408,7 @@ void VirtualBuffer::sleep(bool keep_contents) {
     if (keep_contents && s.size > 0) {
         s.saved = std::make_unique_for_overwrite<std::byte[]>(s.size);
         try {
-            s.copy_chunks(true);
+            s.copy_chunks(/*to_host=*/true);
         } catch (...) {
             s.saved.reset();
             throw;
@@ -441,7 +434,7 @@ void VirtualBuffer::wake() {
     const bool restore = static_cast<bool>(s.saved);
     if (restore) {
         try {
-            s.copy_chunks(false);
+            s.copy_chunks(/*to_host=*/false);
             // A copy from pageable memory may return before its DMA finished: wait, so the
             // buffer has no pending work when wake() returns (views say stream -1).
             s.synchronize();
@@ -499,7 +492,7 @@ View VirtualBuffer::view(Dtype dtype, std::span<const std::int64_t> shape, std::
     // Data points at the first element and byte_offset is 0: torch, Warp and older cuda.core
     // ignore DLPack's byte_offset (docs/protocols.md), so exports of this view must not rely on it.
     View v(reinterpret_cast<void*>(static_cast<std::uintptr_t>(s.base + static_cast<std::uint64_t>(byte_offset))), 0,
-           std::move(layout), dtype, Device::cuda(s.devices.front()), false, std::move(owner));
+           std::move(layout), dtype, Device::cuda(s.devices.front()), /*readonly=*/false, std::move(owner));
     v.set_stream(kNoStream);
     return v;
 }

@@ -10,7 +10,10 @@ void bind_types(nanobind::module_& m);   // types.cpp: Dtype, Device
 void bind_view(nanobind::module_& m);    // view.cpp: the View type, indexing, repr
 void bind_import(nanobind::module_& m);  // import.cpp: stridex.view(obj, stream=...)
 void bind_export(nanobind::module_& m);  // export.cpp: __dlpack__, CAI, array interface, buffer
-void bind_cuda(nanobind::module_& m);    // bind_cuda.cpp: DevicePtr, pointer_info, VirtualBuffer
+void bind_cuda(nanobind::module_& m);    // bind_cuda.cpp: cuda_available, device_count, pointer_info,
+                                         // and the two below
+void bind_device_ptr(nanobind::module_& m);      // bind_device_ptr.cpp: DevicePtr
+void bind_virtual_buffer(nanobind::module_& m);  // bind_virtual_buffer.cpp: VirtualBuffer
 void bind_ipc(nanobind::module_& m);     // bind_ipc.cpp: CUDA exports and imports for stridex.ipc
 void bind_copy(nanobind::module_& m);    // copy.cpp: stridex.copy, stridex.empty, View.copy/contiguous/to
 

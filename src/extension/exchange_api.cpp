@@ -184,8 +184,7 @@ int current_work_stream(std::int32_t device_type, std::int32_t device_id, void**
         PyErr_SetString(PyExc_BufferError, "stridex exchange API: NULL output pointer");
         return -1;
     }
-    const auto type = static_cast<DeviceType>(device_type);
-    const bool cuda = type == DeviceType::kCUDA || type == DeviceType::kCUDAHost || type == DeviceType::kCUDAManaged;
+    const bool cuda = Device{static_cast<DeviceType>(device_type), 0}.is_cuda_family();
     *out_stream = cuda ? reinterpret_cast<void*>(cuda::StreamRef::kLegacy) : nullptr;
     return 0;
 }
@@ -201,12 +200,10 @@ const dlpack::DLPackExchangeAPI kExchangeApi{
 
 }  // namespace
 
-const dlpack::DLPackExchangeAPI& exchange_api() noexcept { return kExchangeApi; }
-
 void bind_exchange_api(nb::handle view_type) {
     // The capsule has no destructor: the struct is static and outlives every consumer.
     auto* api = const_cast<dlpack::DLPackExchangeAPI*>(&kExchangeApi);
-    nb::object capsule = nb::steal(PyCapsule_New(api, "dlpack_exchange_api", nullptr));
+    nb::object capsule = nb::steal(PyCapsule_New(api, dlpack::kExchangeApiCapsule, nullptr));
     if (!capsule.is_valid()) throw nb::python_error();
     view_type.attr("__dlpack_c_exchange_api__") = capsule;
     view_type.attr("__c_dlpack_exchange_api__") = nb::int_(reinterpret_cast<std::uintptr_t>(api));

@@ -32,10 +32,7 @@ PyObject* s_max_version = nullptr;
 PyObject* s_dl_device = nullptr;
 PyObject* s_copy = nullptr;
 
-constexpr const char* kVersionedName = "dltensor_versioned";
-constexpr const char* kLegacyName = "dltensor";
-constexpr const char* kUsedVersionedName = "used_dltensor_versioned";
-constexpr const char* kUsedLegacyName = "used_dltensor";
+using dlpack::kLegacyCapsule, dlpack::kUsedLegacyCapsule, dlpack::kUsedVersionedCapsule, dlpack::kVersionedCapsule;
 
 // ---- capsules ---------------------------------------------------------------------------------
 
@@ -64,10 +61,10 @@ void capsule_destructor(PyObject* capsule, const char* name, const char* used_na
 }
 
 void versioned_destructor(PyObject* capsule) noexcept {
-    capsule_destructor<dlpack::DLManagedTensorVersioned>(capsule, kVersionedName, kUsedVersionedName);
+    capsule_destructor<dlpack::DLManagedTensorVersioned>(capsule, kVersionedCapsule, kUsedVersionedCapsule);
 }
 void legacy_destructor(PyObject* capsule) noexcept {
-    capsule_destructor<dlpack::DLManagedTensor>(capsule, kLegacyName, kUsedLegacyName);
+    capsule_destructor<dlpack::DLManagedTensor>(capsule, kLegacyCapsule, kUsedLegacyCapsule);
 }
 
 // ---- argument parsing -------------------------------------------------------------------------
@@ -99,7 +96,7 @@ std::pair<long long, long long> int_pair(PyObject* o, const char* what) {
 // The consumer's stream; nullopt for None. 0 and values below -1 are ValueError whatever the device.
 std::optional<std::intptr_t> parse_stream(PyObject* o) {
     if (is_none(o)) return std::nullopt;
-    return checked_stream_int(int_argument(o, "__dlpack__: stream"), "__dlpack__: stream", true);
+    return checked_stream_int(int_argument(o, "__dlpack__: stream"), "__dlpack__: stream", /*allow_no_sync=*/true);
 }
 
 bool parse_max_version(PyObject* o) {
@@ -480,7 +477,7 @@ void set_python_error_from_current_exception() noexcept {
 PyObject* dlpack_capsule(const View& view, bool versioned, std::uint64_t extra_flags) {
     if (versioned) {
         dlpack::DLManagedTensorVersioned* t = dlpack::export_versioned(view, extra_flags);
-        PyObject* capsule = PyCapsule_New(t, kVersionedName, &versioned_destructor);
+        PyObject* capsule = PyCapsule_New(t, kVersionedCapsule, &versioned_destructor);
         if (capsule == nullptr) {
             nb::python_error error;  // fetched first: the deleter may run Python code
             t->deleter(t);
@@ -489,7 +486,7 @@ PyObject* dlpack_capsule(const View& view, bool versioned, std::uint64_t extra_f
         return capsule;
     }
     dlpack::DLManagedTensor* t = dlpack::export_legacy(view);
-    PyObject* capsule = PyCapsule_New(t, kLegacyName, &legacy_destructor);
+    PyObject* capsule = PyCapsule_New(t, kLegacyCapsule, &legacy_destructor);
     if (capsule == nullptr) {
         nb::python_error error;
         t->deleter(t);

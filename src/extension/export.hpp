@@ -47,7 +47,6 @@ const PyType_Slot* view_type_slots() noexcept;
 // exchange_api.cpp: __dlpack_c_exchange_api__ (1.3 capsule) and __c_dlpack_exchange_api__ (1.2 int)
 // on the View type.
 void bind_exchange_api(nanobind::handle view_type);
-const dlpack::DLPackExchangeAPI& exchange_api() noexcept;
 
 // from_pointer.cpp: stridex.from_pointer.
 void bind_from_pointer(nanobind::module_& m);

@@ -12,6 +12,7 @@
 #include "import.hpp"
 
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -191,8 +192,9 @@ public:
     View* storage() noexcept { return &slot_->view; }
     void built() noexcept { built_ = true; }
     View& view() noexcept { return slot_->view; }
-    // `element`: the producer's description of opaque elements (PyView::element), or empty.
-    PyObject* finish(PyObject* source, nb::object element = {}) {
+    // Hands the built View to Python: sets its source object and the producer's description of
+    // opaque elements (PyView::element, or empty), and marks the instance ready.
+    PyObject* publish(PyObject* source, nb::object element = {}) {
         new (&slot_->source) nb::object(nb::borrow(source));
         new (&slot_->element) nb::object(std::move(element));
         done_ = true;
@@ -267,37 +269,38 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
     bool offered = false;
     auto done = [&](bool order) {
         View& v = result.view();
-        if (order && stream_ordered(v.device()))
-            finish(v, request, ready);
+        if (order && v.device().is_cuda_family())
+            order_consumer_stream(v, request, ready);
         else
             v.set_stream(kNoStream);  // host memory: nothing is ever pending
         // Only an opaque element has a description; one left by a protocol that failed is dropped.
-        return result.finish(obj, v.dtype().is_opaque_bytes() ? std::move(element) : nb::object());
+        return result.publish(obj, v.dtype().is_opaque_bytes() ? std::move(element) : nb::object());
     };
 
     if (e.exchange) {
         offered = true;
         if (failures.attempt("DLPack exchange API", result,
                              [&](View* at) { new (at) View(import_exchange(obj, e, ready)); }))
-            return done(true);
+            return done(/*order=*/true);
     }
 
     // __dlpack__ on the instance rather than the type (proxies, test doubles): called bound.
+    // (An optional, so that the common case, __dlpack__ on the type, builds no second entry.)
     nb::object instance_dlpack, instance_device;
-    TypeEntry instance_entry;
+    std::optional<TypeEntry> instance_entry;
     TypeEntry* d = &e;
     if (!e.dlpack && e.instance_attrs) {
         instance_dlpack = nb::steal(optional_attr(obj, names.dlpack));
         if (instance_dlpack.is_valid()) {
-            instance_entry = e;
-            instance_entry.dlpack = instance_dlpack.ptr();
-            instance_entry.dlpack_unbound = false;
+            instance_entry.emplace(e);
+            instance_entry->dlpack = instance_dlpack.ptr();
+            instance_entry->dlpack_unbound = false;
             if (!e.dlpack_device) {
                 instance_device = nb::steal(optional_attr(obj, names.dlpack_device));
-                instance_entry.dlpack_device = instance_device.ptr();
-                instance_entry.dlpack_device_unbound = false;
+                instance_entry->dlpack_device = instance_device.ptr();
+                instance_entry->dlpack_device_unbound = false;
             }
-            d = &instance_entry;
+            d = &*instance_entry;
         }
     }
     if (d->dlpack) {
@@ -307,7 +310,7 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
             new (at) View(import_dlpack_method(obj, *d, request, ready));
         });
         if (d == &e && e.keywords != before && !uncached) learn(e, e.keywords);
-        if (ok) return done(true);
+        if (ok) return done(/*order=*/true);
     }
 
     if (e.cai_on_type || e.instance_attrs) {
@@ -316,7 +319,7 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
             offered = true;
             if (failures.attempt("__cuda_array_interface__", result,
                                  [&](View* at) { new (at) View(import_cai(obj, cai.ptr(), ready, &element)); }))
-                return done(true);
+                return done(/*order=*/true);
         }
     }
     if (e.ai_on_type || e.instance_attrs) {
@@ -325,13 +328,13 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
             offered = true;
             if (failures.attempt("__array_interface__", result,
                                  [&](View* at) { new (at) View(import_array_interface(obj, ai.ptr(), &element)); }))
-                return done(false);  // host memory: no stream
+                return done(/*order=*/false);  // host memory: no stream
         }
     }
     if (e.buffer) {
         offered = true;
         if (failures.attempt("buffer protocol", result, [&](View* at) { new (at) View(import_buffer(obj, &element)); }))
-            return done(false);
+            return done(/*order=*/false);
     }
     if (!offered) fail_no_protocol(obj);
     failures.raise(obj);
@@ -408,15 +411,15 @@ PyObject* import_object(PyObject* obj, const StreamRequest& request) {
         const PyView* in = nb::inst_ptr<PyView>(nb::handle(obj));
         new (result.storage()) View(in->view);
         result.built();
-        finish(result.view(), request, in->view.stream());
-        return result.finish(in->source.ptr() ? in->source.ptr() : Py_None, in->element);
+        order_consumer_stream(result.view(), request, in->view.stream());
+        return result.publish(in->source.ptr() ? in->source.ptr() : Py_None, in->element);
     }
     if (type == &PyCapsule_Type) {
         // A raw capsule carries no stream: whatever ordering it needed happened when it was made.
-        new (result.storage()) View(consume_capsule(obj, true));
+        new (result.storage()) View(consume_capsule(obj, /*raw=*/true));
         result.built();
         result.view().set_stream(kNoStream);
-        return result.finish(obj);
+        return result.publish(obj);
     }
     return import_protocols(obj, request, result);
 }
@@ -469,7 +472,7 @@ void bind_import(nb::module_& m) {
     nb::object view = nb::steal(PyCFunction_NewEx(&g_view_def, nullptr, m.attr("__name__").ptr()));
     if (!view.is_valid()) throw nb::python_error();
     m.attr("view") = view;
-    bind_import_testing(m);
+    bind_internals(m);
 
     // At exit, while the interpreter is whole: drop the cached types and the NO_SYNC reference so
     // that teardown (and nanobind's leak check) sees every object released.

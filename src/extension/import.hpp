@@ -3,7 +3,7 @@
 // import.cpp         the entry point, the per-type cache and the order of the protocols
 // import_dlpack.cpp  the DLPack C exchange API, __dlpack__ and raw capsules
 // import_interfaces.cpp  __cuda_array_interface__, __array_interface__ and the buffer protocol
-// import_testing.cpp the stridex._stridex._testing submodule (test-only producers and hooks)
+// internals.cpp      stridex._stridex._internals: the quirk table, stream rules and cache, read-only
 //
 // Everything here runs with the GIL held. Errors are stridex::Error (mapped by errors.cpp) or
 // nb::python_error (a producer's own exception, passed through unchanged).
@@ -88,14 +88,14 @@ View import_buffer(PyObject* obj, nanobind::object* element);
 // The whole import: a new stridex.View object (a new reference).
 PyObject* import_object(PyObject* obj, const StreamRequest& request);
 
-// Per-type cache statistics, for tests.
+// Per-type cache statistics (stridex._stridex._internals.cache_stats).
 struct CacheStats {
     std::uint64_t hits = 0, fills = 0, uncacheable = 0;
 };
 CacheStats cache_stats() noexcept;
 void clear_type_cache() noexcept;
 
-// ---- import_testing.cpp ----
-void bind_import_testing(nanobind::module_& m);
+// ---- internals.cpp ----
+void bind_internals(nanobind::module_& m);  // stridex._stridex._internals
 
 }  // namespace stridex::python

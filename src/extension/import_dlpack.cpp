@@ -12,9 +12,8 @@ namespace nb = nanobind;
 namespace stridex::python {
 namespace {
 
-constexpr const char* kVersionedName = "dltensor_versioned";
-constexpr const char* kLegacyName = "dltensor";
-constexpr const char* kExchangeName = "dlpack_exchange_api";
+using dlpack::kExchangeApiCapsule, dlpack::kLegacyCapsule, dlpack::kUsedLegacyCapsule, dlpack::kUsedVersionedCapsule,
+    dlpack::kVersionedCapsule;
 
 [[noreturn]] void raise_current_or(PyObject* type, const char* message) {
     if (!PyErr_Occurred()) PyErr_SetString(type, message);
@@ -155,10 +154,10 @@ nb::object call_dlpack(PyObject* obj, TypeEntry& entry, DlpackStream& stream) {
 void repair_unsigned_strides(PyObject* capsule) noexcept {
     const char* name = PyCapsule_CheckExact(capsule) ? PyCapsule_GetName(capsule) : nullptr;
     dlpack::DLTensor* t = nullptr;
-    if (name && std::strcmp(name, kVersionedName) == 0) {
+    if (name && std::strcmp(name, kVersionedCapsule) == 0) {
         auto* m = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, name));
         if (m && m->version.major == dlpack::kMajorVersion) t = &m->dl_tensor;
-    } else if (name && std::strcmp(name, kLegacyName) == 0) {
+    } else if (name && std::strcmp(name, kLegacyCapsule) == 0) {
         auto* m = static_cast<dlpack::DLManagedTensor*>(PyCapsule_GetPointer(capsule, name));
         if (m) t = &m->dl_tensor;
     }
@@ -179,8 +178,8 @@ const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** 
     *holder = nullptr;
     const dlpack::DLPackExchangeAPI* api = nullptr;
     if (PyObject* capsule = type_attr(type, names.exchange_api)) {
-        if (PyCapsule_IsValid(capsule, kExchangeName)) {
-            api = static_cast<const dlpack::DLPackExchangeAPI*>(PyCapsule_GetPointer(capsule, kExchangeName));
+        if (PyCapsule_IsValid(capsule, kExchangeApiCapsule)) {
+            api = static_cast<const dlpack::DLPackExchangeAPI*>(PyCapsule_GetPointer(capsule, kExchangeApiCapsule));
             *holder = capsule;
         } else {
             Py_DECREF(capsule);
@@ -232,8 +231,8 @@ View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready
             if (tensor->deleter) tensor->deleter(tensor);
             raise_current_or(PyExc_BufferError, "DLPack exchange API current_work_stream failed without saying why");
         }
-        // NULL is the driver's default (legacy) stream, which the protocols spell 1.
-        ready = stream ? reinterpret_cast<std::intptr_t>(stream) : 1;
+        // NULL is the driver's default (legacy) stream, which the protocols spell kLegacy (1).
+        ready = cuda::StreamRef::from_handle(static_cast<cuda::CUstream>(stream)).encoded();
     }
     // From here the View owns the deleter: any throw runs it exactly once.
     return dlpack::import_managed(tensor);
@@ -263,7 +262,7 @@ View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& 
     ready = stream.ready;
     if (row.repair_negative_strides) repair_unsigned_strides(capsule.ptr());
     // JAX arrays are immutable, but its legacy capsules cannot say so (jax#19123).
-    return consume_capsule(capsule.ptr(), false, row.immutable);
+    return consume_capsule(capsule.ptr(), /*raw=*/false, /*readonly=*/row.immutable);
 }
 
 View consume_capsule(PyObject* capsule, bool raw, bool immutable) {
@@ -273,13 +272,13 @@ View consume_capsule(PyObject* capsule, bool raw, bool immutable) {
     const char* name = PyCapsule_GetName(capsule);  // may be NULL, without an error
     // Decide by the NAME, not by what was asked: JAX, MLX and nanobind answer a versioned request
     // with a legacy capsule (cuda-python#285).
-    const bool versioned = name && std::strcmp(name, kVersionedName) == 0;
-    if (versioned || (name && std::strcmp(name, kLegacyName) == 0)) {
+    const bool versioned = name && std::strcmp(name, kVersionedCapsule) == 0;
+    if (versioned || (name && std::strcmp(name, kLegacyCapsule) == 0)) {
         void* pointer = PyCapsule_GetPointer(capsule, name);
         if (!pointer) throw nb::python_error();
         // Renamed before anything can fail: the producer's destructor skips "used_" capsules, so
         // from here on import_managed alone runs the deleter, exactly once, on every path.
-        if (PyCapsule_SetName(capsule, versioned ? "used_dltensor_versioned" : "used_dltensor") != 0)
+        if (PyCapsule_SetName(capsule, versioned ? kUsedVersionedCapsule : kUsedLegacyCapsule) != 0)
             throw nb::python_error();
         // A capsule __dlpack__ just returned is ours alone: its destructor (which would only find
         // the "used_" name and return) need not run at all.
@@ -292,7 +291,7 @@ View consume_capsule(PyObject* capsule, bool raw, bool immutable) {
         }
         return dlpack::import_managed(static_cast<dlpack::DLManagedTensor*>(pointer), immutable);
     }
-    if (name && std::strncmp(name, "used_dltensor", 13) == 0)
+    if (name && std::strncmp(name, kUsedLegacyCapsule, sizeof kUsedLegacyCapsule - 1) == 0)
         fail(ErrorKind::buffer, "this DLPack capsule was already consumed (it is named '", name,
              "'): a capsule can be imported only once");
     if (raw)

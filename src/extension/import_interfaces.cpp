@@ -303,7 +303,7 @@ View import_cai(PyObject* obj, PyObject* dict, std::intptr_t& ready, nb::object*
     ready = kNoStream;
     if (PyObject* stream = item(dict, names.stream); stream && stream != Py_None) {
         const std::int64_t s = int64_of(stream, kCAI, names.stream, "None or a stream handle (an int)");
-        ready = checked_stream_int(s, "__cuda_array_interface__['stream']", false);
+        ready = checked_stream_int(s, "__cuda_array_interface__['stream']", /*allow_no_sync=*/false);
     }
     // No device key: the pointer's own attributes say where it lives (0: the current device).
     const Device device = device_of_cuda_pointer(ptr);

@@ -9,44 +9,49 @@
 namespace stridex::python {
 namespace {
 
-constexpr Version kAny{0, 0, 0};
-constexpr Version kNewest{1 << 30, 0, 0};
-
 using K = DlpackKeywords;
 
-// clang-format off
-//  name           module(s)          package      since         until        keywords       host   -1     2      cur.dev immut. None  repair
+// Each row names only where its producer departs from the generic row's defaults (producers.hpp).
 constexpr std::array kRows{
-    ProducerRow{"numpy<2.1",  "numpy",      "numpy",     kAny,         {2, 1, 0},   K::stream_only, true,  true,  true,  false, false, false, false,
-        "NumPy < 2.1: __dlpack__(stream=None) only; host memory, so stream must be None"},
-    ProducerRow{"numpy",      "numpy",      "numpy",     {2, 1, 0},    kNewest,     K::full,        true,  true,  true,  false, false, false, false,
-        "NumPy: host memory only and stream must be None (RuntimeError, ValueError in 2.5): no __dlpack_device__ call, no stream"},
-    ProducerRow{"torch<2.9",  "torch",      "torch",     kAny,         {2, 9, 0},   K::stream_only, false, true,  false, false, false, true, false,
-        "torch < 2.9: __dlpack__(stream) only; stream 2 raises BufferError (pytorch#150217), 0 asserts"},
-    ProducerRow{"torch",      "torch",      "torch",     {2, 9, 0},    kNewest,     K::full,        false, true,  false, true,  false, true, false,
-        "torch >= 2.9: stream 2 raises BufferError, 0 asserts; BufferError unless the tensor is on the current device; >= 2.10 defaults to stream -1, so None is spelt out"},
-    ProducerRow{"jax<0.4.27", "jax|jaxlib", "jax",       kAny,         {0, 4, 27},  K::stream_only, false, false, true,  false, true, false, false,
-        "JAX < 0.4.27: stream only; an int stream is a raw CUstream, so -1 fails (CUDA_ERROR_INVALID_HANDLE)"},
-    ProducerRow{"jax",        "jax|jaxlib", "jax",       {0, 4, 27},   kNewest,     K::full,        false, false, true,  false, true, false, false,
-        "JAX: -1 is taken as a CUstream and fails; legacy capsules whatever max_version says; arrays are immutable"},
-    ProducerRow{"cupy<13.4",  "cupy",       "cupy",      kAny,         {13, 4, 0},  K::stream_only, false, true,  true,  false, false, false, false,
-        "CuPy < 13.4: stream only"},
-    ProducerRow{"cupy",       "cupy",       "cupy",      {13, 4, 0},   kNewest,     K::full,        false, true,  true,  false, false, false, true,
-        "CuPy: -1 no sync, other ints an event wait; >= 13.4 exports negative strides divided as unsigned (cupy#10172)"},
-    ProducerRow{"warp",       "warp",       "warp",      kAny,         kNewest,     K::stream_only, false, true,  true,  false, false, false, false,
-        "Warp: __dlpack__(stream=None) only, legacy capsules"},
-    ProducerRow{"mlx<0.32",   "mlx",        "mlx",       kAny,         {0, 32, 0},  K::none,        false, true,  true,  false, false, false, false,
-        "MLX <= 0.31: __dlpack__() takes no keywords"},
-    ProducerRow{"mlx",        "mlx",        "mlx",       {0, 32, 0},   kNewest,     K::full,        false, true,  true,  false, false, false, false,
-        "MLX >= 0.32: keywords accepted (and ignored), legacy capsules"},
-    ProducerRow{"cuda.core",  "cuda.core",  "cuda.core", kAny,         kNewest,     K::full,        false, true,  true,  false, false, false, false,
-        "cuda.core StridedMemoryView: stream ignored"},
-    ProducerRow{"nanobind",   "nanobind",   "nanobind",  kAny,         kNewest,     K::full,        false, true,  true,  false, false, false, false,
-        "nanobind ndarray: stream ignored, legacy capsule unless max_version >= (1, 0)"},
-    ProducerRow{"generic",    "",           "",          kAny,         kNewest,     K::full,        false, true,  true,  false, false, false, false,
-        "array API 2023.12: stream None/-1/1/2/handle on CUDA, None on the host; TypeError retried with fewer keywords"},
+    ProducerRow{.name = "numpy<2.1", .module = "numpy", .package = "numpy", .until = {2, 1, 0},
+                .keywords = K::stream_only, .host_only = true,
+                .why = "NumPy < 2.1: __dlpack__(stream=None) only; host memory, so stream must be None"},
+    ProducerRow{.name = "numpy", .module = "numpy", .package = "numpy", .since = {2, 1, 0},
+                .host_only = true,
+                .why = "NumPy: host memory only and stream must be None (RuntimeError, ValueError in 2.5): no __dlpack_device__ call, no stream"},
+    ProducerRow{.name = "torch<2.9", .module = "torch", .package = "torch", .until = {2, 9, 0},
+                .keywords = K::stream_only, .takes_per_thread = false, .spell_none = true,
+                .why = "torch < 2.9: __dlpack__(stream) only; stream 2 raises BufferError (pytorch#150217), 0 asserts"},
+    ProducerRow{.name = "torch", .module = "torch", .package = "torch", .since = {2, 9, 0},
+                .takes_per_thread = false, .needs_current_device = true, .spell_none = true,
+                .why = "torch >= 2.9: stream 2 raises BufferError, 0 asserts; BufferError unless the tensor is on the current device; >= 2.10 defaults to stream -1, so None is spelt out"},
+    ProducerRow{.name = "jax<0.4.27", .module = "jax|jaxlib", .package = "jax", .until = {0, 4, 27},
+                .keywords = K::stream_only, .takes_no_sync = false, .immutable = true,
+                .why = "JAX < 0.4.27: stream only; an int stream is a raw CUstream, so -1 fails (CUDA_ERROR_INVALID_HANDLE)"},
+    ProducerRow{.name = "jax", .module = "jax|jaxlib", .package = "jax", .since = {0, 4, 27},
+                .takes_no_sync = false, .immutable = true,
+                .why = "JAX: -1 is taken as a CUstream and fails; legacy capsules whatever max_version says; arrays are immutable"},
+    ProducerRow{.name = "cupy<13.4", .module = "cupy", .package = "cupy", .until = {13, 4, 0},
+                .keywords = K::stream_only,
+                .why = "CuPy < 13.4: stream only"},
+    ProducerRow{.name = "cupy", .module = "cupy", .package = "cupy", .since = {13, 4, 0},
+                .repair_negative_strides = true,
+                .why = "CuPy: -1 no sync, other ints an event wait; >= 13.4 exports negative strides divided as unsigned (cupy#10172)"},
+    ProducerRow{.name = "warp", .module = "warp", .package = "warp",
+                .keywords = K::stream_only,
+                .why = "Warp: __dlpack__(stream=None) only, legacy capsules"},
+    ProducerRow{.name = "mlx<0.32", .module = "mlx", .package = "mlx", .until = {0, 32, 0},
+                .keywords = K::none,
+                .why = "MLX <= 0.31: __dlpack__() takes no keywords"},
+    ProducerRow{.name = "mlx", .module = "mlx", .package = "mlx", .since = {0, 32, 0},
+                .why = "MLX >= 0.32: keywords accepted (and ignored), legacy capsules"},
+    ProducerRow{.name = "cuda.core", .module = "cuda.core", .package = "cuda.core",
+                .why = "cuda.core StridedMemoryView: stream ignored"},
+    ProducerRow{.name = "nanobind", .module = "nanobind", .package = "nanobind",
+                .why = "nanobind ndarray: stream ignored, legacy capsule unless max_version >= (1, 0)"},
+    ProducerRow{.name = "generic", .module = "", .package = "",
+                .why = "array API 2023.12: stream None/-1/1/2/handle on CUDA, None on the host; TypeError retried with fewer keywords"},
 };
-// clang-format on
 
 // `module` equals one of the '|'-separated names, or starts with one followed by '.'.
 bool module_matches(const char* patterns, const char* module) noexcept {
@@ -83,7 +88,7 @@ Version package_version(const char* package) noexcept {
 
 bool in_range(const ProducerRow& row, Version v) noexcept {
     // An unknown version takes the newest row: behaviour converges on the array API over time.
-    if (v.major < 0) return row.until == kNewest;
+    if (v.major < 0) return row.until == kNewestVersion;
     return row.since <= v && v < row.until;
 }
 

@@ -25,28 +25,33 @@ struct Version {
     friend constexpr auto operator<=>(const Version&, const Version&) = default;
 };
 
+// The newest version any package can have: the open end of a row's version range.
+inline constexpr Version kNewestVersion{1 << 30, 0, 0};
+
+// A row of the table. The defaults are the generic producer's (array API 2023.12); a row names
+// only where its producer differs (designated initializers, in this order).
 struct ProducerRow {
     const char* name;          // stable id, used by tests and docs ("numpy", "torch<2.9", ...)
     const char* module;        // type.__module__ is this or starts with it plus '.'; "" = any
     const char* package;       // module whose __version__ selects the row by version
-    Version since;             // row applies to package versions in [since, until)
-    Version until;
-    DlpackKeywords keywords;
-    bool host_only;            // every array of the type is in host memory: no __dlpack_device__
+    Version since{};           // row applies to package versions in [since, until)
+    Version until = kNewestVersion;
+    DlpackKeywords keywords = DlpackKeywords::full;
+    bool host_only = false;    // every array of the type is in host memory: no __dlpack_device__
                                // call, and no stream argument (None, the default, is the only
                                // value host producers take)
-    bool takes_no_sync;        // stream=-1 means "no synchronization" (JAX: a CUstream, fails)
-    bool takes_per_thread;     // stream=2 is accepted (torch: BufferError)
-    bool needs_current_device; // raises BufferError unless the array's GPU is the current device
-    bool immutable;            // arrays are immutable by contract: imports are read-only even
+    bool takes_no_sync = true; // stream=-1 means "no synchronization" (JAX: a CUstream, fails)
+    bool takes_per_thread = true;  // stream=2 is accepted (torch: BufferError)
+    bool needs_current_device = false;  // raises BufferError unless the array's GPU is current
+    bool immutable = false;    // arrays are immutable by contract: imports are read-only even
                                // through a legacy capsule, which cannot say so (jax#19123)
-    bool spell_none;           // stream=None must be sent explicitly: the parameter's default is
+    bool spell_none = false;   // stream=None must be sent explicitly: the parameter's default is
                                // something else (torch >= 2.10: -1, no sync); elsewhere None is
                                // the default and is left out (one keyword less to bind)
-    bool repair_negative_strides;  // DLPack strides of negative-stride arrays come divided as
-                               // unsigned (CuPy 13.4-14.2, cupy#10172): 2**64/itemsize - k for
+    bool repair_negative_strides = false;  // DLPack strides of negative-stride arrays come divided
+                               // as unsigned (CuPy 13.4-14.2, cupy#10172): 2**64/itemsize - k for
                                // -k. Such values cannot be real strides; they are repaired exactly
-    const char* why;           // one line, for docs and test ids
+    const char* why = "";      // one line, for docs and test ids
 };
 
 // The whole table, most specific rows first; the last row is the generic one.

@@ -3,10 +3,12 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "stridex/cuda/driver.hpp"
 #include "stridex/cuda/pointer.hpp"
 #include "stridex/cuda/stream.hpp"
+#include "stream_recorder.hpp"
 #include "stridex/error.hpp"
 
 namespace nb = nanobind;
@@ -48,7 +50,7 @@ StreamRequest from_int(PyObject* value) {
     if (overflow != 0 || v > static_cast<long long>(INTPTR_MAX))
         fail(ErrorKind::value, "stream must be -1 (no ordering), 1, 2 or a stream handle that fits in a pointer; found ",
              nb::str(nb::handle(value)).c_str());
-    const std::intptr_t stream = checked_stream_int(v, "stream", true);
+    const std::intptr_t stream = checked_stream_int(v, "stream", /*allow_no_sync=*/true);
     if (stream == kNoStream) return {StreamRequest::Kind::no_sync, 0};
     return {StreamRequest::Kind::on_stream, stream};
 }
@@ -70,9 +72,9 @@ std::intptr_t checked_stream_int(long long value, const char* where, bool allow_
 namespace {
 
 // A handle read from a stream object. NULL is the driver's default stream, i.e. the legacy one
-// (torch.cuda.default_stream().cuda_stream is 0): it becomes 1, as CuPy and torch do.
+// (torch.cuda.default_stream().cuda_stream is 0): it becomes kLegacy (1), as CuPy and torch do.
 StreamRequest from_handle(PyObject* value, const char* where) {
-    if (value == Py_None) return {StreamRequest::Kind::on_stream, 1};
+    if (value == Py_None) return {StreamRequest::Kind::on_stream, cuda::StreamRef::kLegacy};
     if (!PyIndex_Check(value) || PyBool_Check(value))
         fail(ErrorKind::type, where, " must be an int, found ", type_name(value));
     nb::object index = nb::steal(PyNumber_Index(value));
@@ -83,7 +85,7 @@ StreamRequest from_handle(PyObject* value, const char* where) {
     if (overflow != 0 || v < 0 || v > static_cast<long long>(INTPTR_MAX))
         fail(ErrorKind::value, where, " must be a stream handle (a non-negative int), found ",
              overflow ? std::string("an int out of range") : std::to_string(v));
-    return {StreamRequest::Kind::on_stream, v == 0 ? 1 : static_cast<std::intptr_t>(v)};
+    return {StreamRequest::Kind::on_stream, v == 0 ? cuda::StreamRef::kLegacy : static_cast<std::intptr_t>(v)};
 }
 
 bool module_starts_with(PyObject* obj, const char* prefix) {
@@ -133,21 +135,19 @@ StreamRequest from_object(PyObject* stream) {
     fail(ErrorKind::type, kAccepted, "; found ", type_name(stream));
 }
 
-// ---- test hooks -------------------------------------------------------------------------------
-bool g_capture_orders = false;
-bool g_fake_cuda_pointers = false;
-std::vector<OrderRecord>& order_log() {
-    static auto* log = new std::vector<OrderRecord>();  // leaked: used until exit
-    return *log;
+// ---- the stream recorder (stream_recorder.hpp): tests without a GPU watch the orderings here ----
+const StreamRecorder* g_recorder = nullptr;
+
+const StreamRecorder* install_stream_recorder(const StreamRecorder* recorder) noexcept {
+    return std::exchange(g_recorder, recorder);
 }
 
-void order_streams(std::intptr_t ready, std::intptr_t consumer, Device device) {
-    if (g_capture_orders) {
-        order_log().push_back({ready, consumer, device});
+void order_streams(std::intptr_t producer, std::intptr_t consumer, Device device) {
+    if (g_recorder && g_recorder->order) {
+        g_recorder->order(g_recorder->context, producer, consumer, device);
         return;
     }
-    // cuda::order(after, before, device): `before` waits for what is queued on `after` so far.
-    cuda::order(cuda::StreamRef(ready), cuda::StreamRef(consumer), device);
+    cuda::order(cuda::StreamRef(producer), cuda::StreamRef(consumer), device);
 }
 
 // The current device: the one of the context current on this thread (torch, CuPy and the runtime
@@ -195,8 +195,8 @@ void dlpack_stream(const StreamRequest& request, const Device* device, const Pro
     if (device == nullptr) {
         // The default request: None for every producer. On CUDA that is the legacy default stream
         // (array API; torch, CuPy, Warp) or a host-side wait until ready (JAX), so the data is
-        // ready on stream 1 either way; on the host, None is the only legal value.
-        out.ready = 1;
+        // ready on the legacy stream either way; on the host, None is the only legal value.
+        out.ready = cuda::StreamRef::kLegacy;
         return;
     }
     std::intptr_t send = 0;  // 0: send None
@@ -208,21 +208,21 @@ void dlpack_stream(const StreamRequest& request, const Device* device, const Pro
         if (request.kind == StreamRequest::Kind::on_stream) send = request.handle;
     } else if (device->type == DeviceType::kCUDA || device->type == DeviceType::kCUDAManaged) {
         switch (request.kind) {
-            case StreamRequest::Kind::by_default: out.ready = 1; break;
+            case StreamRequest::Kind::by_default: out.ready = cuda::StreamRef::kLegacy; break;
             case StreamRequest::Kind::no_sync:
                 if (row.takes_no_sync) {
                     send = -1;
                     out.ready = kNoStream;
                 } else {
-                    out.ready = 1;  // JAX: None makes it wait on the host, -1 would fail
+                    out.ready = cuda::StreamRef::kLegacy;  // JAX: None makes it wait on the host, -1 would fail
                 }
                 break;
             case StreamRequest::Kind::on_stream:
-                if (request.handle == 2 && !row.takes_per_thread) {
-                    // torch refuses 2: it syncs the legacy stream instead, and finish() orders the
-                    // per-thread stream after that with an event.
-                    send = 1;
-                    out.ready = 1;
+                if (request.handle == cuda::StreamRef::kPerThread && !row.takes_per_thread) {
+                    // torch refuses 2: it syncs the legacy stream instead, and
+                    // order_consumer_stream() makes the per-thread stream wait for that with an event.
+                    send = cuda::StreamRef::kLegacy;
+                    out.ready = cuda::StreamRef::kLegacy;
                 } else {
                     send = request.handle;
                     out.ready = request.handle;
@@ -241,9 +241,9 @@ void dlpack_stream(const StreamRequest& request, const Device* device, const Pro
     }
 }
 
-void finish(View& view, const StreamRequest& request, std::intptr_t ready) {
+void order_consumer_stream(View& view, const StreamRequest& request, std::intptr_t ready) {
     const Device device = view.device();
-    if (!stream_ordered(device)) {
+    if (!device.is_cuda_family()) {
         view.set_stream(kNoStream);
         return;
     }
@@ -257,18 +257,12 @@ void finish(View& view, const StreamRequest& request, std::intptr_t ready) {
 }
 
 Device device_of_cuda_pointer(std::uintptr_t ptr) {
-    if (g_fake_cuda_pointers) return Device::cuda(0);
+    if (Device answer; g_recorder && g_recorder->device_of_pointer &&
+                       g_recorder->device_of_pointer(g_recorder->context, ptr, &answer))
+        return answer;
     if (ptr == 0) return current_cuda_device();
     return cuda::pointer_info(ptr).device();
 }
-
-namespace testing {
-void capture_orders(bool on) noexcept { g_capture_orders = on; }
-bool capturing_orders() noexcept { return g_capture_orders; }
-const std::vector<OrderRecord>& captured_orders() noexcept { return order_log(); }
-void clear_orders() noexcept { order_log().clear(); }
-void fake_cuda_pointers(bool on) noexcept { g_fake_cuda_pointers = on; }
-}  // namespace testing
 
 namespace {
 // NO_SYNC is a plain CPython object rather than a nanobind instance: it lives as long as the module
@@ -293,6 +287,12 @@ void bind_stream_policy(nb::module_& m) {
     if (!g_no_sync) throw nb::python_error();
     m.attr("NoSyncType") = type;
     m.attr("NO_SYNC") = nb::borrow(g_no_sync);
+    // The capsule points at a static holding the installer (a data pointer, as capsules take).
+    static const InstallStreamRecorder installer_slot = &install_stream_recorder;
+    nb::object installer = nb::steal(PyCapsule_New(const_cast<InstallStreamRecorder*>(&installer_slot),
+                                                   kStreamRecorderCapsule, nullptr));
+    if (!installer.is_valid()) throw nb::python_error();
+    m.attr("_install_stream_recorder") = installer;
 }
 
 }  // namespace stridex::python

@@ -4,17 +4,17 @@
 //   1. parse_stream: the caller's `stream` argument -> a StreamRequest (what the caller means).
 //   2. dlpack_stream: a request + the array's device + the producer's row -> the value to pass to
 //      that producer's __dlpack__(stream=...) and the stream its data is then ready on.
-//   3. finish: once imported, order the caller's stream after the stream the data is ready on (one
-//      event record + wait through stridex::cuda::order, never a host block) and record the
-//      caller's stream in the View.
+//   3. order_consumer_stream: once imported, make the caller's stream wait for the stream the data
+//      is ready on (one event record + wait through stridex::cuda::order, never a host block) and
+//      record the caller's stream in the View.
 #pragma once
 
 #include <nanobind/nanobind.h>
 
 #include <cstdint>
-#include <vector>
 
 #include "producers.hpp"
+#include "stridex/cuda/stream.hpp"
 #include "stridex/device.hpp"
 #include "stridex/view.hpp"
 
@@ -29,8 +29,8 @@ struct StreamRequest {
     Kind kind = Kind::by_default;
     std::intptr_t handle = 0;  // on_stream only
 
-    // The stream the caller will use the data on (DLPack encoding): 1 for the default request.
-    std::intptr_t consumer() const noexcept { return kind == Kind::on_stream ? handle : 1; }
+    // The stream the caller will use the data on: the legacy default stream for the default request.
+    std::intptr_t consumer() const noexcept { return kind == Kind::on_stream ? handle : cuda::StreamRef::kLegacy; }
 };
 
 // None, stridex.NO_SYNC, an int (0 -> ValueError, -1 = NO_SYNC, 1, 2, handle), an object with
@@ -51,11 +51,6 @@ PyObject* no_sync_sentinel() noexcept;
 // Drops stridex's own reference to it (at exit; the module attribute keeps it until teardown).
 void release_no_sync_sentinel() noexcept;
 
-// Devices whose pending work is stream-ordered: CUDA device, pinned and managed memory.
-inline bool stream_ordered(Device d) noexcept {
-    return d.type == DeviceType::kCUDA || d.type == DeviceType::kCUDAHost || d.type == DeviceType::kCUDAManaged;
-}
-
 // What to pass as __dlpack__(stream=...). `value` is a borrowed reference (None or a cached int)
 // kept alive by `holder` when it is a fresh int; `ready` is the stream the producer promises the
 // data is ready on when given that value (kNoStream: no promise).
@@ -63,7 +58,7 @@ struct DlpackStream {
     PyObject* value;
     PyObject* holder = nullptr;  // owned reference to release (fresh ints)
     std::intptr_t ready;
-    DlpackStream() noexcept : value(Py_None), ready(1) {}
+    DlpackStream() noexcept : value(Py_None), ready(cuda::StreamRef::kLegacy) {}
     DlpackStream(const DlpackStream&) = delete;
     DlpackStream& operator=(const DlpackStream&) = delete;
     ~DlpackStream() { Py_XDECREF(holder); }
@@ -73,32 +68,17 @@ struct DlpackStream {
 // Throws only on allocation failure.
 void dlpack_stream(const StreamRequest& request, const Device* device, const ProducerRow& row, DlpackStream& out);
 
-// Orders the caller's stream after `ready` when the View's memory is stream-ordered and the
+// Makes the caller's stream wait for `ready` when the View's memory is stream-ordered and the
 // caller asked for ordering, then records the stream the View is ready on: the caller's stream,
 // or for NO_SYNC `ready` itself (the producer's stream, kNoStream when unknown).
-void finish(View& view, const StreamRequest& request, std::intptr_t ready);
+void order_consumer_stream(View& view, const StreamRequest& request, std::intptr_t ready);
 
 // ---- CUDA queries the importers need (through stridex::cuda) ----------------------------------
 // Device of a pointer from the driver's attributes; for 0, the current device. Without a driver
 // (or without a GPU) every non-null pointer is host memory and 0 is cuda:0.
 Device device_of_cuda_pointer(std::uintptr_t ptr);
 
-// ---- Test hooks (import_testing.cpp) ----------------------------------------------------------
-struct OrderRecord {
-    std::intptr_t after, before;
-    Device device;
-};
-namespace testing {
-// While on, order() calls are recorded instead of reaching the driver.
-void capture_orders(bool on) noexcept;
-bool capturing_orders() noexcept;
-const std::vector<OrderRecord>& captured_orders() noexcept;
-void clear_orders() noexcept;
-// While on, device_of_cuda_pointer calls every non-null pointer cuda:0 (and 0 cuda:0).
-void fake_cuda_pointers(bool on) noexcept;
-}  // namespace testing
-
-// Registers stridex.NO_SYNC (and its type).
+// Registers stridex.NO_SYNC (and its type) and the stream recorder's installer (stream_recorder.hpp).
 void bind_stream_policy(nanobind::module_& m);
 
 }  // namespace stridex::python

@@ -78,7 +78,7 @@ void bind_types(nb::module_& m) {
         .def_prop_ro("type_code", [](Device d) { return static_cast<int>(d.type); })
         .def_prop_ro("id", [](Device d) { return d.id; })
         .def_prop_ro("host_accessible", &Device::host_accessible)
-        .def_prop_ro("cuda_accessible", &Device::cuda_accessible)
+        .def_prop_ro("cuda_accessible", &Device::is_cuda_family)
         .def_prop_ro("dlpack", [](Device d) { return nb::make_tuple(static_cast<int>(d.type), d.id); }, nb::sig("def dlpack(self) -> tuple[int, int]"),
                      "The (device_type, device_id) pair of __dlpack_device__.")
         .def("__eq__", &device_equals)

@@ -88,7 +88,7 @@ std::string repr(const PyView& self) {
     out << (v.ndim() == 1 ? ",)" : ")") << ", strides=(";
     for (int a = 0; a < v.ndim(); ++a) out << (a ? ", " : "") << v.strides()[static_cast<std::size_t>(a)];
     out << (v.ndim() == 1 ? ",)" : ")") << ", dtype=" << v.dtype().name() << ", device=" << v.device().name()
-        << ", ptr=0x" << std::hex << reinterpret_cast<std::uintptr_t>(v.ptr()) << std::dec;
+        << ", ptr=" << hex(reinterpret_cast<std::uintptr_t>(v.ptr()));
     if (v.readonly()) out << ", readonly";
     if (v.stream() != kNoStream) out << ", stream=" << v.stream();
     out << ")";

@@ -36,7 +36,7 @@ struct TypeCase {
     const char* name;   // device_type_name
     bool single;        // name omits ":0"
     bool host;          // host_accessible
-    bool cuda;          // cuda_accessible and is_cuda_family
+    bool cuda;          // is_cuda_family
 };
 
 const std::vector<TypeCase>& type_cases() {
@@ -173,14 +173,12 @@ TEST(Device, AccessibilityTable) {
         for (std::int32_t id : {0, 1}) {
             const Device d{c.type, id};
             EXPECT_EQ(d.host_accessible(), c.host);
-            EXPECT_EQ(d.cuda_accessible(), c.cuda);
             EXPECT_EQ(d.is_cuda_family(), c.cuda);
         }
     }
     // A value outside the enum is accessible from nowhere.
     const Device unknown{static_cast<DeviceType>(6), 0};
     EXPECT_FALSE(unknown.host_accessible());
-    EXPECT_FALSE(unknown.cuda_accessible());
     EXPECT_FALSE(unknown.is_cuda_family());
 }
 

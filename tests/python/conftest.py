@@ -7,6 +7,11 @@ import gc
 import pytest
 
 import stridex
+from ext_build import build_test_extensions
+
+# The test-only modules (stridex_testing, stridex_seed_ext) are imported by test files at collection,
+# so they are built before any test file is read. A failed build stops the run with its output.
+build_test_extensions()
 
 
 def cuda_device_count() -> int:

@@ -9,7 +9,7 @@ import ctypes
 import numpy as np
 
 import stridex
-from stridex._stridex import _testing
+import stridex_testing as _testing
 
 make_capsule = _testing.make_capsule
 

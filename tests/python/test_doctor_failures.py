@@ -23,7 +23,7 @@ from stridex.doctor import checks
 from stridex.doctor.cases import CASES_BY_NAME
 from stridex.doctor.checks import FAIL, NA, PASS, Context, run_all, run_cell, summarize
 from stridex.doctor.discovery import DeviceReport, FrameworkInfo
-from stridex.doctor.frameworks import NumpyAdapter
+from stridex.doctor.adapters import NumpyAdapter
 from stridex.doctor.report import render_json, render_text
 
 CONTIGUOUS = CASES_BY_NAME["contiguous"]
@@ -495,6 +495,16 @@ def test_cli_survives_a_crashing_check():
     honest = [r for r in doc["results"] if r["consumer"] == "numpy"]
     assert len(honest) == 2 and all(r["native"]["status"] == "pass" for r in honest)
     assert proc.returncode == 1 and doc["exit_status"] == 1  # a claimed stridex cell crashed
+
+
+def test_worker_marks_a_route_that_crashed_too_often_as_not_run():
+    # What the supervisor asks of a new worker after CRASHES_BEFORE_SKIP crashes of one route.
+    proc = _cli("--_worker", "--frameworks", "numpy", "--cases", "contiguous", "--_skip=cpu|numpy|numpy|native")
+    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    outcomes = {e["route"]: e["outcome"] for e in events if e["type"] == "outcome"}
+    assert outcomes["native"]["status"] == "fail"
+    assert outcomes["native"]["reason"] == "not run: this route crashed the doctor 3 times for numpy → numpy on cpu"
+    assert outcomes["stridex"]["status"] == "pass"  # only the named route is skipped
 
 
 def test_cli_records_a_hung_check_and_goes_on():

@@ -1,5 +1,6 @@
-"""The seed case (the "GPU arrays returned as CPU arrays" bug report) through include/stridex/python/nanobind.hpp: a nanobind extension
-(tests/python/ext, built here with CMake) returns memory it allocated in C++ as stridex::View,
+"""The seed case (the "GPU arrays returned as CPU arrays" bug report) through
+include/stridex/python/nanobind.hpp: a nanobind extension (tests/python/ext, built with CMake by
+ext_build.py) returns memory it allocated in C++ as stridex::View,
 without stating the device. It must arrive on the right device through every export path; a View
 mislabelled by hand must be refused, never handed out. And stridex::View arguments take arrays."""
 
@@ -7,16 +8,12 @@ from __future__ import annotations
 
 import ctypes
 import importlib
-import os
-import shutil
-import subprocess
-import sys
-import sysconfig
 
 import numpy as np
 import pytest
 
 import stridex
+from ext_build import build_test_extensions
 from test_export_support import (
     DLManagedTensorVersioned,
     FromPyObject,
@@ -28,31 +25,11 @@ from test_export_support import (
     view_of,
 )
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 
 
 @pytest.fixture(scope="session")
-def ext(tmp_path_factory):
-    cmake = shutil.which("cmake")
-    if cmake is None:
-        pytest.skip("cmake is not installed: cannot build the test extension")
-    if optional("nanobind") is None:
-        pytest.skip("nanobind is not installed: cannot build the test extension")
-    build = os.environ.get("STRIDEX_EXT_BUILD_DIR") or str(tmp_path_factory.mktemp("seed_ext"))
-    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    configure = [cmake, "-S", os.path.join(HERE, "ext"), "-B", build, *generator, "-DCMAKE_BUILD_TYPE=Release",
-                 f"-DPython_EXECUTABLE={sys.executable}", f"-DSTRIDEX_SOURCE_DIR={REPO}"]
-    for command in (configure, [cmake, "--build", build, "--parallel", str(os.cpu_count() or 2)]):
-        result = subprocess.run(command, capture_output=True, text=True, timeout=900)
-        if result.returncode != 0:
-            pytest.fail(f"building the test extension failed: {' '.join(command)}\n{result.stdout[-4000:]}\n"
-                        f"{result.stderr[-4000:]}")
-    suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    found = [os.path.join(root, f) for root, _, files in os.walk(build) for f in files
-             if f.startswith("stridex_seed_ext") and f.endswith(suffix)]
-    assert found, f"no stridex_seed_ext{suffix} under {build}"
-    sys.path.insert(0, os.path.dirname(found[0]))
+def ext():
+    build_test_extensions()  # done by conftest already; here for a reader of this file
     return importlib.import_module("stridex_seed_ext")
 
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import stridex
 from quirky_producers import Conformant, address, host_array
-from stridex._stridex import _testing
+from stridex._stridex import _internals
 
 # ---- NumPy ------------------------------------------------------------------------------------
 
@@ -124,10 +124,10 @@ def test_numpy_deleter_runs_once_and_releases_the_array(collect):
 def test_numpy_repeated_imports_use_the_type_cache():
     a = np.ones(3)
     stridex.view(a)
-    hits = _testing.cache_stats()[0]
+    hits = _internals.cache_stats()[0]
     for _ in range(5):
         stridex.view(a)
-    assert _testing.cache_stats()[0] >= hits + 5
+    assert _internals.cache_stats()[0] >= hits + 5
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,5 +1,5 @@
 """stridex.view() against producers that reproduce each known quirk (tests/python/quirky_producers.py),
-DLPack capsules with chosen fields (stridex._stridex._testing.make_capsule), producers of the DLPack
+DLPack capsules with chosen fields (stridex_testing.make_capsule (tests/python/ext/testing.cpp)), producers of the DLPack
 C exchange API, and malformed interface dicts. Runs without a GPU."""
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from quirky_producers import (
     host_array,
     make_capsule,
 )
-from stridex._stridex import _testing
+from stridex._stridex import _internals
+import stridex_testing as _testing
 
 FLAG_READ_ONLY = 1
 FLAG_SUBBYTE_PADDED = 4
@@ -500,12 +501,12 @@ def test_a_type_changed_after_caching_is_probed_again():
     a = np.arange(3.0)
     g = Growing(a)
     stridex.view(g)
-    fills = _testing.cache_stats()[1]
+    fills = _internals.cache_stats()[1]
     stridex.view(g)
-    assert _testing.cache_stats()[1] == fills  # cached
+    assert _internals.cache_stats()[1] == fills  # cached
     Growing.__dlpack__ = lambda self, **kw: make_capsule(self.a)[0]
     assert stridex.view(g).ptr == address(a)
-    assert _testing.cache_stats()[1] == fills + 1  # the class changed: probed again
+    assert _internals.cache_stats()[1] == fills + 1  # the class changed: probed again
 
 
 def test_many_types_do_not_break_the_cache():
@@ -513,7 +514,7 @@ def test_many_types_do_not_break_the_cache():
     for cls in classes:
         assert stridex.view(cls(np.zeros(2))).shape == (2,)
     del classes
-    _testing.clear_type_cache()
+    _internals.clear_type_cache()
     gc.collect()
 
 
@@ -525,7 +526,7 @@ def test_reentrant_producer_evicting_the_cache_is_safe():
         def __dlpack__(self, **kw):
             for cls in others:
                 stridex.view(cls(np.zeros(1)))
-            _testing.clear_type_cache()
+            _internals.clear_type_cache()
             return super().__dlpack__(**kw)
 
     a = np.arange(5.0)

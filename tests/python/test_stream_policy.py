@@ -1,6 +1,6 @@
 """The stream contract of stridex.view(obj, stream=...): how the argument is read, and what each
 producer of the quirk table (src/extension/producers.cpp) is sent. One test per row of the table, in
-two forms: the translation itself (_testing.dlpack_stream) and a producer that pretends to be that
+two forms: the translation itself (_internals.dlpack_stream) and a producer that pretends to be that
 framework (its __module__ and package version), checked for exactly what its __dlpack__ received.
 Runs without a GPU: "CUDA" arrays here are host memory labelled cuda:0, and stream orderings are
 recorded instead of reaching a driver."""
@@ -17,7 +17,8 @@ import pytest
 
 import stridex
 from quirky_producers import Recorder, address, host_array, make_capsule
-from stridex._stridex import _testing
+from stridex._stridex import _internals
+import stridex_testing as _testing
 
 CPU, CUDA, PINNED, ROCM = (1, 0), (2, 0), (3, 0), (10, 0)
 H = 0x1234  # a stream handle
@@ -88,7 +89,7 @@ _NumbaStream.__module__ = "numba.cuda.cudadrv.driver"
     (_NumbaStream(0), ("stream", 1)),
 ], ids=repr)
 def test_parse_stream(stream, expected):
-    assert _testing.parse_stream(stream) == expected
+    assert _internals.parse_stream(stream) == expected
 
 
 @pytest.mark.parametrize("stream,error", [
@@ -98,7 +99,7 @@ def test_parse_stream(stream, expected):
 ], ids=repr)
 def test_parse_stream_errors(stream, error):
     with pytest.raises(error):
-        _testing.parse_stream(stream)
+        _internals.parse_stream(stream)
 
 
 def test_cuda_stream_protocol_must_return_a_pair():
@@ -107,7 +108,7 @@ def test_cuda_stream_protocol_must_return_a_pair():
             return 5
 
     with pytest.raises(ValueError, match="version, handle"):
-        _testing.parse_stream(Bad())
+        _internals.parse_stream(Bad())
 
 
 # ---- the quirk table: one entry per row ------------------------------------------------------------
@@ -129,7 +130,7 @@ ROWS = {
     "nanobind": ("full", False, True, True, False, False, False, False),
     "generic": ("full", False, True, True, False, False, False, False),
 }
-TABLE = {row["name"]: row for row in _testing.producer_rows()}
+TABLE = {row["name"]: row for row in _internals.producer_rows()}
 
 
 def test_every_row_has_a_test():
@@ -167,7 +168,7 @@ def test_row_translation(row):
     assert facts["why"]
     for device in (None, CPU, CUDA, PINNED, ROCM, (13, 0)):
         for stream in (None, stridex.NO_SYNC, 1, 2, H):
-            assert _testing.dlpack_stream(row, stream, device) == expected_stream(row, stream, device), \
+            assert _internals.dlpack_stream(row, stream, device) == expected_stream(row, stream, device), \
                 (row, stream, device)
 
 
@@ -210,7 +211,7 @@ def emulate(row, monkeypatch, array, device):
         else:
             monkeypatch.setitem(sys.modules, package, types.SimpleNamespace(__version__=row_version(row)))
     cls = type(f"Emulated_{row}", (Emulated,), {"__module__": module + ".fake", "accepts": ACCEPTS[ROWS[row][0]]})
-    assert _testing.producer_for(cls) == row
+    assert _internals.producer_for(cls) == row
     p = cls(array, device=device)
     p.attempts = []
     return p

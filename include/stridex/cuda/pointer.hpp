@@ -102,11 +102,11 @@ public:
     // Byte arithmetic. Results outside [0, 2^64) are Error(value), never a wrapped address.
     template <detail::Count I>
     constexpr DevicePtr operator+(I bytes) const {
-        return {detail::offset_address(address_, bytes, false), device_};
+        return {detail::offset_address(address_, bytes, /*subtract=*/false), device_};
     }
     template <detail::Count I>
     constexpr DevicePtr operator-(I bytes) const {
-        return {detail::offset_address(address_, bytes, true), device_};
+        return {detail::offset_address(address_, bytes, /*subtract=*/true), device_};
     }
     template <detail::Count I>
     constexpr DevicePtr& operator+=(I bytes) { return *this = *this + bytes; }

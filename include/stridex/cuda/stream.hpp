@@ -12,12 +12,15 @@
 
 #include "stridex/cuda/driver.hpp"
 #include "stridex/device.hpp"
+#include "stridex/view.hpp"
 
 namespace stridex::cuda {
 
+// The one home of stream values: every encoded constant below, and the conversions to and from a
+// driver handle. Code outside speaks of StreamRef::kLegacy, never of a bare 1.
 class StreamRef {
 public:
-    static constexpr std::intptr_t kNone = -1;
+    static constexpr std::intptr_t kNone = kNoStream;  // the core's "nothing pending" (view.hpp)
     static constexpr std::intptr_t kLegacy = 1;
     static constexpr std::intptr_t kPerThread = 2;
 
@@ -48,7 +51,7 @@ public:
     // A new stream on a device, non-blocking by default: it does not serialise with the legacy
     // default stream, as torch's and CuPy's side streams do not.
     static Stream create(int device, bool non_blocking = true);
-    static Stream borrow(StreamRef ref, int device) noexcept { return Stream(ref, device, false); }
+    static Stream borrow(StreamRef ref, int device) noexcept { return Stream(ref, device, /*owning=*/false); }
 
     Stream(Stream&& other) noexcept
         : ref_(std::exchange(other.ref_, StreamRef::none())), device_(other.device_), owning_(std::exchange(other.owning_, false)) {}
@@ -96,12 +99,12 @@ private:
     int device_ = 0;
 };
 
-// Makes `before` wait for everything queued so far on `after`, on `device` (whose primary context
-// the legacy stream means). Nothing happens when `after` has no pending work (-1), when `before`
-// opted out (-1) or when the two are the same stream; otherwise one event record on `after` and
-// one cuStreamWaitEvent on `before` — never a host-blocking sync. Events come from a per-device
+// Makes `consumer` wait for everything queued so far on `producer`, on `device` (whose primary
+// context the legacy stream means). Nothing happens when `producer` has no pending work (-1), when
+// `consumer` opted out (-1) or when the two are the same stream; otherwise one event record on
+// `producer` and one cuStreamWaitEvent on `consumer` — never a host-blocking sync. Events come from a per-device
 // pool: a wait captures the event's state when it is enqueued, so the event is free for reuse as
 // soon as cuStreamWaitEvent returns.
-void order(StreamRef after, StreamRef before, Device device);
+void order(StreamRef producer, StreamRef consumer, Device device);
 
 }  // namespace stridex::cuda

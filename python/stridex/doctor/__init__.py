@@ -6,8 +6,9 @@ natively (the consumer's own from_dlpack/asarray on the producer's array) and th
 the producer's memory with the same pointer, shape, strides, dtype, device and read-only flag, and,
 on GPUs, that stream order holds. See docs/doctor.md.
 
-Modules: discovery (what is installed), cases (what is checked), frameworks (one adapter per
-framework), checks (the checks and the claims table), report (text and JSON), bench.
+Modules: discovery (what is installed), cases (what is checked), adapter and adapters/ (one
+adapter per framework; meta and cuda_memory beneath them), checks (the checks and the claims
+table), worker (the worker process and its supervisor), report (text and JSON), bench.
 """
 
 from __future__ import annotations
@@ -19,26 +20,17 @@ import importlib
 import json
 import os
 import platform
-import queue
-import signal
-import subprocess
 import sys
-import threading
 
 from . import cases as cases_mod
 from . import checks
-from .checks import Context, summarize
+from .adapters import ADAPTERS, Adapter
+from .checks import Context
 from .discovery import KNOWN, DeviceReport, FrameworkInfo, discover, discover_devices, one_line
-from .frameworks import ADAPTERS, Adapter
 from .report import Progress, render_json, render_text, stridex_features, write_text
+from .worker import (  # noqa: F401 - EXIT_OK re-exported
+    CRASHES_BEFORE_SKIP, EXIT_CLAIMED_FAILURE, EXIT_NOTHING_CHECKED, EXIT_OK, EXIT_USAGE, Absent, Session, supervise)
 
-# Exit statuses (docs/doctor.md): 3 keeps a misconfigured job (no GPU, a framework not installed)
-# from passing as if everything had been checked.
-EXIT_OK, EXIT_CLAIMED_FAILURE, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 3
-
-
-class Absent(Exception):
-    """A framework or device named on the command line is not usable here (exit status 3)."""
 
 CLI_DESCRIPTION = """\
 The interop matrix of this machine. For every producer -> consumer pair of the frameworks found,
@@ -160,13 +152,9 @@ def _stdout_for_json(enabled: bool):
 
 
 # ---------------------------------------------------------------------------------------------
-# Collecting results. The checks run in a worker process that streams events (JSON lines) to the
-# supervisor; when a check kills the worker (a segfault in a framework or in stridex) or hangs, the
-# supervisor records that check as failed and starts a new worker after it. `--in-process` runs the
-# same events in this process instead (faster to start, but a crash ends the doctor).
-
-CRASHES_BEFORE_SKIP = 3  # crashes of one (device, producer, consumer, route) before the rest is skipped
-
+# Collecting results. The checks run in a worker process (worker.py supervises it) that streams
+# events (JSON lines) to this process; `--in-process` runs the same events here instead (faster to
+# start, but a crash ends the doctor).
 
 def collect(args: argparse.Namespace, emit, resume: tuple[int, int] = (0, 0),
             skip: frozenset[tuple[str, str, str, str]] = frozenset()) -> None:
@@ -226,133 +214,6 @@ def collect(args: argparse.Namespace, emit, resume: tuple[int, int] = (0, 0),
             emit({"type": "outcome", "index": i, "route": route, "outcome": outcome.to_json()})
     progress(len(todo), len(todo), "done")
     emit({"type": "done"})
-
-
-class Session:
-    """The events of one doctor run, from one or several workers, and what they add up to."""
-
-    def __init__(self) -> None:
-        self.env: dict | None = None
-        self.cells: dict[int, dict] = {}
-        self.outcomes: dict[tuple[int, str], checks.Outcome] = {}
-        self.begun: tuple[int, str] | None = None
-        self.done = False
-
-    def add(self, event: dict) -> None:
-        kind = event["type"]
-        if kind == "env":
-            self.env = self.env or event
-        elif kind == "cell":
-            self.cells[event["index"]] = event
-            if "na" in event:
-                for route in checks.ROUTES:
-                    self.outcomes[(event["index"], route)] = checks.Outcome(checks.NA, event["na"])
-        elif kind == "begin":
-            self.begun = (event["index"], event["route"])
-        elif kind == "outcome":
-            self.outcomes[(event["index"], event["route"])] = checks.Outcome.from_json(event["outcome"])
-            self.begun = None
-        elif kind == "done":
-            self.done = True
-        elif kind == "usage":
-            raise ValueError(event["message"])
-        elif kind == "absent":
-            raise Absent(event["message"])
-
-    def crashed(self, what: str) -> tuple[int, int] | None:
-        """Record the route that was running as failed with `what`; return where to resume."""
-        if self.begun is None:
-            return None
-        index, route = self.begun
-        self.outcomes[(index, route)] = checks.Outcome(checks.FAIL, what)
-        self.begun = None
-        r = checks.ROUTES.index(route) + 1
-        return (index, r) if r < len(checks.ROUTES) else (index + 1, 0)
-
-    def result(self) -> dict:
-        """Everything the renderers take, and the exit status."""
-        env = self.env
-        cells = []
-        for index in sorted(self.cells):
-            ev = self.cells[index]
-            native = self.outcomes.get((index, checks.NATIVE), checks.Outcome(checks.FAIL, "not run"))
-            sx_out = self.outcomes.get((index, checks.STRIDEX), checks.Outcome(checks.FAIL, "not run"))
-            if "na" not in ev:
-                checks.apply_claim(sx_out, ev["claimed"], ev["why"])
-            cells.append(checks.Cell(ev["device"], ev["producer"], ev["consumer"], ev["case"], native, sx_out))
-        summary = summarize(cells)
-        checked = summary["stridex"][checks.PASS] + summary["stridex"][checks.FAIL]
-        unusable = list(env.get("unusable") or [])
-        status = (EXIT_CLAIMED_FAILURE if summary["stridex"]["claimed_failures"] else
-                  EXIT_NOTHING_CHECKED if not checked or unusable else EXIT_OK)
-        return dict(cells=cells, cases=cases_mod.select(env["cases"]),
-                    frameworks=[FrameworkInfo.from_json(f) for f in env["frameworks"]],
-                    devices=DeviceReport.from_json(env["devices"]), features=env["features"], header=env["header"],
-                    summary=summary, exit_status=status, unusable=unusable)
-
-
-def _worker_command(args: argparse.Namespace, resume: tuple[int, int], skip: set) -> list[str]:
-    cmd = [sys.executable, "-m", "stridex", "doctor", "--_worker", f"--_resume={resume[0]}:{resume[1]}",
-           f"--device={args.device}"]
-    if args.frameworks:
-        cmd.append("--frameworks=" + ",".join(args.frameworks))
-    if args.cases:
-        cmd.append("--cases=" + ",".join(args.cases))
-    if args.quick:
-        cmd.append("--quick")
-    if args.no_progress:
-        cmd.append("--no-progress")
-    cmd += [f"--adapter={a}" for a in args.adapter]
-    cmd += [f"--_skip={'|'.join(s)}" for s in sorted(skip)]
-    return cmd
-
-
-def _signal_name(code: int) -> str:
-    if code < 0:
-        with contextlib.suppress(ValueError):
-            return f"{signal.Signals(-code).name}"
-        return f"signal {-code}"
-    return f"exit status {code}"
-
-
-def supervise(args: argparse.Namespace, session: Session) -> str | None:
-    """Run workers until the plan is done; None, or why the doctor could not run at all."""
-    resume, skip, crashes = (0, 0), set(), {}
-    while True:
-        proc = subprocess.Popen(_worker_command(args, resume, skip), stdout=subprocess.PIPE, text=True,
-                                encoding="utf-8", bufsize=1)
-        lines: queue.Queue = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout] + [lines.put(None)], daemon=True).start()
-        hung = False
-        while True:
-            try:
-                line = lines.get(timeout=args.check_timeout)
-            except queue.Empty:
-                hung = True
-                proc.kill()
-                break
-            if line is None:
-                break
-            if line.startswith("{"):
-                session.add(json.loads(line))
-        code = proc.wait()
-        if session.done:
-            return None
-        if session.env is None:
-            return f"the doctor's worker stopped before any check ({_signal_name(code)}); see stderr above"
-        if session.begun is None:
-            return f"the doctor's worker stopped between checks ({_signal_name(code)}); see stderr above"
-        index, route = session.begun
-        cell = session.cells[index]
-        what = (f"no progress for {args.check_timeout:.0f} s: the check hung (the doctor killed it and went on)"
-                if hung else f"crashed the process ({_signal_name(code)}); the doctor went on in a new one")
-        key = (cell["device"], cell["producer"], cell["consumer"], route)
-        crashes[key] = crashes.get(key, 0) + 1
-        if crashes[key] >= CRASHES_BEFORE_SKIP:
-            skip.add(key)
-        resume = session.crashed(what)
-        sys.stderr.write(f"doctor: {cell['device']} {cell['producer']} → {cell['consumer']} {cell['case']} "
-                         f"[{route}]: {what}\n")
 
 
 def _run_worker(args: argparse.Namespace) -> int:

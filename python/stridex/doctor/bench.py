@@ -27,7 +27,8 @@ from typing import Any, Callable
 
 from . import cases as cases_mod
 from .discovery import discover, discover_devices, one_line
-from .frameworks import Adapter, device_kind
+from .adapter import Adapter
+from .meta import device_kind
 
 COPY_MIB = 256
 

@@ -27,7 +27,9 @@ import numpy as np
 
 from .cases import Case, sentinel
 from .discovery import one_line
-from .frameworks import Adapter, Meta, device_kind, gpu_sleep, reset_current_device
+from .adapter import Adapter
+from .cuda_memory import gpu_sleep, reset_current_device
+from .meta import Meta, device_kind
 
 NATIVE, STRIDEX = "native", "stridex"
 ROUTES = (NATIVE, STRIDEX)

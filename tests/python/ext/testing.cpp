@@ -1,8 +1,11 @@
-// stridex._stridex._testing: test-only producers and hooks for tests/python/test_import*.py.
+// stridex_testing: the test-only producers and the stream recorder of tests/python/test_import*.py
+// and test_stream_policy.py. Built by the tests (tests/python/ext_build.py), never shipped.
 //
 // Pure-Python tests cannot build DLPack capsules with chosen fields, nor types that offer the C
-// exchange API, nor see which streams stridex ordered on a machine without a GPU. This submodule
-// does exactly that and nothing else; it is not part of the public API.
+// exchange API, nor see which streams stridex orders on a machine without a GPU. This module does
+// exactly that and nothing else. It reaches into _stridex only through the stream recorder's
+// installer (src/extension/stream_recorder.hpp).
+#include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -10,8 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "import.hpp"
-#include "py_owner.hpp"
+#include "stream_recorder.hpp"
+#include "stridex/dlpack.hpp"
+#include "stridex/dtype.hpp"
 #include "stridex/error.hpp"
 
 namespace nb = nanobind;
@@ -19,6 +23,14 @@ using namespace nb::literals;
 
 namespace stridex::python {
 namespace {
+
+bool interpreter_finalizing() noexcept {
+#if PY_VERSION_HEX >= 0x030D0000
+    return !Py_IsInitialized() || Py_IsFinalizing();
+#else
+    return !Py_IsInitialized() || _Py_IsFinalizing();
+#endif
+}
 
 // Counts deleter calls of the capsules made by make_capsule.
 struct DeleterCounter {
@@ -137,7 +149,7 @@ TestTensor* make_tensor(nb::handle array, const TensorSpec& spec, PyObject* coun
 // one does not (docs/protocols.md, "Capsules and deleters").
 void capsule_destructor(PyObject* capsule) {
     const char* name = PyCapsule_GetName(capsule);
-    if (name && std::strncmp(name, "used_", 5) == 0) return;
+    if (name && std::strncmp(name, "used_", 5) == 0) return;  // "used_" + any name: taken by a consumer
     auto* t = static_cast<TestTensor*>(PyCapsule_GetContext(capsule));
     if (!t) return;
     if (t->is_versioned) {
@@ -178,7 +190,7 @@ nb::tuple make_capsule(nb::handle array, bool versioned, nb::object name, nb::ob
     nb::object counter = nb::cast(DeleterCounter{});
     TestTensor* t = make_tensor(array, spec, counter.ptr());
     const char* capsule_name =
-        name.is_none() ? (versioned ? "dltensor_versioned" : "dltensor") : stored_name(nb::cast<std::string>(name));
+        name.is_none() ? (versioned ? dlpack::kVersionedCapsule : dlpack::kLegacyCapsule) : stored_name(nb::cast<std::string>(name));
     void* pointer = versioned ? static_cast<void*>(&t->versioned) : static_cast<void*>(&t->legacy);
     PyObject* capsule = PyCapsule_New(pointer, capsule_name, &capsule_destructor);
     if (!capsule) {
@@ -261,47 +273,77 @@ void bind_exchange_producer(nb::module_& m, const char* name, nb::object api_att
     nb::handle(nb::type<T>()).attr(attribute) = api_attribute;
 }
 
-std::string kind_name(StreamRequest::Kind k) {
-    switch (k) {
-        case StreamRequest::Kind::by_default: return "default";
-        case StreamRequest::Kind::no_sync: return "no_sync";
-        case StreamRequest::Kind::on_stream: return "stream";
+// ---- The stream recorder: installed into _stridex while a test captures orderings or fakes
+// CUDA pointers (src/extension/stream_recorder.hpp) ---------------------------------------------
+struct OrderRecord {
+    std::intptr_t producer, consumer;
+    Device device;
+};
+
+struct Recording {
+    bool capture_orders = false;      // orderings are logged instead of reaching the driver
+    bool fake_cuda_pointers = false;  // every CUDA-array-interface pointer is memory of cuda:0
+    std::vector<OrderRecord> orders;
+};
+Recording g_recording;
+
+void record_order(void*, std::intptr_t producer, std::intptr_t consumer, Device device) noexcept {
+    try {
+        g_recording.orders.push_back({producer, consumer, device});
+    } catch (...) {  // out of memory: a lost record fails the test that looks for it
     }
-    return "?";
 }
 
-const char* keywords_name(DlpackKeywords k) {
-    switch (k) {
-        case DlpackKeywords::full: return "full";
-        case DlpackKeywords::stream_only: return "stream_only";
-        case DlpackKeywords::none: return "none";
-    }
-    return "?";
+bool fake_device_of_pointer(void*, std::uintptr_t, Device* out) noexcept {
+    *out = Device::cuda(0);
+    return true;
 }
 
-nb::dict row_dict(const ProducerRow& r) {
-    nb::dict d;
-    d["name"] = r.name;
-    d["module"] = r.module;
-    d["package"] = r.package;
-    d["since"] = nb::make_tuple(r.since.major, r.since.minor, r.since.patch);
-    d["until"] = nb::make_tuple(r.until.major, r.until.minor, r.until.patch);
-    d["keywords"] = keywords_name(r.keywords);
-    d["host_only"] = r.host_only;
-    d["takes_no_sync"] = r.takes_no_sync;
-    d["takes_per_thread"] = r.takes_per_thread;
-    d["needs_current_device"] = r.needs_current_device;
-    d["immutable"] = r.immutable;
-    d["spell_none"] = r.spell_none;
-    d["repair_negative_strides"] = r.repair_negative_strides;
-    d["why"] = r.why;
-    return d;
+// Its slots follow the switches (a null slot leaves that question to the driver); _stridex reads
+// them on every call, so flipping a switch while installed takes effect at once.
+StreamRecorder g_recorder{nullptr, nullptr, nullptr};
+
+// Like cuda::DriverOverride: installs the recorder into _stridex and puts back what was there.
+class RecorderOverride {
+public:
+    explicit RecorderOverride(InstallStreamRecorder install) : install_(install), previous_(install(&g_recorder)) {}
+    ~RecorderOverride() { install_(previous_); }
+    RecorderOverride(const RecorderOverride&) = delete;
+    RecorderOverride& operator=(const RecorderOverride&) = delete;
+
+private:
+    InstallStreamRecorder install_;
+    const StreamRecorder* previous_;
+};
+RecorderOverride* g_override = nullptr;
+
+InstallStreamRecorder installer() {
+    nb::object stridex_module = nb::module_::import_("stridex._stridex");
+    nb::object capsule = stridex_module.attr("_install_stream_recorder");
+    void* slot = PyCapsule_GetPointer(capsule.ptr(), kStreamRecorderCapsule);
+    if (!slot) throw nb::python_error();
+    return *static_cast<const InstallStreamRecorder*>(slot);
+}
+
+// The recorder is installed while either switch is on.
+void update_recorder() {
+    g_recorder.order = g_recording.capture_orders ? &record_order : nullptr;
+    g_recorder.device_of_pointer = g_recording.fake_cuda_pointers ? &fake_device_of_pointer : nullptr;
+    const bool wanted = g_recording.capture_orders || g_recording.fake_cuda_pointers;
+    if (wanted && !g_override) g_override = new RecorderOverride(installer());
+    if (!wanted && g_override) {
+        delete g_override;
+        g_override = nullptr;
+    }
 }
 
 }  // namespace
 
-void bind_import_testing(nb::module_& parent) {
-    nb::module_ m = parent.def_submodule("_testing", "Test-only producers and hooks (not a public API).");
+}  // namespace stridex::python
+
+NB_MODULE(stridex_testing, m) {
+    using namespace stridex::python;
+    m.doc() = "Test-only producers and the stream recorder of the stridex test suite.";
 
     nb::class_<DeleterCounter>(m, "DeleterCounter").def_ro("calls", &DeleterCounter::calls);
     m.def("make_capsule", &make_capsule, "array"_a, nb::kw_only(), "versioned"_a = true, "name"_a = nb::none(),
@@ -311,8 +353,8 @@ void bind_import_testing(nb::module_& parent) {
           "A DLPack capsule over `array`'s memory with chosen fields; returns (capsule, DeleterCounter). shape and "
           "strides count elements; dtype is (code, bits[, lanes]); device is (device_type, device_id).");
 
-    nb::object capsule_v1 = nb::steal(PyCapsule_New(&g_api_v1, "dlpack_exchange_api", nullptr));
-    nb::object capsule_v2 = nb::steal(PyCapsule_New(&g_api_v2, "dlpack_exchange_api", nullptr));
+    nb::object capsule_v1 = nb::steal(PyCapsule_New(&g_api_v1, stridex::dlpack::kExchangeApiCapsule, nullptr));
+    nb::object capsule_v2 = nb::steal(PyCapsule_New(&g_api_v2, stridex::dlpack::kExchangeApiCapsule, nullptr));
     if (!capsule_v1.is_valid() || !capsule_v2.is_valid()) throw nb::python_error();
     bind_exchange_producer<ExchangeProducer>(m, "ExchangeProducer", capsule_v1, "__dlpack_c_exchange_api__");
     bind_exchange_producer<ExchangeProducerInt>(m, "ExchangeProducerInt",
@@ -326,54 +368,19 @@ void bind_import_testing(nb::module_& parent) {
         return nb::make_tuple(g_exchange.from_py_calls, g_exchange.work_stream_calls);
     }, "(managed_tensor_from_py_object_no_sync calls, current_work_stream calls) so far.");
 
-    m.def("capture_orders", &testing::capture_orders, "on"_a,
-          "While on, stream orderings are recorded (captured_orders) instead of reaching the CUDA driver.");
+    m.def("capture_orders", [](bool on) {
+        g_recording.capture_orders = on;
+        update_recorder();
+    }, "on"_a, "While on, stream orderings are recorded (captured_orders) instead of reaching the CUDA driver.");
     m.def("captured_orders", [] {
         nb::list out;
-        for (const OrderRecord& r : testing::captured_orders())
-            out.append(nb::make_tuple(r.after, r.before, r.device.name()));
-        testing::clear_orders();
+        for (const OrderRecord& r : g_recording.orders)
+            out.append(nb::make_tuple(r.producer, r.consumer, r.device.name()));
+        g_recording.orders.clear();
         return out;
-    }, "[(after, before, device)]: `before` was made to wait for the work queued on `after`. Clears the log.");
-    m.def("fake_cuda_pointers", &testing::fake_cuda_pointers, "on"_a,
-          "While on, __cuda_array_interface__ pointers are taken to be memory of cuda:0.");
-
-    m.def("parse_stream", [](nb::handle stream) {
-        const StreamRequest r = parse_stream(stream.ptr());
-        return nb::make_tuple(kind_name(r.kind), r.handle);
-    }, "stream"_a.none(), "How stridex.view() reads a stream argument: (kind, handle).");
-    m.def("producer_rows", [] {
-        nb::list out;
-        for (const ProducerRow& r : producer_rows()) out.append(row_dict(r));
-        return out;
-    });
-    m.def("producer_for", [](nb::handle type) {
-        if (!PyType_Check(type.ptr())) fail(ErrorKind::type, "expected a type");
-        return std::string(producer_for(reinterpret_cast<PyTypeObject*>(type.ptr())).name);
-    }, "type"_a, "The quirk-table row stridex uses for a type.");
-    m.def("dlpack_stream", [](const std::string& row_name, nb::handle stream, nb::object device) {
-        const ProducerRow* row = producer_named(row_name.c_str());
-        if (!row) fail(ErrorKind::value, "no producer row named '", row_name, "'");
-        const StreamRequest request = parse_stream(stream.ptr());
-        Device d;
-        const Device* known = nullptr;
-        if (!device.is_none()) {
-            auto v = ints(device);
-            d = Device{static_cast<DeviceType>(v.at(0)), static_cast<std::int32_t>(v.at(1))};
-            known = &d;
-        }
-        DlpackStream out;
-        dlpack_stream(request, known, *row, out);
-        return nb::make_tuple(nb::borrow(out.value),
-                              out.ready == kNoStream ? nb::object(nb::none()) : nb::object(nb::int_(out.ready)));
-    }, "row"_a, "stream"_a.none(), "device"_a.none() = nb::none(),
-       "(value sent as __dlpack__(stream=...), stream the data is then ready on) for a row, a stream argument "
-       "and the __dlpack_device__ answer (None: not asked).");
-    m.def("cache_stats", [] {
-        const CacheStats s = cache_stats();
-        return nb::make_tuple(s.hits, s.fills, s.uncacheable);
-    }, "(hits, fills, uncacheable) of the per-type protocol cache.");
-    m.def("clear_type_cache", &clear_type_cache);
+    }, "[(producer, consumer, device)]: `consumer` was made to wait for the work queued on `producer`. Clears the log.");
+    m.def("fake_cuda_pointers", [](bool on) {
+        g_recording.fake_cuda_pointers = on;
+        update_recorder();
+    }, "on"_a, "While on, __cuda_array_interface__ pointers are taken to be memory of cuda:0.");
 }
-
-}  // namespace stridex::python

@@ -1,4 +1,5 @@
-// Checking Views against typed constraints (include/stridex/constraints.hpp).
+// Checking Views against typed constraints (include/stridex/constraints.hpp). In the CUDA layer, not the
+// core: arg::may_copy copies through the copy engine (copy_to), which can copy device memory.
 #include "stridex/constraints.hpp"
 
 #include <sstream>

@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from .cases import Case
-from .frameworks import Adapter, Meta, aligned_numpy
+from ..cases import Case
+from ..adapter import Adapter
+from ..meta import Meta, aligned_numpy
 
 # PEP 3118 format characters of the case dtypes ('<' and '=' prefixes are native here).
 _FORMATS = {"f": "float32", "?": "bool"}

@@ -1,0 +1,107 @@
+// stridex._stridex._internals: read-only windows on the extension's own rules and state.
+//
+// The producer-quirk table, the stream translation and the per-type protocol cache are the
+// extension's internals; the test suite checks them row by row, and a bug report can quote them.
+// Not a public API. (The test producers and the stream recorder live in the test-only module,
+// tests/python/ext/testing.cpp.)
+#include <nanobind/stl/string.h>
+
+#include <string>
+#include <vector>
+
+#include "import.hpp"
+#include "stridex/error.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace stridex::python {
+namespace {
+
+std::vector<std::int64_t> ints(nb::handle seq) {
+    std::vector<std::int64_t> out;
+    for (nb::handle h : seq) out.push_back(nb::cast<std::int64_t>(h));
+    return out;
+}
+
+std::string kind_name(StreamRequest::Kind k) {
+    switch (k) {
+        case StreamRequest::Kind::by_default: return "default";
+        case StreamRequest::Kind::no_sync: return "no_sync";
+        case StreamRequest::Kind::on_stream: return "stream";
+    }
+    return "?";
+}
+
+const char* keywords_name(DlpackKeywords k) {
+    switch (k) {
+        case DlpackKeywords::full: return "full";
+        case DlpackKeywords::stream_only: return "stream_only";
+        case DlpackKeywords::none: return "none";
+    }
+    return "?";
+}
+
+nb::dict row_dict(const ProducerRow& r) {
+    nb::dict d;
+    d["name"] = r.name;
+    d["module"] = r.module;
+    d["package"] = r.package;
+    d["since"] = nb::make_tuple(r.since.major, r.since.minor, r.since.patch);
+    d["until"] = nb::make_tuple(r.until.major, r.until.minor, r.until.patch);
+    d["keywords"] = keywords_name(r.keywords);
+    d["host_only"] = r.host_only;
+    d["takes_no_sync"] = r.takes_no_sync;
+    d["takes_per_thread"] = r.takes_per_thread;
+    d["needs_current_device"] = r.needs_current_device;
+    d["immutable"] = r.immutable;
+    d["spell_none"] = r.spell_none;
+    d["repair_negative_strides"] = r.repair_negative_strides;
+    d["why"] = r.why;
+    return d;
+}
+
+}  // namespace
+
+void bind_internals(nb::module_& parent) {
+    nb::module_ m = parent.def_submodule("_internals", "The extension's tables, stream rules and caches (not a public API).");
+
+    m.def("parse_stream", [](nb::handle stream) {
+        const StreamRequest r = parse_stream(stream.ptr());
+        return nb::make_tuple(kind_name(r.kind), r.handle);
+    }, "stream"_a.none(), "How stridex.view() reads a stream argument: (kind, handle).");
+    m.def("producer_rows", [] {
+        nb::list out;
+        for (const ProducerRow& r : producer_rows()) out.append(row_dict(r));
+        return out;
+    });
+    m.def("producer_for", [](nb::handle type) {
+        if (!PyType_Check(type.ptr())) fail(ErrorKind::type, "expected a type");
+        return std::string(producer_for(reinterpret_cast<PyTypeObject*>(type.ptr())).name);
+    }, "type"_a, "The quirk-table row stridex uses for a type.");
+    m.def("dlpack_stream", [](const std::string& row_name, nb::handle stream, nb::object device) {
+        const ProducerRow* row = producer_named(row_name.c_str());
+        if (!row) fail(ErrorKind::value, "no producer row named '", row_name, "'");
+        const StreamRequest request = parse_stream(stream.ptr());
+        Device d;
+        const Device* known = nullptr;
+        if (!device.is_none()) {
+            auto v = ints(device);
+            d = Device{static_cast<DeviceType>(v.at(0)), static_cast<std::int32_t>(v.at(1))};
+            known = &d;
+        }
+        DlpackStream out;
+        dlpack_stream(request, known, *row, out);
+        return nb::make_tuple(nb::borrow(out.value),
+                              out.ready == kNoStream ? nb::object(nb::none()) : nb::object(nb::int_(out.ready)));
+    }, "row"_a, "stream"_a.none(), "device"_a.none() = nb::none(),
+       "(value sent as __dlpack__(stream=...), stream the data is then ready on) for a row, a stream argument "
+       "and the __dlpack_device__ answer (None: not asked).");
+    m.def("cache_stats", [] {
+        const CacheStats s = cache_stats();
+        return nb::make_tuple(s.hits, s.fills, s.uncacheable);
+    }, "(hits, fills, uncacheable) of the per-type protocol cache.");
+    m.def("clear_type_cache", &clear_type_cache);
+}
+
+}  // namespace stridex::python
