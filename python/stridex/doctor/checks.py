@@ -46,8 +46,10 @@ HOST_BLOCK_MS = 30.0  # an import slower than this while stream A sleeps (~100 m
 UNCLAIMED: tuple[tuple[str, str, str, str], ...] = (
     ("*", "numpy", "bfloat16", "NumPy imports bfloat16 over DLPack only where ml_dtypes has registered it with "
                                "NumPy (>= 2.5; O5); no other protocol carries bfloat16"),
-    ("numpy", "jax", "readonly", "NumPy refuses to export a read-only array as a legacy DLPack capsule (which "
-                                 "cannot say read-only), so stridex refuses too, and JAX imports only legacy capsules"),
+    *((producer, "jax", "readonly", "a producer that says read-only (NumPy's flag, a read-only buffer) is "
+                                    "never exported as a legacy DLPack capsule, which cannot say read-only (NumPy "
+                                    "refuses the same), and JAX imports only legacy capsules")
+      for producer in ("numpy", "memoryview")),
     ("numba-cuda", "*", "empty", "the CUDA array interface has no device key and an empty array has no pointer "
                                  "to ask, so its device is the current one (docs/protocols.md): wrong off cuda:0"),
 )

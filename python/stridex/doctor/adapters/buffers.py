@@ -86,6 +86,12 @@ class CtypesAdapter(Adapter):
     why_not = {"cuda": "host memory only", "bfloat16": "no bfloat16 type",
                "strided": "arrays are always C-contiguous", "negative": "arrays are always C-contiguous"}
 
+    def cannot_make(self, case: Case, device: str) -> str | None:
+        # A ctypes array is always a whole array: no case that slices its base can be made.
+        if case.index:
+            return f"{self.name}: arrays are whole (no slicing), and this case slices its base"
+        return super().cannot_make(case, device)
+
     def make(self, case: Case, device: str) -> Any:
         ctype = _CTYPES[case.dtype]
         for n in reversed(case.shape):
