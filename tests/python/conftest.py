@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 
 import pytest
 
@@ -49,3 +50,18 @@ def collect():
             gc.collect()
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def _current_cuda_device_unchanged():
+    """Fails the test that leaves another CUDA device current on the main thread: every test after
+    it would allocate on the wrong GPU (through the frameworks' "current device") and fail for a
+    reason that is not its own. Checked only once torch has initialised CUDA in this process."""
+    torch = sys.modules.get("torch")
+    before = torch.cuda.current_device() if torch is not None and torch.cuda.is_initialized() else None
+    yield
+    if before is not None:
+        after = torch.cuda.current_device()
+        if after != before:
+            torch.cuda.set_device(before)  # so that the tests after this one run where they expect
+            pytest.fail(f"the test left cuda:{after} current on the main thread (it was cuda:{before})")
