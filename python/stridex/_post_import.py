@@ -9,13 +9,21 @@ that wraps the real loader. Cheap: the finder answers only for the names it wait
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-_waiting: dict[str, list] = {}
+if TYPE_CHECKING:
+    from .ipc import Reduction
+
+_waiting: dict[str, list[Callable[[ModuleType], None]]] = {}
 
 
 class _Finder:
     @staticmethod
-    def find_spec(fullname, path=None, target=None):
+    def find_spec(fullname: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
         if fullname not in _waiting:
             return None
         for finder in sys.meta_path:
@@ -31,16 +39,16 @@ class _Finder:
             return spec
         exec_module = loader.exec_module
 
-        def exec_then_notify(module):
+        def exec_then_notify(module: ModuleType) -> None:
             exec_module(module)
             for callback in _waiting.pop(fullname, []):
                 callback(module)
 
-        loader.exec_module = exec_then_notify
+        loader.exec_module = exec_then_notify  # type: ignore[method-assign]  # wraps this one loader object
         return spec
 
 
-def when_imported(name: str, callback) -> None:
+def when_imported(name: str, callback: Callable[[ModuleType], None]) -> None:
     module = sys.modules.get(name)
     if module is not None:
         callback(module)
@@ -50,10 +58,11 @@ def when_imported(name: str, callback) -> None:
         sys.meta_path.insert(0, _Finder())
 
 
-def _register_multiprocessing(reduction) -> None:
+def _register_multiprocessing(reduction: ModuleType) -> None:
     from . import _stridex
 
-    def reduce_view(view):  # stridex.ipc (sockets, threads) is imported only when a View is pickled
+    # stridex.ipc (sockets, threads) is imported only when a View is pickled.
+    def reduce_view(view: _stridex.View) -> Reduction:
         from .ipc import _reduce
 
         return _reduce(view, in_flight=True)
@@ -61,7 +70,7 @@ def _register_multiprocessing(reduction) -> None:
     reduction.ForkingPickler.register(_stridex.View, reduce_view)
 
 
-def _register_dask(_protocol) -> None:
+def _register_dask(_protocol: ModuleType) -> None:
     from .ipc.dask import register
 
     register()

@@ -1,6 +1,7 @@
 // The native half of stridex.ipc: CUDA exports (handle, fds, event) and the Views they import
 // into (include/stridex/cuda/ipc.hpp). The protocol around them -- tickets, the Unix socket that
-// carries fds and release messages, host memory -- is Python (python/stridex/ipc/).
+// carries fds and release messages, host memory -- is Python (python/stridex/ipc/). The stub
+// generator skips private names, so stubs.pattern types _IpcExport and the private helpers here.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -146,7 +147,10 @@ void bind_ipc(nb::module_& m) {
     nb::handle view_type = nb::type<PyView>();
     nb::setattr(view_type, "__reduce__", nb::cpp_function([](nb::handle self) {
         return nb::module_::import_("stridex.ipc").attr("_reduce")(self);
-    }, nb::is_method(), "A handle to the View's memory (stridex.ipc): same memory in the unpickling process."));
+    }, nb::is_method(),
+       nb::sig("def __reduce__(self) -> tuple[collections.abc.Callable[[dict[str, typing.Any]], View], "
+               "tuple[dict[str, typing.Any]]]"),
+       "A handle to the View's memory (stridex.ipc): same memory in the unpickling process."));
 
     m.def("_copy_host", [](const PyView& dst, const PyView& src) { copy_host(dst.view, src.view); }, "dst"_a, "src"_a,
           "Copies host memory element by element (any strides); for stridex.ipc and the Dask serializers.");

@@ -80,6 +80,7 @@ nb::object copy_of(const PyView& self, nb::handle device, const std::string& ord
 
 void bind_copy(nb::module_& m) {
     m.def("copy", &copy_into, nb::arg("dst"), nb::arg("src"), nb::kw_only(), nb::arg("stream") = nb::none(),
+          nb::sig("def copy(dst: object, src: object, *, stream: object = None) -> View"),
           "Copies src into dst (equal shapes and dtypes; any devices and strides; zero strides only in src). "
           "Device copies are queued on `stream` (None: the legacy default stream; stridex.NO_SYNC or -1: wait for "
           "the copy) after the work pending on both views. Returns dst, recording the stream it is ready on.");
@@ -95,6 +96,9 @@ void bind_copy(nb::module_& m) {
         const char o = order_argument(order);
         return fresh(allocate(extents, dt, device_argument(device), o == 'F' ? Order::F : Order::C));
     }, nb::arg("shape"), nb::arg("dtype"), nb::kw_only(), nb::arg("device") = "cpu", nb::arg("order") = "C",
+       nb::sig("def empty(shape: collections.abc.Iterable[typing.SupportsIndex], dtype: Dtype | str | "
+               "numpy.dtype[typing.Any], *, device: Device | str = 'cpu', order: typing.Literal['C', 'F', 'K'] = 'C') "
+               "-> View"),
        "A fresh, uninitialised, writable View on cpu, cuda:N, cuda_host (pinned) or cuda_managed memory.");
 
     nb::handle cls = nb::type<PyView>();
@@ -104,6 +108,8 @@ void bind_copy(nb::module_& m) {
         },
         nb::is_method(), nb::name("copy"), nb::scope(cls), nb::arg("device") = nb::none(), nb::arg("order") = "C",
         nb::kw_only(), nb::arg("stream") = nb::none(),
+        nb::sig("def copy(self, device: Device | str | None = None, order: typing.Literal['C', 'F', 'K'] = 'C', *, "
+                "stream: object = None) -> View"),
         "A fresh copy on `device` (this view's by default) in element order 'C', 'F' or 'K' (the source's axis "
         "order). Queued on `stream` (None: legacy default stream); the result records the stream it is ready on.");
     cls.attr("contiguous") = nb::cpp_function(
@@ -113,6 +119,7 @@ void bind_copy(nb::module_& m) {
             return copy_of(v, nb::none(), "C", stream);
         },
         nb::is_method(), nb::name("contiguous"), nb::scope(cls), nb::kw_only(), nb::arg("stream") = nb::none(),
+        nb::sig("def contiguous(self, *, stream: object = None) -> View"),
         "This view if it is C-contiguous, else a C-contiguous copy on the same device.");
     cls.attr("to") = nb::cpp_function(
         [](nb::handle self, nb::handle device, nb::handle stream) -> nb::object {
@@ -121,7 +128,7 @@ void bind_copy(nb::module_& m) {
             return copy_of(v, device, "K", stream);
         },
         nb::is_method(), nb::name("to"), nb::scope(cls), nb::arg("device"), nb::kw_only(),
-        nb::arg("stream") = nb::none(),
+        nb::arg("stream") = nb::none(), nb::sig("def to(self, device: Device | str, *, stream: object = None) -> View"),
         "This view if it is on `device` already, else a copy there (keeping the source's axis order).");
 }
 

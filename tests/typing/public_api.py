@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import numpy as np
 
 import stridex
+import stridex.ipc
 
 
 def layout(v: stridex.View) -> tuple[tuple[int, ...], tuple[int, ...], int]:
@@ -60,6 +62,16 @@ def main() -> None:
     ordered: bool = p < q and p.is_aligned(1)
     address: int = int(p) + p.address
     no_sync: stridex.NoSyncType = stridex.NO_SYNC
+    provenance: str = v.writability
+    fresh: stridex.View = stridex.empty((3, 4), "float32", device="cpu", order="F")
+    filled: stridex.View = stridex.copy(fresh, a, stream=stridex.NO_SYNC)
+    copies: list[stridex.View] = [v.copy(), v.copy("cpu", "K"), v.contiguous(), v.to("cpu"),
+                                  v.to(stridex.Device("cpu"), stream=None)]
+    shared: stridex.View = stridex.ipc.shared_empty((3, 4), np.float32)
+    stridex.copy(shared, stridex.ipc.to_shared(a))
+    unpickled: stridex.View = pickle.loads(pickle.dumps(shared))  # this process: the same View back
+    released: bool = stridex.ipc.wait_released(timeout=0.0)
+    tickets: dict[str, int] = stridex.ipc.pending()
     if gpus:
         with stridex.VirtualBuffer(1 << 21, capacity=1 << 22, device=0) as buf:
             grown: stridex.View = buf.view("float32", (1024,))
@@ -69,7 +81,8 @@ def main() -> None:
             del grown  # closing the buffer (leaving the with block) needs every view gone
     print(version, shape, strides, ndim, byte_strides, lo, hi, ptr, name, np_dtype, kind, pair, flags, sizes,
           stream, sub, moved, capsule, device_pair, interface, back, as_array, same, d2, d3, d4, cpu, cpu2, owner,
-          memory, base, gap, ordered, address, no_sync)
+          memory, base, gap, ordered, address, no_sync, provenance, filled, copies, unpickled.ptr == shared.ptr,
+          released, tickets)
 
 
 if __name__ == "__main__":

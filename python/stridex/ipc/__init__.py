@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from .. import _stridex
 from . import broker as _broker
@@ -28,8 +30,12 @@ __all__ = ["shared_empty", "to_shared", "pending", "wait_released", "register_mu
 
 _PAYLOAD_VERSION = 1
 
+# A pickled View: its payload (checked field by field when loaded), and what pickle stores for it.
+Payload = dict[str, Any]
+Reduction = tuple[Callable[[Payload], _stridex.View], tuple[Payload]]
 
-def to_shared(view):
+
+def to_shared(view: object) -> _stridex.View:
     """An explicit copy of a host View (or anything stridex.view takes) into a fresh shared-memory
     block (see shared_empty), which pickles to other processes as shared memory. C-contiguous,
     writable. Device memory is refused (TypeError): copy it to the host first."""
@@ -41,7 +47,7 @@ def to_shared(view):
     return out
 
 
-def pending() -> dict:
+def pending() -> dict[str, int]:
     """This process's Views still pickled-but-not-released, counted by kind and state."""
     b = _broker.current()
     return b.pending() if b is not None else {}
@@ -54,11 +60,11 @@ def wait_released(timeout: float | None = None) -> bool:
     return True if b is None else b.wait(timeout)
 
 
-def _meta(v) -> dict:
+def _meta(v: _stridex.View) -> Payload:
     return {"shape": list(v.shape), "strides": list(v.strides), "dtype": v.dtype.name, "readonly": v.readonly}
 
 
-def _reduce(view, in_flight: bool = False):
+def _reduce(view: _stridex.View, in_flight: bool = False) -> Reduction:
     """The reduction of a View: (rebuild, (payload,)). BufferError when its memory cannot be shared."""
     if not sys.platform.startswith("linux"):
         raise BufferError(f"sharing a stridex.View with another process needs Linux (abstract Unix sockets, "
@@ -69,15 +75,18 @@ def _reduce(view, in_flight: bool = False):
         if kind_of_device != "cpu":
             raise BufferError(f"cannot share an empty {view.device} View with another process: it has no memory")
         return _rebuild, ({"v": _PAYLOAD_VERSION, "kind": "empty", **meta},)
+    kind: str
+    export: _stridex._IpcExport | _OwnedFd
     if kind_of_device == "cuda":
-        export = _stridex._ipc_export(view)
-        kind, fds = export.kind, export.fds
-        device = {"device_uuid": export.device_uuid, "offset": export.offset, "extent": export.extent,
-                  "event": export.event}
+        cuda = _stridex._ipc_export(view)
+        export = cuda
+        kind, fds = cuda.kind, cuda.fds
+        device: Payload = {"device_uuid": cuda.device_uuid, "offset": cuda.offset, "extent": cuda.extent,
+                           "event": cuda.event}
         if kind == "cuda_ipc":
-            device["handle"] = export.handle
+            device["handle"] = cuda.handle
         else:
-            device["chunk_size"] = export.chunk_size
+            device["chunk_size"] = cuda.chunk_size
     elif kind_of_device == "cpu":
         from .host import export_host
 
@@ -98,10 +107,10 @@ class _OwnedFd:
 
     __slots__ = ("fd",)
 
-    def __init__(self, fd):
+    def __init__(self, fd: int):
         self.fd = fd
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             os.close(self.fd)
         except OSError:
@@ -113,37 +122,39 @@ class _Release:
 
     __slots__ = ("address", "ticket", "__weakref__")
 
-    def __init__(self, address, ticket):
+    def __init__(self, address: bytes, ticket: bytes):
         self.address, self.ticket = address, ticket
 
-    def __del__(self):
+    def __del__(self) -> None:
         _broker.release_ticket(self.address, self.ticket)
 
 
 # The fields each kind of payload needs, with their types; unsigned ones must also be >= 0.
-_COMMON = {"shape": list, "strides": list, "dtype": str, "readonly": bool}
-_REMOTE = {"pid": int, "broker": bytes, "ticket": bytes}
-_DEVICE = {"device_uuid": bytes, "offset": int, "extent": int, "event": (bytes, type(None))}
-_FIELDS = {"empty": _COMMON,
-           "host": {**_COMMON, **_REMOTE, "file_offset": int, "length": int, "lo": int, "writable": bool},
-           "cuda_ipc": {**_COMMON, **_REMOTE, **_DEVICE, "handle": bytes},
-           "cuda_vmm": {**_COMMON, **_REMOTE, **_DEVICE, "chunk_size": int}}
+_FieldTypes = dict[str, type | tuple[type, ...]]
+_COMMON: _FieldTypes = {"shape": list, "strides": list, "dtype": str, "readonly": bool}
+_REMOTE: _FieldTypes = {"pid": int, "broker": bytes, "ticket": bytes}
+_DEVICE: _FieldTypes = {"device_uuid": bytes, "offset": int, "extent": int, "event": (bytes, type(None))}
+_FIELDS: dict[str, _FieldTypes] = {
+    "empty": _COMMON,
+    "host": {**_COMMON, **_REMOTE, "file_offset": int, "length": int, "lo": int, "writable": bool},
+    "cuda_ipc": {**_COMMON, **_REMOTE, **_DEVICE, "handle": bytes},
+    "cuda_vmm": {**_COMMON, **_REMOTE, **_DEVICE, "chunk_size": int}}
 _UNSIGNED = ("offset", "extent", "chunk_size", "file_offset", "length")
 
 
-def _check_payload(payload) -> str:
+def _check_payload(payload: object) -> str:
     """The payload's kind, after checking every field: a malformed pickle is a ValueError."""
     if not isinstance(payload, dict) or payload.get("v") != _PAYLOAD_VERSION:
         raise ValueError("not a stridex.View pickle of this stridex version (payload version "
                          f"{payload.get('v') if isinstance(payload, dict) else None!r}, expected {_PAYLOAD_VERSION})")
     kind = payload.get("kind")
-    if kind not in _FIELDS:
+    if not isinstance(kind, str) or kind not in _FIELDS:
         raise ValueError(f"unknown kind of pickled stridex.View memory: {kind!r}")
     for name, types in _FIELDS[kind].items():
         value = payload.get(name, _FIELDS)
         if not isinstance(value, types) or (types is int and isinstance(value, bool)):
             raise ValueError(f"malformed {kind} handle in a pickled stridex.View: field {name!r} is {value!r}")
-        if name in _UNSIGNED and not 0 <= value < 1 << 64:
+        if name in _UNSIGNED and isinstance(value, int) and not 0 <= value < 1 << 64:  # ints: checked above
             raise ValueError(f"malformed {kind} handle in a pickled stridex.View: {name} {value} is out of range")
     if len(payload["shape"]) != len(payload["strides"]) or not all(
             isinstance(x, int) for x in payload["shape"] + payload["strides"]):
@@ -152,12 +163,12 @@ def _check_payload(payload) -> str:
     return kind
 
 
-def _rebuild(payload):
+def _rebuild(payload: Payload) -> _stridex.View:
     kind = _check_payload(payload)
     if kind == "empty":
-        keep = bytearray(1)
-        return _stridex.from_pointer(_stridex.view(keep).ptr, payload["shape"], payload["dtype"],
-                                     strides=payload["strides"], owner=keep, readonly=payload["readonly"])
+        empty = bytearray(1)
+        return _stridex.from_pointer(_stridex.view(empty).ptr, payload["shape"], payload["dtype"],
+                                     strides=payload["strides"], owner=empty, readonly=payload["readonly"])
     local = _broker.current()
     if payload["pid"] == os.getpid() and local is not None and local.address == payload["broker"]:
         return local.take_local(payload["ticket"])

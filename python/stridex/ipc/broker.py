@@ -25,6 +25,10 @@ import socket
 import struct
 import sys
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .._stridex import View
 
 TICKET_BYTES = 16
 _MAX_FDS = 4096  # chunks of one VMM export; a View of 4096 chunks is far beyond any real use
@@ -37,9 +41,9 @@ _DIES_WITH_EXPORTER = {"cuda_ipc"}
 class _Ticket:
     __slots__ = ("view", "export", "fds", "kind", "in_flight", "opened")
 
-    def __init__(self, view, export, fds, kind, in_flight):
+    def __init__(self, view: View, export: object, fds: list[int], kind: str, in_flight: bool):
         self.view = view  # keeps the memory alive
-        self.export = export  # owns the fds and the CUDA event (None for host memory)
+        self.export = export  # owns the fds and the CUDA event (host memory: its one fd)
         self.fds = fds
         self.kind = kind
         self.in_flight = in_flight  # pickled by multiprocessing: on its way to another process
@@ -56,7 +60,7 @@ def _exit_timeout() -> float:
 class Broker:
     """This process's tickets and the server thread that hands them out."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.address = b"\0stridex-ipc-%d-%s" % (os.getpid(), secrets.token_hex(8).encode())
         self._tickets: dict[bytes, _Ticket] = {}
         self._cond = threading.Condition()
@@ -66,13 +70,13 @@ class Broker:
         threading.Thread(target=self._accept, name="stridex-ipc-broker", daemon=True).start()
 
     # ---- tickets -------------------------------------------------------------------------------
-    def add(self, view, export, fds, kind, in_flight) -> bytes:
+    def add(self, view: View, export: object, fds: list[int], kind: str, in_flight: bool) -> bytes:
         ticket = secrets.token_bytes(TICKET_BYTES)
         with self._cond:
             self._tickets[ticket] = _Ticket(view, export, fds, kind, in_flight)
         return ticket
 
-    def take_local(self, ticket: bytes):
+    def take_local(self, ticket: bytes) -> View:
         """A View pickled and unpickled in this same process: the original, ticket consumed."""
         with self._cond:
             t = self._tickets.pop(ticket, None)
@@ -88,9 +92,9 @@ class Broker:
             self._cond.notify_all()
         del t  # the View, fds and event go here, outside the lock
 
-    def pending(self) -> dict:
+    def pending(self) -> dict[str, int]:
         with self._cond:
-            kinds: dict = {}
+            kinds: dict[str, int] = {}
             for t in self._tickets.values():
                 key = f"{t.kind} {'opened' if t.opened else 'not opened'}"
                 kinds[key] = kinds.get(key, 0) + 1
@@ -113,7 +117,7 @@ class Broker:
             return self._cond.wait_for(lambda: self._blocking() == 0, timeout)
 
     # ---- server --------------------------------------------------------------------------------
-    def _accept(self):
+    def _accept(self) -> None:
         while True:
             try:
                 conn, _ = self._server.accept()
@@ -121,7 +125,7 @@ class Broker:
                 return
             threading.Thread(target=self._serve, args=(conn,), name="stridex-ipc-conn", daemon=True).start()
 
-    def _serve(self, conn: socket.socket):
+    def _serve(self, conn: socket.socket) -> None:
         opened: set[bytes] = set()
         try:
             _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
@@ -147,7 +151,7 @@ class Broker:
             for ticket in opened:  # the importer is gone: whatever it opened is free
                 self.release(ticket)
 
-    def _open(self, conn, ticket, opened):
+    def _open(self, conn: socket.socket, ticket: bytes, opened: set[bytes]) -> None:
         with self._cond:
             t = self._tickets.get(ticket)
             if t is not None and not t.opened:
@@ -187,7 +191,7 @@ def current() -> Broker | None:
     return _broker
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     # The server thread did not survive the fork, and the tickets belong to the parent.
     global _broker, _lock
     _broker, _lock = None, threading.Lock()
@@ -199,7 +203,7 @@ _connections: dict[bytes, tuple[socket.socket, threading.RLock]] = {}
 _connections_lock = threading.Lock()
 
 
-def _connection(address: bytes, pid: int):
+def _connection(address: bytes, pid: int) -> tuple[socket.socket, threading.RLock]:
     with _connections_lock:
         entry = _connections.get(address)
         if entry is None:
@@ -245,7 +249,7 @@ def release_ticket(address: bytes, ticket: bytes) -> None:
         pass  # the exporter is gone; so is what it kept
 
 
-def _at_exit():
+def _at_exit() -> None:
     b = _broker
     if b is None:
         return

@@ -14,22 +14,31 @@ distributed is imported (stridex._post_import).
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 from .. import _stridex
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+Header = dict[str, Any]
 
 _registered = False
 
 
-def _meta(v) -> dict:
+def _meta(v: _stridex.View) -> Header:
     return {"shape": list(v.shape), "dtype": v.dtype.name, "readonly": v.readonly, "nbytes": v.nbytes,
             "device": str(v.device)}
 
 
-def _bytes_view(v):
+def _bytes_view(v: _stridex.View) -> _stridex.View:
     """A 1-d uint8 View of a contiguous View's bytes (a buffer any dtype can travel as)."""
     return _stridex.from_pointer(v.ptr, (v.nbytes,), "uint8", owner=v, readonly=v.readonly)
 
 
-def _packed_device(v):
+def _packed_device(v: _stridex.View) -> _stridex.View:
     if not v.is_c_contiguous:
         raise TypeError(f"cannot send a non-contiguous {v.device} stridex.View (shape {v.shape}, strides {v.strides}) "
                         "through Dask yet: stridex has no device copy engine; make it contiguous where it was "
@@ -38,7 +47,7 @@ def _packed_device(v):
 
 
 # ---- dask family -----------------------------------------------------------------------------------
-def dask_serialize_view(v):
+def dask_serialize_view(v: _stridex.View) -> tuple[Header, list[memoryview | bytearray]]:
     header = _meta(v)
     if v.device.type == "cpu" or v.device.host_accessible:
         packed = _stridex._host_contiguous(v)
@@ -54,9 +63,9 @@ def dask_serialize_view(v):
     return header, [host] if v.nbytes else []
 
 
-def dask_deserialize_view(header, frames):
+def dask_deserialize_view(header: Header, frames: Sequence[Buffer]) -> _stridex.View:
     shape, dtype, readonly = header["shape"], header["dtype"], header["readonly"]
-    data = frames[0] if frames else bytearray(1)
+    data: Buffer = frames[0] if frames else bytearray(1)
     if header["staged"]:
         return _to_device(data, header)
     if not readonly and memoryview(data).readonly:
@@ -65,7 +74,7 @@ def dask_deserialize_view(header, frames):
     return _stridex.from_pointer(base.ptr, shape, dtype, owner=data, readonly=readonly)
 
 
-def _to_device(data, header):
+def _to_device(data: Buffer, header: Header) -> _stridex.View:
     """Staged bytes into fresh device memory (device 0 of the receiving worker)."""
     shape, dtype = header["shape"], header["dtype"]
     buf = _stridex.VirtualBuffer(max(header["nbytes"], 1), device=0)
@@ -76,7 +85,7 @@ def _to_device(data, header):
 
 
 # ---- cuda family -----------------------------------------------------------------------------------
-def cuda_serialize_view(v):
+def cuda_serialize_view(v: _stridex.View) -> tuple[Header, list[_stridex.View]]:
     if v.device.type != "cuda":
         raise NotImplementedError("host stridex.Views travel through the 'dask' serializer family")
     packed = _packed_device(v)
@@ -88,7 +97,7 @@ def cuda_serialize_view(v):
     return header, [_bytes_view(packed)] if v.nbytes else []
 
 
-def cuda_deserialize_view(header, frames):
+def cuda_deserialize_view(header: Header, frames: Sequence[object]) -> _stridex.View:
     shape, dtype, readonly = header["shape"], header["dtype"], header["readonly"]
     if not frames:
         return _to_device(bytearray(1), {**header, "nbytes": 0})
@@ -102,15 +111,15 @@ def register() -> None:
     global _registered
     if _registered:
         return
-    from distributed.protocol.serialize import dask_deserialize, dask_serialize
-
-    dask_serialize.register(_stridex.View)(dask_serialize_view)
-    dask_deserialize.register(_stridex.View)(dask_deserialize_view)
+    # distributed is optional and untyped: its dispatchers are module attributes, typed Any.
+    serialize = importlib.import_module("distributed.protocol.serialize")
+    serialize.dask_serialize.register(_stridex.View)(dask_serialize_view)
+    serialize.dask_deserialize.register(_stridex.View)(dask_deserialize_view)
     try:
-        from distributed.protocol.cuda import cuda_deserialize, cuda_serialize
+        cuda = importlib.import_module("distributed.protocol.cuda")
     except ImportError:  # pragma: no cover - distributed always ships it today
         pass
     else:
-        cuda_serialize.register(_stridex.View)(cuda_serialize_view)
-        cuda_deserialize.register(_stridex.View)(cuda_deserialize_view)
+        cuda.cuda_serialize.register(_stridex.View)(cuda_serialize_view)
+        cuda.cuda_deserialize.register(_stridex.View)(cuda_deserialize_view)
     _registered = True

@@ -14,8 +14,13 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, SupportsIndex
 
 from .. import _stridex
+
+if TYPE_CHECKING:
+    import numpy
 
 _NOT_SHAREABLE_HINT = ("allocate it with stridex.ipc.shared_empty() or in a multiprocessing.shared_memory "
                        "block, or ask for a copy with stridex.ipc.to_shared(view)")
@@ -67,7 +72,7 @@ def _fd_of(m: _Mapping, writable: bool) -> int | None:
     return None
 
 
-def export_host(view) -> tuple[int, dict]:
+def export_host(view: _stridex.View) -> tuple[int, dict[str, Any]]:
     """(fd, payload) for a host View's memory; BufferError naming why when it is not shareable."""
     lo, hi = view.byte_span
     start = view.ptr + lo
@@ -108,7 +113,7 @@ class HostMapping:
         return self.raw.ptr + self.skip
 
 
-def import_host(fd: int, payload: dict, meta: dict):
+def import_host(fd: int, payload: dict[str, Any], meta: dict[str, Any]) -> _stridex.View:
     """A View of the exporter's host memory, mapped from `fd` (the payload was checked already)."""
     keeper = HostMapping(fd, payload["file_offset"], payload["length"], payload["writable"])
     return _stridex.from_pointer(keeper.address - payload["lo"], meta["shape"], meta["dtype"],
@@ -116,7 +121,8 @@ def import_host(fd: int, payload: dict, meta: dict):
                                  readonly=meta["readonly"] or not payload["writable"])
 
 
-def shared_empty(shape, dtype):
+def shared_empty(shape: SupportsIndex | Iterable[SupportsIndex],
+                 dtype: _stridex.Dtype | str | numpy.dtype[Any] | type) -> _stridex.View:
     """A writable, C-contiguous host View in a fresh shared-memory block: it pickles to other
     processes as the same memory. The block is unlinked at once and lives while any View of it
     (in any process) does."""
@@ -125,9 +131,9 @@ def shared_empty(shape, dtype):
     from .. import dtype as to_dtype
 
     dt = to_dtype(dtype)
-    shape = tuple(shape) if not isinstance(shape, int) else (shape,)
+    extents = tuple(shape) if isinstance(shape, Iterable) else (shape,)
     n = 1
-    for e in shape:
+    for e in extents:
         n *= int(e)
     nbytes = max(dt.itemsize * n, 1)
     directory = "/dev/shm" if os.path.isdir("/dev/shm") else None
@@ -142,16 +148,16 @@ def shared_empty(shape, dtype):
     # The fd stays open as long as the mapping: exporting the unlinked file finds it by inode.
     keeper = _SharedBlock(mm, fd)
     base = _stridex.view(memoryview(mm))
-    return _stridex.from_pointer(base.ptr, shape, dt, owner=keeper)
+    return _stridex.from_pointer(base.ptr, extents, dt, owner=keeper)
 
 
 class _SharedBlock:
     __slots__ = ("mm", "fd", "__weakref__")
 
-    def __init__(self, mm, fd):
+    def __init__(self, mm: mmap.mmap, fd: int):
         self.mm, self.fd = mm, fd
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             os.close(self.fd)
         except OSError:
