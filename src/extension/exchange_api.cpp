@@ -29,18 +29,6 @@ namespace {
 using dlpack::DLManagedTensorVersioned;
 using dlpack::DLTensor;
 
-const char* error_kind_name(ErrorKind kind) noexcept {
-    switch (kind) {
-        case ErrorKind::type: return "TypeError";
-        case ErrorKind::value: return "ValueError";
-        case ErrorKind::index: return "IndexError";
-        case ErrorKind::cuda: return "RuntimeError";
-        case ErrorKind::buffer:
-        case ErrorKind::unsupported: break;
-    }
-    return "BufferError";
-}
-
 // CUDA device memory for the allocator: a VirtualBuffer of exactly one mapping, dropped at once
 // (its View keeps the memory mapped until the consumer's deleter runs).
 View allocate_cuda(std::span<const std::int64_t> shape, Dtype dtype, int ordinal) {
@@ -79,7 +67,7 @@ int managed_tensor_allocator(DLTensor* prototype, DLManagedTensorVersioned** out
         *out = dlpack::export_versioned(view, 0);
         return 0;
     } catch (const Error& e) {
-        return report(error_kind_name(e.kind()), e.what());
+        return report(python_exception_name(e.kind()), e.what());
     } catch (const std::bad_alloc&) {
         return report("MemoryError", "stridex allocator: out of host memory");
     } catch (const std::exception& e) {

@@ -6,17 +6,11 @@
 
 #include "py_owner.hpp"
 #include "stridex/dlpack.hpp"
+#include "stridex/python/errors.hpp"
 #include "stridex/view.hpp"
 
 namespace stridex::python {
 
-// errors.cpp: the Python exception class for an error kind.
-PyObject* python_exception_for(ErrorKind kind) noexcept;
-
-// Translates the C++ exception being handled into a Python error (stridex::Error by kind,
-// nb::python_error restored, bad_alloc -> MemoryError, anything else -> RuntimeError). For the raw
-// CPython entry points (vectorcall methods, slots, exchange API), which nanobind does not wrap.
-void set_python_error_from_current_exception() noexcept;
 
 // The stridex.View type object (set by bind_export) and a checked access to its View.
 PyTypeObject* view_type() noexcept;

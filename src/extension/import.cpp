@@ -17,6 +17,7 @@
 
 #include "py_owner.hpp"
 #include "stridex/error.hpp"
+#include "stridex/python/errors.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -25,7 +26,6 @@ namespace stridex::python {
 
 Names names{};
 
-PyObject* python_exception_for(ErrorKind kind) noexcept;  // errors.cpp
 
 namespace {
 
@@ -355,14 +355,8 @@ PyObject* view_fastcall(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
     }
     try {
         return import_object(args[0], parse_stream(stream));
-    } catch (nb::python_error& e) {
-        e.restore();
-    } catch (const Error& e) {
-        PyErr_SetString(python_exception_for(e.kind()), e.what());
-    } catch (const std::bad_alloc&) {
-        PyErr_NoMemory();
-    } catch (const std::exception& e) {
-        PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (...) {
+        set_python_error_from_current_exception();
     }
     return nullptr;
 }

@@ -27,6 +27,7 @@
 
 #include "stridex/cuda/from_pointer.hpp"
 #include "stridex/dlpack.hpp"
+#include "stridex/python/errors.hpp"
 #include "stridex/view.hpp"
 
 namespace stridex::nanobind_interop {
@@ -120,29 +121,6 @@ inline nb::object to_stridex_view(const View& view) {
     return out;
 }
 
-// Sets a Python error from the exception being handled (noexcept caster entry points).
-inline void set_error() noexcept {
-    try {
-        throw;
-    } catch (nb::python_error& e) {
-        e.restore();
-    } catch (const Error& e) {
-        PyObject* type = PyExc_RuntimeError;
-        switch (e.kind()) {
-            case ErrorKind::buffer:
-            case ErrorKind::unsupported: type = PyExc_BufferError; break;
-            case ErrorKind::type: type = PyExc_TypeError; break;
-            case ErrorKind::value: type = PyExc_ValueError; break;
-            case ErrorKind::index: type = PyExc_IndexError; break;
-            case ErrorKind::cuda: type = PyExc_RuntimeError; break;
-        }
-        PyErr_SetString(type, e.what());
-    } catch (const std::exception& e) {
-        PyErr_SetString(PyExc_RuntimeError, e.what());
-    } catch (...) {
-        PyErr_SetString(PyExc_RuntimeError, "stridex caster: unknown C++ exception");
-    }
-}
 
 }  // namespace stridex::nanobind_interop
 
@@ -176,7 +154,7 @@ struct type_caster<stridex::View> {
         try {
             return stridex::nanobind_interop::to_stridex_view(view).release();
         } catch (...) {
-            stridex::nanobind_interop::set_error();
+            stridex::python::set_python_error_from_current_exception();
             return handle();
         }
     }
