@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "py_owner.hpp"  // wrap_view
 #include "stridex/cuda/driver.hpp"
@@ -35,49 +36,17 @@ std::string hex(std::uint64_t v) {
     return buf;
 }
 
-std::string name_of_type(nb::handle h) { return nb::type_name(h.type()).c_str(); }
-
 // ---- Integers -------------------------------------------------------------------------------------
 
-// The Python int behind `h`, or an empty object when `h` is no integer. `allow_int_protocol`
-// also accepts objects with only __int__: cuda.bindings' CUdeviceptr has __int__ but no
-// __index__. Floats have __int__ too and are refused: an address is never a float.
-nb::object as_python_int(nb::handle h, bool allow_int_protocol) {
+// The Python int behind an operand of DevicePtr arithmetic and comparisons, or an empty object
+// when `h` is no integer (floats included: Python then answers NotImplemented's TypeError).
+nb::object as_python_int(nb::handle h) {
     PyObject* o = h.ptr();
     if (PyLong_Check(o)) return nb::borrow(h);
-    if (PyFloat_Check(o)) return {};
-    if (PyIndex_Check(o)) return nb::steal(PyNumber_Index(o));
-    if (allow_int_protocol && Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_int) {
-        nb::object i = nb::steal(PyNumber_Long(o));
-        if (!i.is_valid()) throw nb::python_error();
-        return i;
-    }
-    return {};
-}
-
-// An int as a 64-bit address; ValueError outside [0, 2^64).
-std::uint64_t to_address(nb::handle i) {
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
-    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-    if (overflow == 0 && v >= 0) return static_cast<std::uint64_t>(v);
-    if (overflow > 0) {
-        const unsigned long long u = PyLong_AsUnsignedLongLong(i.ptr());
-        if (!(u == static_cast<unsigned long long>(-1) && PyErr_Occurred())) return u;
-        PyErr_Clear();
-    }
-    fail(ErrorKind::value, "a device address must be in [0, 2**64), found ", nb::str(i).c_str());
-}
-
-// An address from a DevicePtr, an int, or anything with __index__ or __int__.
-std::uint64_t address_of(nb::handle h) {
-    if (nb::isinstance<DevicePtr>(h)) return nb::cast<const DevicePtr&>(h).address();
-    nb::object i = as_python_int(h, true);
-    if (!i.is_valid())
-        fail(ErrorKind::type, "expected an address (an int, a stridex.DevicePtr, or an object with __index__ or "
-                              "__int__ such as cuda.bindings CUdeviceptr), found ",
-             name_of_type(h));
-    return to_address(i);
+    if (PyFloat_Check(o) || !PyIndex_Check(o)) return {};
+    nb::object i = nb::steal(PyNumber_Index(o));
+    if (!i.is_valid()) throw nb::python_error();
+    return i;
 }
 
 // p + n or p - n for a Python int n of any size: results outside [0, 2^64) are ValueError (the
@@ -93,16 +62,7 @@ DevicePtr offset(const DevicePtr& p, nb::handle n, bool subtract) {
         PyErr_Clear();
     }
     fail(ErrorKind::value, "pointer arithmetic leaves the 64-bit address space: ", hex(p.address()),
-         subtract ? " - " : " + ", nb::str(n).c_str());
-}
-
-std::int32_t to_int32(nb::handle i, const char* what) {
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
-    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-    if (overflow != 0 || v < INT32_MIN || v > INT32_MAX)
-        fail(ErrorKind::value, what, " must fit in 32 bits, found ", nb::str(i).c_str());
-    return static_cast<std::int32_t>(v);
+         subtract ? " - " : " + ", short_repr(n.ptr()));
 }
 
 std::size_t to_size(std::int64_t v, const char* what) {
@@ -119,10 +79,10 @@ int cuda_ordinal(nb::handle h) {
         d = nb::cast<Device>(h);
     else if (nb::isinstance<nb::str>(h))
         d = Device::parse(nb::cast<std::string>(h));
-    else if (nb::object i = as_python_int(h, false); i.is_valid() && !PyBool_Check(h.ptr()))
-        d = Device::cuda(to_int32(i, "a CUDA device ordinal"));
+    else if (nb::object i = as_python_int(h); i.is_valid() && !PyBool_Check(h.ptr()))
+        d = Device::cuda(int32_arg(i.ptr(), "a CUDA device ordinal"));
     else
-        fail(ErrorKind::type, "expected a CUDA device (an ordinal, 'cuda:N' or a stridex.Device), found ", name_of_type(h));
+        fail(ErrorKind::type, "expected a CUDA device (an ordinal, 'cuda:N' or a stridex.Device), found ", type_name(h.ptr()));
     if (d.type != DeviceType::kCUDA) fail(ErrorKind::value, "expected a CUDA device, found ", d.name());
     if (d.id < 0) fail(ErrorKind::value, "a CUDA device ordinal must be >= 0, found ", d.id);
     return d.id;
@@ -135,41 +95,6 @@ Device device_arg(nb::handle h) {
     return Device::cuda(cuda_ordinal(h));
 }
 
-// A Dtype from a stridex.Dtype, a name ("float32"), a torch dtype (str "torch.float32"), or
-// anything numpy.dtype() takes (np.float32, np.dtype("f4"), "<f4").
-Dtype dtype_arg(nb::handle h) {
-    if (nb::isinstance<Dtype>(h)) return nb::cast<Dtype>(h);
-    if (nb::isinstance<nb::str>(h)) {
-        const std::string name = nb::cast<std::string>(h);
-        if (name.find_first_of("<>|=") == std::string::npos) return Dtype::from_name(name);
-    }
-    const std::string text = nb::cast<std::string>(nb::str(h));
-    if (text.rfind("torch.", 0) == 0) return Dtype::from_name(text.substr(6));
-    try {
-        nb::object numpy_dtype = nb::module_::import_("numpy").attr("dtype")(h);
-        return Dtype::from_name(nb::cast<std::string>(numpy_dtype.attr("name")));
-    } catch (const nb::python_error&) {
-        fail(ErrorKind::type, "expected a dtype (a stridex.Dtype, a name such as 'float32', a NumPy or torch dtype), found ",
-             text);
-    }
-}
-
-std::vector<std::int64_t> shape_arg(nb::handle h) {
-    auto extent = [](nb::handle e) {
-        nb::object i = as_python_int(e, false);
-        if (!i.is_valid()) fail(ErrorKind::type, "shape entries must be ints, found ", name_of_type(e));
-        int overflow = 0;
-        const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
-        if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-        if (overflow != 0) fail(ErrorKind::value, "shape entry ", nb::str(i).c_str(), " does not fit in 64 bits");
-        return static_cast<std::int64_t>(v);
-    };
-    if (as_python_int(h, false).is_valid()) return {extent(h)};
-    std::vector<std::int64_t> shape;
-    for (nb::handle e : h) shape.push_back(extent(e));
-    return shape;
-}
-
 // ---- DevicePtr -------------------------------------------------------------------------------------
 
 nb::object not_implemented() { return nb::borrow(Py_NotImplemented); }
@@ -180,13 +105,13 @@ nb::object py_int(std::uint64_t v) { return nb::steal(PyLong_FromUnsignedLongLon
 enum class Operand { pointer, integer, other };
 Operand classify(nb::handle other) {
     if (nb::isinstance<DevicePtr>(other)) return Operand::pointer;
-    return as_python_int(other, false).is_valid() ? Operand::integer : Operand::other;
+    return as_python_int(other).is_valid() ? Operand::integer : Operand::other;
 }
 
 // Python ints of any size against the address, exactly (a negative int is simply smaller).
 std::strong_ordering compare_int(const DevicePtr& p, nb::handle other) {
     nb::object mine = py_int(p.address());
-    nb::object theirs = as_python_int(other, false);
+    nb::object theirs = as_python_int(other);
     if (PyObject_RichCompareBool(mine.ptr(), theirs.ptr(), Py_LT)) return std::strong_ordering::less;
     if (PyObject_RichCompareBool(mine.ptr(), theirs.ptr(), Py_GT)) return std::strong_ordering::greater;
     return std::strong_ordering::equal;
@@ -225,7 +150,7 @@ void bind_device_ptr(nb::module_& m) {
         .def(
             "__init__",
             [](DevicePtr* self, nb::handle addr, nb::handle device) {
-                const std::uint64_t a = address_of(addr);
+                const std::uint64_t a = address_arg(addr.ptr(), "DevicePtr(): addr");
                 Device d;
                 if (!device.is_none())
                     d = device_arg(device);
@@ -255,14 +180,14 @@ void bind_device_ptr(nb::module_& m) {
         .def("__ge__", ordering([](std::strong_ordering c) { return c >= 0; }), "other"_a.none())
         .def("__add__",
              [](const DevicePtr& p, nb::handle n) -> nb::object {
-                 nb::object i = as_python_int(n, false);
+                 nb::object i = as_python_int(n);
                  if (!i.is_valid() || nb::isinstance<DevicePtr>(n)) return not_implemented();
                  return nb::cast(offset(p, i, false));
              },
              "other"_a.none())
         .def("__radd__",
              [](const DevicePtr& p, nb::handle n) -> nb::object {
-                 nb::object i = as_python_int(n, false);
+                 nb::object i = as_python_int(n);
                  if (!i.is_valid()) return not_implemented();
                  return nb::cast(offset(p, i, false));
              },
@@ -270,7 +195,7 @@ void bind_device_ptr(nb::module_& m) {
         .def("__sub__",
              [](const DevicePtr& p, nb::handle other) -> nb::object {
                  if (nb::isinstance<DevicePtr>(other)) return nb::int_(p - nb::cast<const DevicePtr&>(other));
-                 nb::object i = as_python_int(other, false);
+                 nb::object i = as_python_int(other);
                  if (!i.is_valid()) return not_implemented();
                  return nb::cast(offset(p, i, true));
              },
@@ -314,7 +239,7 @@ void bind_pointer_info(nb::module_& m) {
                    i.device().name() + ", base=" + hex(i.base) + ", size=" + std::to_string(i.size) + ")";
         });
 
-    m.def("pointer_info", [](nb::handle ptr) { return cuda::pointer_info(static_cast<std::uintptr_t>(address_of(ptr))); },
+    m.def("pointer_info", [](nb::handle ptr) { return cuda::pointer_info(address_arg(ptr.ptr(), "pointer_info(): ptr")); },
           "ptr"_a,
           "Memory type, device, allocation range and host accessibility of an address (one "
           "cuPointerGetAttributes call). Without a CUDA driver every address is 'host'.");
@@ -466,8 +391,8 @@ void bind_virtual_buffer(nb::module_& m) {
         .def(
             "view",
             [](PyVirtualBuffer& s, nb::handle dtype, nb::handle shape, std::int64_t byte_offset) {
-                const Dtype dt = dtype_arg(dtype);
-                const std::vector<std::int64_t> extents = shape_arg(shape);
+                const Dtype dt = dtype_arg(dtype.ptr(), "VirtualBuffer.view(): dtype");
+                const std::vector<std::int64_t> extents = int64_list_arg(shape.ptr(), "VirtualBuffer.view(): shape");
                 View v = locked(s, [&](const VirtualBuffer& b) { return b.view(dt, extents, byte_offset); });
                 return wrap_view(std::move(v), nb::find(&s));
             },

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "stridex/copy.hpp"
 #include "stream_policy.hpp"
@@ -74,17 +75,6 @@ void legacy_destructor(PyObject* capsule) noexcept {
 
 bool is_none(PyObject* o) noexcept { return o == nullptr || o == Py_None; }
 
-const char* type_name(PyObject* o) noexcept { return Py_TYPE(o)->tp_name; }
-
-// An int argument (int subclasses such as IntEnum included; bool excluded).
-long long int_argument(PyObject* o, const char* what) {
-    if (!PyLong_Check(o) || PyBool_Check(o)) fail(ErrorKind::type, what, " must be an int, found ", type_name(o));
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow != 0) fail(ErrorKind::value, what, " does not fit in 64 bits");
-    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-    return v;
-}
 
 // A pair of ints, as a tuple (or list): max_version and dl_device.
 std::pair<long long, long long> int_pair(PyObject* o, const char* what) {
@@ -93,13 +83,13 @@ std::pair<long long, long long> int_pair(PyObject* o, const char* what) {
     if (PySequence_Fast_GET_SIZE(o) != 2)
         fail(ErrorKind::type, what, " must be a tuple of two ints, found ", PySequence_Fast_GET_SIZE(o), " items");
     PyObject** items = PySequence_Fast_ITEMS(o);
-    return {int_argument(items[0], what), int_argument(items[1], what)};
+    return {int64_arg(items[0], what), int64_arg(items[1], what)};
 }
 
 // The consumer's stream; nullopt for None. 0 and values below -1 are ValueError whatever the device.
 std::optional<std::intptr_t> parse_stream(PyObject* o) {
     if (is_none(o)) return std::nullopt;
-    return checked_stream_int(int_argument(o, "__dlpack__: stream"), "__dlpack__: stream", true);
+    return checked_stream_int(int64_arg(o, "__dlpack__: stream"), "__dlpack__: stream", true);
 }
 
 bool parse_max_version(PyObject* o) {
@@ -258,17 +248,6 @@ PyMethodDef g_dlpack_device_def{
 
 // ---- interfaces ---------------------------------------------------------------------------------
 
-nb::tuple int_tuple(std::span<const std::int64_t> values, std::int64_t scale = 1) {
-    PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(values.size()));
-    if (!t) throw nb::python_error();
-    nb::tuple out = nb::steal<nb::tuple>(t);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        PyObject* item = PyLong_FromLongLong(values[i] * scale);
-        if (!item) throw nb::python_error();
-        PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), item);
-    }
-    return out;
-}
 
 // The typestr of a view for the interfaces; nullopt when the dtype has none (bfloat16, float8/6/4,
 // int4, vector types): those consumers then fall back to __dlpack__ (docs/export.md).
@@ -285,12 +264,12 @@ std::optional<std::string> interface_typestr(const View& v) {
 // bytes), data (pointer of element 0, 0 when empty) and version 3.
 nb::dict interface_dict(const View& v, const std::string& typestr) {
     nb::dict d;
-    d["shape"] = int_tuple(v.shape());
+    d["shape"] = nb::steal(int_tuple(v.shape()));
     d["typestr"] = typestr;
     nb::list descr;
     descr.append(nb::make_tuple("", typestr));
     d["descr"] = descr;
-    d["strides"] = v.layout().is_c_contiguous() ? nb::none() : nb::object(int_tuple(v.strides(), v.itemsize()));
+    d["strides"] = v.layout().is_c_contiguous() ? nb::none() : nb::steal(int_tuple(v.strides(), v.itemsize()));
     const auto address = v.layout().empty() ? std::uintptr_t{0} : reinterpret_cast<std::uintptr_t>(v.ptr());
     d["data"] = nb::make_tuple(nb::int_(address), nb::bool_(v.readonly()));
     d["version"] = 3;
@@ -397,25 +376,6 @@ nb::object array_method(nb::handle self, nb::handle dtype, nb::handle copy) {
 }  // namespace
 
 PyTypeObject* view_type() noexcept { return g_view_type; }
-
-void set_python_error_from_current_exception() noexcept {
-    try {
-        throw;
-    } catch (const Error& e) {
-        PyErr_SetString(python_exception_for(e.kind()), e.what());
-    } catch (nb::python_error& e) {
-        e.restore();
-    } catch (const nb::builtin_exception& e) {
-        // nanobind's own exceptions (next_overload, cast errors): let nanobind translate them.
-        PyErr_SetString(PyExc_RuntimeError, e.what());
-    } catch (const std::bad_alloc&) {
-        PyErr_NoMemory();
-    } catch (const std::exception& e) {
-        PyErr_SetString(PyExc_RuntimeError, e.what());
-    } catch (...) {
-        PyErr_SetString(PyExc_RuntimeError, "stridex: unknown C++ exception");
-    }
-}
 
 PyObject* dlpack_capsule(const View& view, bool versioned, std::uint64_t extra_flags) {
     if (versioned) {

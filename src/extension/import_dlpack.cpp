@@ -3,6 +3,7 @@
 #include <cstring>
 #include <optional>
 
+#include "arguments.hpp"
 #include "import.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/error.hpp"
@@ -52,7 +53,7 @@ Device call_dlpack_device(PyObject* obj, const TypeEntry& entry) {
     }
     if (!ok)
         fail(ErrorKind::value, "__dlpack_device__() must return a (device_type, device_id) tuple of ints, found ",
-             nb::str(nb::handle(r)).c_str());
+             short_repr(r));
     return Device{static_cast<DeviceType>(values[0]), static_cast<std::int32_t>(values[1])};
 }
 

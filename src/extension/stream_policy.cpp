@@ -1,6 +1,8 @@
 // The stream contract (see stream_policy.hpp and docs/import.md).
 #include "stream_policy.hpp"
 
+#include "arguments.hpp"
+
 #include <cstring>
 #include <string>
 
@@ -15,8 +17,6 @@ namespace stridex::python {
 namespace {
 
 PyObject* g_no_sync = nullptr;  // the NO_SYNC sentinel, alive for the life of the process
-
-const char* type_name(PyObject* o) noexcept { return Py_TYPE(o)->tp_name; }
 
 // obj.name, or nullptr when absent (no AttributeError is raised or cleared on the way when the
 // interpreter can avoid it). Other errors propagate as nb::python_error.
@@ -47,7 +47,7 @@ StreamRequest from_int(PyObject* value) {
     if (v == -1 && PyErr_Occurred()) throw nb::python_error();
     if (overflow != 0 || v > static_cast<long long>(INTPTR_MAX))
         fail(ErrorKind::value, "stream must be -1 (no ordering), 1, 2 or a stream handle that fits in a pointer; found ",
-             nb::str(nb::handle(value)).c_str());
+             short_repr(value));
     const std::intptr_t stream = checked_stream_int(v, "stream", true);
     if (stream == kNoStream) return {StreamRequest::Kind::no_sync, 0};
     return {StreamRequest::Kind::on_stream, stream};
@@ -103,7 +103,7 @@ StreamRequest from_object(PyObject* stream) {
         nb::object pair = PyCallable_Check(protocol.ptr()) ? protocol() : protocol;
         if (!PyTuple_Check(pair.ptr()) || PyTuple_GET_SIZE(pair.ptr()) != 2)
             fail(ErrorKind::value, "__cuda_stream__() must return a (version, handle) tuple, found ",
-                 nb::str(pair).c_str());
+                 short_repr(pair.ptr()));
         return from_handle(PyTuple_GET_ITEM(pair.ptr(), 1), "__cuda_stream__()[1]");
     }
     // torch.cuda.Stream / ExternalStream

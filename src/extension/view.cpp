@@ -5,6 +5,7 @@
 #include <sstream>
 #include <vector>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "export.hpp"
 #include "py_owner.hpp"
@@ -15,20 +16,8 @@ namespace stridex::python {
 
 namespace {
 
-nb::tuple int_tuple(std::span<const std::int64_t> values, std::int64_t scale = 1) {
-    nb::list out;
-    for (std::int64_t v : values) out.append(v * scale);
-    return nb::tuple(out);
-}
-
-std::vector<std::int64_t> int_list(nb::handle sequence, const char* what) {
-    std::vector<std::int64_t> out;
-    for (nb::handle item : sequence) {
-        if (!PyIndex_Check(item.ptr()))
-            fail(ErrorKind::type, what, " must be integers, found ", nb::str(nb::type_name(item.type())).c_str());
-        out.push_back(nb::cast<std::int64_t>(nb::int_(nb::steal(PyNumber_Index(item.ptr())))));
-    }
-    return out;
+nb::tuple ints(std::span<const std::int64_t> values, std::int64_t scale = 1) {
+    return nb::steal<nb::tuple>(int_tuple(values, scale));
 }
 
 // f(*ints) and f(sequence) both work, as in NumPy (v.reshape(2, 3) and v.reshape((2, 3))).
@@ -71,10 +60,10 @@ View index_view(const View& base, nb::handle key) {
         } else if (PySlice_Check(item.ptr())) {
             v = v.slice(axis++, to_slice(item));
         } else if (PyIndex_Check(item.ptr()) && !PyBool_Check(item.ptr())) {
-            v = v.index(axis, nb::cast<std::int64_t>(nb::int_(nb::steal(PyNumber_Index(item.ptr())))));
+            v = v.index(axis, index_arg(item.ptr(), "index"));
         } else {
             fail(ErrorKind::index, "stridex views take ints, slices, Ellipsis and None as indices (no copy); found ",
-                 nb::str(nb::type_name(item.type())).c_str());
+                 type_name(item.ptr()));
         }
     }
     return v;
@@ -104,9 +93,9 @@ void bind_view(nb::module_& m) {
                        nb::type_slots(view_type_slots()), nb::pooled())
         .def_prop_ro("ptr", [](const PyView& s) { return reinterpret_cast<std::uintptr_t>(s.view.ptr()); },
                      "Address of element 0 (data pointer plus byte offset).")
-        .def_prop_ro("shape", [](const PyView& s) { return int_tuple(s.view.shape()); })
-        .def_prop_ro("strides", [](const PyView& s) { return int_tuple(s.view.strides()); }, "Strides in elements.")
-        .def_prop_ro("byte_strides", [](const PyView& s) { return int_tuple(s.view.strides(), s.view.itemsize()); })
+        .def_prop_ro("shape", [](const PyView& s) { return ints(s.view.shape()); })
+        .def_prop_ro("strides", [](const PyView& s) { return ints(s.view.strides()); }, "Strides in elements.")
+        .def_prop_ro("byte_strides", [](const PyView& s) { return ints(s.view.strides(), s.view.itemsize()); })
         .def_prop_ro("dtype", [](const PyView& s) { return s.view.dtype(); })
         .def_prop_ro("device", [](const PyView& s) { return s.view.device(); })
         .def_prop_ro("readonly", [](const PyView& s) { return s.view.readonly(); })
@@ -132,15 +121,23 @@ void bind_view(nb::module_& m) {
         .def("__getitem__", [](const PyView& s, nb::handle key) { return derived(s, index_view(s.view, key)); })
         .def_prop_ro("T", [](const PyView& s) { return derived(s, s.view.transpose()); })
         .def("permute", [](const PyView& s, nb::args axes) {
-            std::vector<std::int64_t> list = int_list(single_sequence_or_args(axes), "axes");
-            std::vector<int> narrow(list.begin(), list.end());
+            const std::vector<std::int64_t> list = int64_list_arg(single_sequence_or_args(axes).ptr(), "permute(): axes");
+            std::vector<int> narrow(list.size());
+            for (std::size_t i = 0; i < list.size(); ++i) {
+                // Range-checked before narrowing: 1 + 2**32 must not become axis 1.
+                if (list[i] < -s.view.ndim() || list[i] >= s.view.ndim())
+                    fail(ErrorKind::value, "permute(): axis ", list[i], " is out of range for ", s.view.ndim(),
+                         " dimensions");
+                narrow[i] = static_cast<int>(list[i]);
+            }
             return derived(s, s.view.permute(narrow));
         })
         .def("reshape", [](const PyView& s, nb::args shape) {
-            return derived(s, s.view.reshape(int_list(single_sequence_or_args(shape), "shape")));
+            return derived(s, s.view.reshape(int64_list_arg(single_sequence_or_args(shape).ptr(), "reshape(): shape")));
         })
         .def("squeeze", [](const PyView& s, nb::object axis) {
-            return derived(s, axis.is_none() ? s.view.squeeze() : s.view.squeeze(nb::cast<int>(axis)));
+            if (axis.is_none()) return derived(s, s.view.squeeze());
+            return derived(s, s.view.squeeze(axis_arg(axis.ptr(), s.view.ndim(), "squeeze(): axis")));
         }, nb::arg("axis") = nb::none())
         .def("__repr__", &repr);
 }
