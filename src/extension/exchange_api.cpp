@@ -131,6 +131,10 @@ int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
         return -1;
     }
     if (!is_view(o)) return not_a_view(o);
+    if (!nb::inst_ready(o)) {
+        PyErr_SetString(PyExc_TypeError, "stridex exchange API: this stridex.View was made by __new__ and holds no view");
+        return -1;
+    }
     const View& v = py_view(o).view;
     // A bare DLTensor has no flags: it cannot say read-only nor padded, so such views refuse (as
     // legacy capsules do) rather than hand out memory a kernel may write or misread.

@@ -223,7 +223,13 @@ PyObject* dlpack_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
 }
 
 PyObject* dlpack_device_method(PyObject* self, PyObject*) noexcept {
-    const Device d = py_view(self).view.device();
+    Device d;
+    try {
+        d = py_view(self).view.device();
+    } catch (...) {
+        set_python_error_from_current_exception();
+        return nullptr;
+    }
     PyObject* type = PyLong_FromLong(static_cast<long>(d.type));
     PyObject* id = type ? PyLong_FromLong(d.id) : nullptr;
     PyObject* out = id ? PyTuple_Pack(2, type, id) : nullptr;

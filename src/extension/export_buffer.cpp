@@ -26,6 +26,8 @@ int buffer_error(const std::string& message) noexcept {
 
 bool requested(int flags, int what) noexcept { return (flags & what) == what; }
 
+}  // namespace
+
 int view_getbuffer(PyObject* self, Py_buffer* b, int flags) noexcept {
     b->obj = nullptr;
     try {
@@ -90,14 +92,5 @@ int view_getbuffer(PyObject* self, Py_buffer* b, int flags) noexcept {
 
 void view_releasebuffer(PyObject*, Py_buffer* b) noexcept { PyMem_Free(b->internal); }
 
-const PyType_Slot kSlots[] = {
-    {Py_bf_getbuffer, reinterpret_cast<void*>(&view_getbuffer)},
-    {Py_bf_releasebuffer, reinterpret_cast<void*>(&view_releasebuffer)},
-    {0, nullptr},
-};
-
-}  // namespace
-
-const PyType_Slot* view_type_slots() noexcept { return kSlots; }
 
 }  // namespace stridex::python

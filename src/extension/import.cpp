@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "export.hpp"
 #include "py_owner.hpp"
 #include "stridex/error.hpp"
 #include "stridex/python/errors.hpp"
@@ -52,15 +53,21 @@ unsigned int version_tag(PyTypeObject* type) noexcept {
     return type->tp_version_tag;
 }
 
-// A class attribute found through the MRO (new reference), without running any code.
+// A class attribute found through the MRO (new reference), without running any code. None is
+// absent: `__dlpack__ = None` in a subclass says "no DLPack here" (as `__hash__ = None` does), so
+// the next protocol is tried.
 PyObject* type_lookup(PyTypeObject* type, PyObject* name) noexcept {
 #if PY_VERSION_HEX >= 0x030D0000
-    return _PyType_LookupRef(type, name);
+    PyObject* found = _PyType_LookupRef(type, name);
 #else
     PyObject* found = _PyType_Lookup(type, name);
     Py_XINCREF(found);
-    return found;
 #endif
+    if (found == Py_None) {
+        Py_DECREF(found);
+        return nullptr;
+    }
+    return found;
 }
 
 bool method_like(PyObject* descriptor) noexcept {
@@ -284,12 +291,13 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
     TypeEntry* d = &e;
     if (!e.dlpack && e.instance_attrs) {
         instance_dlpack = nb::steal(optional_attr(obj, names.dlpack));
-        if (instance_dlpack.is_valid()) {
+        if (instance_dlpack.is_valid() && !instance_dlpack.is_none()) {
             instance_entry = e;
             instance_entry.dlpack = instance_dlpack.ptr();
             instance_entry.dlpack_unbound = false;
             if (!e.dlpack_device) {
                 instance_device = nb::steal(optional_attr(obj, names.dlpack_device));
+                if (instance_device.is_none()) instance_device = nb::object();  // None: absent
                 instance_entry.dlpack_device = instance_device.ptr();
                 instance_entry.dlpack_device_unbound = false;
             }
@@ -393,7 +401,7 @@ PyObject* import_object(PyObject* obj, const StreamRequest& request) {
     PyTypeObject* type = Py_TYPE(obj);
     if (type == g_view_type) {
         // Same memory, same owner: a copy of the View, ordered for the caller's stream.
-        const PyView* in = nb::inst_ptr<PyView>(nb::handle(obj));
+        const PyView* in = &py_view(obj);
         new (result.storage()) View(in->view);
         result.built();
         finish(result.view(), request, in->view.stream());

@@ -142,7 +142,7 @@ Dtype dtype_of(PyObject* obj, PyObject* typestr, const char* protocol, bool* pad
     const std::string_view ts(text, static_cast<std::size_t>(length));
     const char kind = ts.size() >= 2 ? ts[1] : '\0';
     if (kind == 'O' || kind == 'M' || kind == 'm')  // NumPy's '|O', '<M8[s]', '<m8[ns]'
-        fail(ErrorKind::unsupported, protocol, "['typestr'] is '", ts,
+        fail(ErrorKind::unsupported, protocol, "['typestr'] is '", excerpt(ts),
              "': objects, datetimes and timedeltas have no DLPack dtype");
     // One byte or native order: ml_dtypes types are native ('<' here), never byte-swapped.
     const bool native = ts.size() >= 3 && (ts[0] == '|' || ts[0] == '=' || ts[0] == kNativeOrder);
@@ -196,29 +196,6 @@ std::uintptr_t data_tuple(PyObject* data, const char* protocol, bool* readonly) 
 void require_pointer(std::uintptr_t ptr, const Layout& layout, const char* protocol) {
     if (ptr == 0 && !layout.empty())
         fail(ErrorKind::value, protocol, "['data'] pointer is 0 for a non-empty array of shape ", layout);
-}
-
-// ---- Py_buffer keep-alive -----------------------------------------------------------------------
-void release_buffer(void* p) noexcept {
-    auto* buffer = static_cast<Py_buffer*>(p);
-    if (interpreter_finalizing()) return;  // leaked deliberately: no GIL to take any more
-    PyGILState_STATE gil = PyGILState_Ensure();
-    PyBuffer_Release(buffer);
-    PyGILState_Release(gil);
-    delete buffer;
-}
-
-// An Owner that releases a filled heap Py_buffer; the buffer is released at once if that fails.
-Owner adopt_buffer(Py_buffer* buffer, Py_buffer** out) {
-    try {
-        Owner owner = Owner::from_callback(&release_buffer, buffer);
-        *out = buffer;
-        return owner;
-    } catch (...) {
-        PyBuffer_Release(buffer);
-        delete buffer;
-        throw;
-    }
 }
 
 // Gets a buffer of `obj` with `flags` into a heap Py_buffer whose Owner releases it (with the GIL).

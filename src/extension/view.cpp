@@ -3,6 +3,7 @@
 #include <nanobind/stl/string.h>
 
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "arguments.hpp"
@@ -86,11 +87,51 @@ std::string repr(const PyView& self) {
 
 nb::object derived(const PyView& self, View v) { return wrap_view(std::move(v), self.source); }
 
+// ---- Cyclic garbage collection ------------------------------------------------------------------
+// A View references its source (`.owner`) and, through its Owner, the object whose memory it is
+// (owner_of, or the exporter of a Py_buffer): `h.v = stridex.view(h)` is a cycle. Both are
+// reported, the Owner's object only while this View holds that Owner alone: a reference shared
+// with other Views or C++ copies is not this object's to report (reporting it from each holder
+// would count one reference many times and let the collector free a live object). Owners that
+// hold Python objects out of sight (a producer's DLPack deleter) cannot be reported.
+int view_traverse(PyObject* self, visitproc visit, void* arg) {
+    Py_VISIT(Py_TYPE(self));  // heap types are referenced by their instances
+    if (!nb::inst_ready(self)) return 0;  // being built by stridex.view(), or made by __new__
+    const PyView& v = *nb::inst_ptr<PyView>(self);
+    Py_VISIT(v.source.ptr());
+    if (v.view.owner().use_count() == 1) Py_VISIT(python_object_of(v.view.owner()));
+    return 0;
+}
+
+// Breaks a cycle: the View becomes an empty read-only view of nothing, so that whatever still
+// reaches this object (a finalizer of the same cycle) finds a valid, harmless View.
+int view_clear(PyObject* self) {
+    if (!nb::inst_ready(self)) return 0;
+    PyView& v = *nb::inst_ptr<PyView>(self);
+    static constexpr std::int64_t kEmpty[] = {0};
+    View old = std::exchange(v.view, View(nullptr, 0, Layout::contiguous(kEmpty), dtypes::uint8, Device::cpu(),
+                                          true, Owner()));
+    nb::object source = std::exchange(v.source, nb::none());
+    return 0;  // `old` and `source` drop here, once the object is consistent again
+}
+
+const PyType_Slot kViewSlots[] = {
+    {Py_bf_getbuffer, reinterpret_cast<void*>(&view_getbuffer)},
+    {Py_bf_releasebuffer, reinterpret_cast<void*>(&view_releasebuffer)},
+    {Py_tp_traverse, reinterpret_cast<void*>(&view_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(&view_clear)},
+    {0, nullptr},
+};
+
 }  // namespace
+
+void fail_uninitialized(PyObject* o) {
+    fail(ErrorKind::type, "this ", Py_TYPE(o)->tp_name, " holds no view: it was made by __new__, not by stridex.view()");
+}
 
 void bind_view(nb::module_& m) {
     nb::class_<PyView>(m, "View", "A zero-copy strided view of CPU or GPU memory owned by another object.",
-                       nb::type_slots(view_type_slots()), nb::pooled())
+                       nb::type_slots(kViewSlots), nb::pooled())
         .def_prop_ro("ptr", [](const PyView& s) { return reinterpret_cast<std::uintptr_t>(s.view.ptr()); },
                      "Address of element 0 (data pointer plus byte offset).")
         .def_prop_ro("shape", [](const PyView& s) { return ints(s.view.shape()); })
