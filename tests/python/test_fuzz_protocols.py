@@ -98,7 +98,7 @@ def check_described(v, d, protocol):
     lo, hi = v.byte_span
     assert lo <= 0 <= hi and v.nbytes >= 0
     if v.size:
-        assert 0 <= v.ptr + lo and v.ptr + hi <= 2**64  # the byte rules
+        assert 0 <= v.ptr + lo and v.ptr + hi < 2**64  # the byte rules
     _ = repr(v)
 
 
@@ -171,7 +171,7 @@ def test_capsules(versioned, shape, strides, byte_offset, dtype, device, version
             assert v.strides == strides or v.size == 0 or any(e <= 1 for e in shape)
         lo, hi = v.byte_span
         if v.size:
-            assert 0 <= v.ptr + lo and v.ptr + hi <= 2**64
+            assert 0 <= v.ptr + lo and v.ptr + hi < 2**64
         _ = (repr(v), v.byte_strides, v.nbytes)
     del v, capsule
     gc.collect()
@@ -255,4 +255,4 @@ def test_from_pointer(ptr, shape, dtype, strides, device):
     assert v.shape == expected and v.size == product(expected)
     if v.size:
         lo, hi = v.byte_span
-        assert 0 <= v.ptr + lo and v.ptr + hi <= 2**64
+        assert 0 <= v.ptr + lo and v.ptr + hi < 2**64
