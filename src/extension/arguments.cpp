@@ -37,14 +37,14 @@ bool fits_int64(PyObject* i, std::int64_t* out) {
 
 }  // namespace
 
-const char* type_name(PyObject* o) noexcept { return Py_TYPE(o)->tp_name; }
+Excerpt type_name(PyObject* o) noexcept { return excerpt(Py_TYPE(o)->tp_name); }
 
 std::string short_repr(PyObject* o, std::size_t limit) {
     nb::object r = nb::steal(PyObject_Repr(o));
     const char* text = r.is_valid() ? PyUnicode_AsUTF8(r.ptr()) : nullptr;
     if (!text) {
         PyErr_Clear();
-        return std::string("<") + type_name(o) + " object>";
+        return "<" + std::string(type_name(o).text.substr(0, Excerpt::kLimit)) + " object>";
     }
     std::string out(text);
     if (out.size() > limit) {
@@ -128,7 +128,7 @@ Dtype dtype_arg(PyObject* o, const char* what) {
             // 'torch.float32' is how torch dtypes print; the rest are stridex names.
             return Dtype::from_name(name.rfind("torch.", 0) == 0 ? std::string_view(name).substr(6) : name);
         }
-    } else if (std::strncmp(type_name(o), "torch.", 6) == 0) {
+    } else if (std::strncmp(Py_TYPE(o)->tp_name, "torch.", 6) == 0) {
         const std::string text = nb::cast<std::string>(nb::str(h));  // a torch.dtype prints 'torch.float32'
         if (text.rfind("torch.", 0) == 0) return Dtype::from_name(std::string_view(text).substr(6));
     }

@@ -19,11 +19,12 @@
 #include <vector>
 
 #include "stridex/dtype.hpp"
+#include "stridex/error.hpp"
 
 namespace stridex::python {
 
-// The type's name of `o`, for messages ("numpy.ndarray" is reported as "ndarray", as CPython does).
-const char* type_name(PyObject* o) noexcept;
+// The name of o's type, for messages (cut to 64 characters: a class name is foreign text too).
+Excerpt type_name(PyObject* o) noexcept;
 
 // repr(o), cut to `limit` characters with "..." appended: messages stay short whatever the input.
 std::string short_repr(PyObject* o, std::size_t limit = 80);

@@ -9,6 +9,7 @@
 //   5. the buffer protocol
 // A BufferError from one protocol (a refusal of this particular array, e.g. NumPy refusing to
 // export bfloat16 through DLPack) moves on to the next; any other error is the answer.
+#include "arguments.hpp"
 #include "import.hpp"
 
 #include <exception>
@@ -232,7 +233,7 @@ public:
     }
     [[noreturn]] void raise(PyObject* obj) const {
         if (count_ == 1) std::rethrow_exception(first_);
-        fail(ErrorKind::buffer, "stridex.view() cannot import this ", Py_TYPE(obj)->tp_name, ": ", text_);
+        fail(ErrorKind::buffer, "stridex.view() cannot import this ", type_name(obj), ": ", text_);
     }
 
 private:
@@ -249,7 +250,7 @@ private:
 };
 
 [[noreturn]] void fail_no_protocol(PyObject* obj) {
-    fail(ErrorKind::type, "stridex.view() cannot import an object of type ", Py_TYPE(obj)->tp_name,
+    fail(ErrorKind::type, "stridex.view() cannot import an object of type ", type_name(obj),
          ": it has no DLPack exchange API (__dlpack_c_exchange_api__), no __dlpack__, no __cuda_array_interface__, "
          "no __array_interface__ and no buffer protocol, and it is neither a DLPack capsule nor a stridex.View");
 }

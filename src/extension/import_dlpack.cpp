@@ -253,7 +253,7 @@ View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready
     if (api->managed_tensor_from_py_object_no_sync(obj, &tensor) != 0)
         raise_current_or(PyExc_BufferError, "the DLPack exchange API failed without saying why");
     if (tensor == nullptr)
-        fail(ErrorKind::buffer, "the DLPack exchange API of ", Py_TYPE(obj)->tp_name, " returned no tensor");
+        fail(ErrorKind::buffer, "the DLPack exchange API of ", type_name(obj), " returned no tensor");
     // The device is read before import_managed takes the tensor (its deleter may run any time
     // after), and the stream asked first, so that a failure leaves only the tensor to release.
     const dlpack::DLDevice device = tensor->dl_tensor.device;
@@ -304,7 +304,7 @@ View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& 
 View consume_capsule(PyObject* capsule, bool raw, bool readonly) {
     const ErrorKind wrong = raw ? ErrorKind::type : ErrorKind::buffer;
     if (!PyCapsule_CheckExact(capsule))
-        fail(wrong, "__dlpack__() must return a PyCapsule, found ", Py_TYPE(capsule)->tp_name);
+        fail(wrong, "__dlpack__() must return a PyCapsule, found ", type_name(capsule));
     const char* name = PyCapsule_GetName(capsule);  // may be NULL, without an error
     // Decide by the NAME, not by what was asked: JAX, MLX and nanobind answer a versioned request
     // with a legacy capsule (cuda-python#285).

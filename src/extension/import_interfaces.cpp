@@ -232,7 +232,7 @@ Owner get_bytes(PyObject* obj, Py_buffer** out) {
 }  // namespace
 
 View import_cai(PyObject* obj, PyObject* dict, std::intptr_t& ready) {
-    if (!PyDict_Check(dict)) fail(ErrorKind::value, kCAI, " must be a dict, found ", Py_TYPE(dict)->tp_name);
+    if (!PyDict_Check(dict)) fail(ErrorKind::value, kCAI, " must be a dict, found ", type_name(dict));
     const std::int64_t version = int64_of(required(dict, names.version, kCAI), kCAI, names.version, "an int");
     if (version < 2 || version > 3)
         fail(ErrorKind::unsupported, kCAI, " version ", version, " is not supported (stridex reads versions 2 and 3)");
@@ -256,7 +256,7 @@ View import_cai(PyObject* obj, PyObject* dict, std::intptr_t& ready) {
 }
 
 View import_array_interface(PyObject* obj, PyObject* dict) {
-    if (!PyDict_Check(dict)) fail(ErrorKind::value, kAI, " must be a dict, found ", Py_TYPE(dict)->tp_name);
+    if (!PyDict_Check(dict)) fail(ErrorKind::value, kAI, " must be a dict, found ", type_name(dict));
     const std::int64_t version = int64_of(required(dict, names.version, kAI), kAI, names.version, "an int");
     if (version != 3) fail(ErrorKind::unsupported, kAI, " version ", version, " is not supported (stridex reads version 3)");
     Described d;
@@ -295,7 +295,7 @@ View import_buffer(PyObject* obj) {
         for (int i = 0; i < b->ndim; ++i)
             if (b->suboffsets[i] >= 0)
                 fail(ErrorKind::unsupported, "buffer protocol: PIL-style suboffsets are not supported (",
-                     Py_TYPE(obj)->tp_name, ")");
+                     type_name(obj), ")");
     const Dtype dtype = b->format ? Dtype::from_buffer_format(b->format) : dtypes::uint8;
     if (b->itemsize != dtype.itemsize())  // also keeps b->itemsize > 0 for the divisions below
         fail(ErrorKind::buffer, "buffer protocol: format '", b->format ? b->format : "B", "' has ", dtype.itemsize(),

@@ -279,6 +279,8 @@ def test_interface_errors_name_the_key_and_stay_short(make, fragment):
     lambda: stridex.Device("cuda:" + "1" * 10**6),
     lambda: stridex.view(make_capsule(tiny_array(), name="n" * 10**5)[0]),
     lambda: VIEW.reshape(2**100000),
+    lambda: stridex.view(type("x" * 10**5, (), {})()),  # a class name is foreign text too
+    lambda: stridex.from_pointer(0, type("y" * 10**5, (), {})(), "uint8"),
 ])
 def test_other_messages_stay_short(call):
     with pytest.raises((ValueError, TypeError, BufferError)) as e:
