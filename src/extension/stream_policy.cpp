@@ -42,13 +42,9 @@ const char kAccepted[] =
 // An explicit int from the caller. 0 is rejected: DLPack and the CUDA array interface forbid it,
 // since it could mean the legacy or the per-thread default stream.
 StreamRequest from_int(PyObject* value) {
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-    if (overflow != 0 || v > static_cast<long long>(INTPTR_MAX))
-        fail(ErrorKind::value, "stream must be -1 (no ordering), 1, 2 or a stream handle that fits in a pointer; found ",
-             short_repr(value));
-    const std::intptr_t stream = checked_stream_int(v, "stream", true);
+    // int64 is intptr_t on every platform stridex builds for (LP64): no second range check.
+    static_assert(sizeof(std::intptr_t) == sizeof(std::int64_t));
+    const std::intptr_t stream = checked_stream_int(int64_arg(value, "stream"), "stream", true);
     if (stream == kNoStream) return {StreamRequest::Kind::no_sync, 0};
     return {StreamRequest::Kind::on_stream, stream};
 }
@@ -73,16 +69,8 @@ namespace {
 // (torch.cuda.default_stream().cuda_stream is 0): it becomes 1, as CuPy and torch do.
 StreamRequest from_handle(PyObject* value, const char* where) {
     if (value == Py_None) return {StreamRequest::Kind::on_stream, 1};
-    if (!PyIndex_Check(value) || PyBool_Check(value))
-        fail(ErrorKind::type, where, " must be an int, found ", type_name(value));
-    nb::object index = nb::steal(PyNumber_Index(value));
-    if (!index.is_valid()) throw nb::python_error();
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
-    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-    if (overflow != 0 || v < 0 || v > static_cast<long long>(INTPTR_MAX))
-        fail(ErrorKind::value, where, " must be a stream handle (a non-negative int), found ",
-             overflow ? std::string("an int out of range") : std::to_string(v));
+    const std::int64_t v = int64_arg(value, where);
+    if (v < 0) fail(ErrorKind::value, where, " must be a stream handle (a non-negative int), found ", v);
     return {StreamRequest::Kind::on_stream, v == 0 ? 1 : static_cast<std::intptr_t>(v)};
 }
 
