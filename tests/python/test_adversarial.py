@@ -334,9 +334,9 @@ def test_instance_dlpack_none_falls_through():
 
 # ---- the exchange API attribute is never dereferenced blindly ----------------------------------------
 
-_new_capsule = ctypes.pythonapi.PyCapsule_New
-_new_capsule.restype = ctypes.py_object
-_new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+# A private prototype: ctypes.pythonapi.PyCapsule_New is shared, and other tests set its argtypes.
+_new_capsule = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
+    ("PyCapsule_New", ctypes.pythonapi))
 
 
 class Header(ctypes.Structure):
