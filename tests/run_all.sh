@@ -39,6 +39,29 @@ cmake --build build/asan -j "$jobs" --target stridex_tests
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs" -E '^consumer_'
 
+step "fuzzers: libFuzzer + ASan/UBSan over the C++ parsers, 20000 inputs each (docs/testing.md)"
+probe=$(mktemp -d)
+if command -v clang++ >/dev/null &&
+   echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' |
+   clang++ -x c++ -fsanitize=fuzzer - -o "$probe/probe" 2>/dev/null; then
+  cmake -S . -B build/fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DSTRIDEX_BUILD_TESTS=OFF -DSTRIDEX_BUILD_FUZZERS=ON -DSTRIDEX_WERROR=ON >/dev/null
+  cmake --build build/fuzz -j "$jobs" --target fuzz_dlpack fuzz_dtype fuzz_layout
+  for target in dlpack dtype layout; do
+    mkdir -p "$probe/$target"  # new inputs go here; the checked-in seeds stay as they are
+    if ! "build/fuzz/tests/fuzz/fuzz_$target" -runs=20000 -artifact_prefix="$probe/" "$probe/$target" \
+        "tests/fuzz/corpus/$target" >"$probe/$target.log" 2>&1; then
+      tail -n 40 "$probe/$target.log"
+      echo "fuzz_$target failed: the input is in $probe (kept)"
+      exit 1
+    fi
+    echo "fuzz_$target: $(grep '^Done' "$probe/$target.log")"
+  done
+else
+  echo "skipped: clang++ with libFuzzer (-fsanitize=fuzzer) not found"
+fi
+rm -rf "$probe"
+
 step "Python wheel: built once, repaired to a manylinux tag, installed"
 rm -rf dist
 python3 -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w dist/raw .

@@ -40,6 +40,18 @@ private:
 // "0x7f2a00000000": how every message and repr spells an address (lower-case hex, 0x prefix).
 std::string hex(std::uint64_t value);
 
+// Foreign text in a message (a typestr, a dtype name, a device string), cut to kLimit characters:
+// messages stay short whatever the input's size. `out << excerpt(text)`.
+struct Excerpt {
+    static constexpr std::size_t kLimit = 64;
+    std::string_view text;
+    friend std::ostream& operator<<(std::ostream& out, Excerpt e) {
+        if (e.text.size() <= kLimit) return out << e.text;
+        return out << e.text.substr(0, kLimit) << "... (" << e.text.size() << " characters)";
+    }
+};
+inline Excerpt excerpt(std::string_view text) noexcept { return {text}; }
+
 // fail(kind, "expected ", a, ", found ", b): builds the message from its parts and throws.
 // Kept out of line of hot code by [[gnu::cold]]; callers test first, then call fail.
 template <class... Parts>

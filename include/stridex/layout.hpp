@@ -55,6 +55,11 @@ public:
 
     // Validates everything in the invariants above; Error(value) otherwise.
     Layout(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+    // Strides given in BYTES (CUDA array interface, array interface, buffer protocol): each must
+    // be a multiple of itemsize (> 0), else Error(unsupported), since stridex counts strides in
+    // elements; then validated as above.
+    static Layout from_byte_strides(std::span<const std::int64_t> shape, std::span<const std::int64_t> byte_strides,
+                                    std::int64_t itemsize);
     // For callers that established the invariants already (e.g. derived from another Layout).
     // Precondition: shape.size() == strides.size() <= kMaxNdim and the invariants hold.
     static Layout unchecked(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
@@ -200,6 +205,11 @@ struct SlicedLayout {
     Layout layout;
     std::int64_t offset_elements = 0;
 };
+
+// Whether bytes [offset + span.lo, offset + span.hi) lie inside [0, length), computed without
+// overflow whatever the values (an interface's 'offset' is foreign input). An empty span is
+// inside when 0 <= offset <= length.
+bool span_within(Span span, std::int64_t offset, std::int64_t length) noexcept;
 
 // "Layout(shape=(2, 3), strides=(3, 1))", for messages and test output.
 std::ostream& operator<<(std::ostream& out, const Layout& layout);

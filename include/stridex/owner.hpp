@@ -46,6 +46,14 @@ public:
     long use_count() const noexcept { return block_ ? block_->refs.load(std::memory_order_relaxed) : 0; }
     // Identity of the shared keep-alive: equal for copies of one Owner.
     const void* identity() const noexcept { return block_; }
+    // The context of an owner made by from_callback(release, context), nullptr for any other
+    // owner: lets a garbage collector see what such an owner keeps alive (the Python binding
+    // reports the object a View's owner references).
+    void* callback_context(void (*release)(void*) noexcept) const noexcept {
+        if (!block_ || block_->destroy != &CallbackBlock::run) return nullptr;
+        auto* callback = static_cast<CallbackBlock*>(block_);
+        return callback->release == release ? callback->context : nullptr;
+    }
 
     void reset() noexcept {
         drop();

@@ -42,13 +42,19 @@ class TypedView;
 class View {
 public:
     View() = default;  // a 0-d view of nothing; size 1 but data NULL, so only useful as a placeholder
+    // Validates the dtype, the pointer and every byte the layout reaches (see check_bytes).
     View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, bool readonly,
          Owner owner, bool subbyte_padded = false);
 
     void* data() const noexcept { return data_; }
     std::int64_t byte_offset() const noexcept { return byte_offset_; }
     // Address of element 0 (data + byte_offset).
-    std::byte* ptr() const noexcept { return static_cast<std::byte*>(data_) + byte_offset_; }
+    // Integer arithmetic: a NULL data with an offset (an empty producer's tensor) is no pointer
+    // arithmetic's business, and the constructor checked the sum stays in the address space.
+    std::byte* ptr() const noexcept {
+        return reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(data_) +
+                                            static_cast<std::uintptr_t>(byte_offset_));
+    }
 
     const Layout& layout() const noexcept { return layout_; }
     int ndim() const noexcept { return layout_.ndim(); }
@@ -110,6 +116,9 @@ public:
 
 private:
     View with_layout(Layout layout, std::int64_t extra_elements) const;
+    // Error(value) unless byte strides, byte span and storage fit in int64 and the span's
+    // addresses do not wrap around the address space (docs/core.md).
+    void check_bytes() const;
     void require_byte_addressable(const char* operation) const;
 
     void* data_ = nullptr;

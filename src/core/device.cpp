@@ -60,7 +60,7 @@ const TypeInfo* info_of(DeviceType type) noexcept {
 }
 
 [[noreturn]] void bad_device_text(std::string_view text) {
-    fail(ErrorKind::value, "invalid device '", text,
+    fail(ErrorKind::value, "invalid device '", excerpt(text),
          "' (expected a type name with an optional non-negative ordinal, such as cpu, cuda, cuda:1, cuda_host or "
          "rocm:0)");
 }

@@ -250,7 +250,7 @@ Dtype Dtype::from_name(std::string_view name) {
         // Well-formed but invalid ("float8", "int3") gets the precise message from the rules.
         return checked(static_cast<int>(rule.code), *bits, *lanes);
     }
-    fail(ErrorKind::type, "unknown dtype name '", name,
+    fail(ErrorKind::type, "unknown dtype name '", excerpt(name),
          "' (expected a name such as int32, uint4, float16, bfloat16, complex64, bool, float8_e4m3fn, "
          "opaque_handle64, optionally followed by x<lanes> as in float32x4)");
 }
@@ -296,7 +296,7 @@ std::string Dtype::typestr() const {
 
 Dtype Dtype::from_typestr(std::string_view typestr) {
     if (typestr.size() < 3 || std::string_view("<>|=").find(typestr[0]) == std::string_view::npos)
-        fail(ErrorKind::value, "malformed typestr '", typestr,
+        fail(ErrorKind::value, "malformed typestr '", excerpt(typestr),
              "' (expected a byte order '<', '>', '|' or '=', a kind letter and a byte size, as in '<f4')");
     const char order = typestr[0];
     const std::string_view body = typestr.substr(1);
@@ -304,7 +304,7 @@ Dtype Dtype::from_typestr(std::string_view typestr) {
         if (f.typestr != body) continue;
         // Byte order means nothing for single bytes (NumPy itself turns '>i1' into '|i1').
         if (order == kForeignOrder && f.dtype.itemsize() > 1)
-            fail(ErrorKind::unsupported, "non-native byte order in typestr '", typestr, "' (this host is ",
+            fail(ErrorKind::unsupported, "non-native byte order in typestr '", excerpt(typestr), "' (this host is ",
                  kLittleEndian ? "little" : "big", "-endian)");
         return f.dtype;
     }
@@ -314,11 +314,11 @@ Dtype Dtype::from_typestr(std::string_view typestr) {
     const bool well_formed = ec == std::errc{} && end == body.data() + body.size() && bytes > 0 &&
                              std::string_view("biufcmMOSUV").find(body[0]) != std::string_view::npos;
     if (!well_formed)
-        fail(ErrorKind::value, "malformed typestr '", typestr,
+        fail(ErrorKind::value, "malformed typestr '", excerpt(typestr),
              "' (expected a kind letter and a byte size, as in '<f4')");
     // Void and structured elements: opaque bytes of that size (byte order means nothing for them).
     if (body[0] == 'V') return opaque_bytes(bytes);
-    fail(ErrorKind::unsupported, "unsupported typestr '", typestr,
+    fail(ErrorKind::unsupported, "unsupported typestr '", excerpt(typestr),
          "' (stridex takes b1, i1-i8, u1-u8, f2, f4, f8, c8, c16 and V<n>)");
 }
 
@@ -349,17 +349,17 @@ Dtype Dtype::from_buffer_format(std::string_view format) {
         if (found || body.size() != 1 || fc.code != body[0]) continue;
         const int bytes = native_sizes ? fc.native_bytes : fc.standard_bytes;
         if (bytes == 0)
-            fail(ErrorKind::unsupported, "buffer format '", format, "': '", fc.code,
+            fail(ErrorKind::unsupported, "buffer format '", excerpt(format), "': '", fc.code,
                  "' exists only in native mode (no prefix or '@')");
         found = make(fc.dtype_code, bytes * 8);
     }
     // Long double ('g', 'Zg'), structs, padding, repeat counts, pointers, strings...
     if (!found)
-        fail(ErrorKind::unsupported, "unsupported buffer format '", format,
+        fail(ErrorKind::unsupported, "unsupported buffer format '", excerpt(format),
              "' (stridex takes one of ? b B h H i I l L q Q n N e f d Zf Zd, with an optional prefix @ = < > !)");
     // Byte order means nothing for single bytes.
     if (foreign_order && found->itemsize() > 1)
-        fail(ErrorKind::unsupported, "non-native byte order in buffer format '", format, "' (this host is ",
+        fail(ErrorKind::unsupported, "non-native byte order in buffer format '", excerpt(format), "' (this host is ",
              kLittleEndian ? "little" : "big", "-endian)");
     return *found;
 }

@@ -156,6 +156,28 @@ Layout::Layout(std::span<const std::int64_t> shape, std::span<const std::int64_t
     }
 }
 
+Layout Layout::from_byte_strides(std::span<const std::int64_t> shape, std::span<const std::int64_t> byte_strides,
+                                 std::int64_t itemsize) {
+    checked_ndim(shape, byte_strides);
+    if (itemsize <= 0) fail(ErrorKind::value, "itemsize must be > 0, found ", itemsize);
+    std::int64_t strides[kMaxNdim];
+    for (std::size_t i = 0; i < byte_strides.size(); ++i) {
+        if (byte_strides[i] % itemsize != 0)
+            fail(ErrorKind::unsupported, "stride ", byte_strides[i], " bytes of axis ", i,
+                 " is not a multiple of the item size ", itemsize,
+                 ": strides must be multiples of it (stridex counts strides in elements)");
+        strides[i] = byte_strides[i] / itemsize;
+    }
+    return Layout(shape, std::span<const std::int64_t>(strides, byte_strides.size()));
+}
+
+bool span_within(Span span, std::int64_t offset, std::int64_t length) noexcept {
+    std::int64_t lo = 0, hi = 0;
+    if (offset < 0 || length < 0 || add_overflows(offset, span.lo, &lo) || add_overflows(offset, span.hi, &hi))
+        return false;
+    return lo >= 0 && lo <= hi && hi <= length;
+}
+
 Layout Layout::contiguous(std::span<const std::int64_t> shape) {
     check_shape(shape);
     Layout out(int(shape.size()), Uninit{});

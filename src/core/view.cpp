@@ -1,8 +1,49 @@
 #include "stridex/view.hpp"
 
+#include <cstdio>
+#include <string>
+
 #include "stridex/mdspan.hpp"
 
 namespace stridex {
+
+namespace {
+
+std::string hex(std::uintptr_t v) {
+    char text[24];
+    std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
+    return text;
+}
+
+}  // namespace
+
+// The byte rules every View obeys (docs/core.md, "Bytes a view may address"): every stride in
+// bytes, the byte span and the storage size fit in int64, and data + byte_offset + span stays
+// inside the address space. Imported layouts come from foreign code, so nothing here may
+// overflow while checking: each step is an overflow-checked builtin.
+void View::check_bytes() const {
+    const std::int64_t item = itemsize();
+    for (int a = 0; a < ndim(); ++a) {
+        std::int64_t bytes = 0;
+        if (__builtin_mul_overflow(layout_.strides()[static_cast<std::size_t>(a)], item, &bytes))
+            fail(ErrorKind::value, "stride ", layout_.strides()[static_cast<std::size_t>(a)], " of axis ", a,
+                 " times the item size ", item, " overflows int64");
+    }
+    std::int64_t storage = 0;
+    if (!is_packed_subbyte() && __builtin_mul_overflow(size(), item, &storage))
+        fail(ErrorKind::value, "a view of ", size(), " elements of ", item, " bytes overflows int64");
+    const Span span = byte_span();  // Error(value) when it overflows
+    // Address of element 0, then of the lowest and one past the highest byte, in uintptr_t.
+    const auto base = reinterpret_cast<std::uintptr_t>(data_);
+    const auto offset = static_cast<std::uintptr_t>(byte_offset_);  // two's complement
+    std::uintptr_t first = 0, low = 0, end = 0;
+    const bool wraps = byte_offset_ >= 0 ? __builtin_add_overflow(base, offset, &first)
+                                         : __builtin_sub_overflow(base, std::uintptr_t{0} - offset, &first);
+    if (wraps || __builtin_sub_overflow(first, std::uintptr_t{0} - static_cast<std::uintptr_t>(span.lo), &low) ||
+        __builtin_add_overflow(first, static_cast<std::uintptr_t>(span.hi), &end))
+        fail(ErrorKind::value, "data ", hex(base), " + byte_offset ", byte_offset_, " with bytes [", span.lo, ", ",
+             span.hi, ") leaves the address space");
+}
 
 View::View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, bool readonly,
            Owner owner, bool subbyte_padded)
@@ -20,6 +61,7 @@ View::View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Dev
     if (is_packed_subbyte() && !layout_.is_c_contiguous())
         fail(ErrorKind::unsupported, "packed ", dtype_.name(),
              " data must be C-contiguous: its elements have no byte addresses to stride over");
+    check_bytes();
 }
 
 Span View::byte_span() const {
@@ -38,6 +80,8 @@ View View::with_layout(Layout layout, std::int64_t extra_elements) const {
     out.layout_ = std::move(layout);
     // Cannot overflow: the element lies inside the layout's byte span, which fits in int64.
     out.byte_offset_ += extra_elements * itemsize();
+    // Strides a derived layout invents (expand, reshape) must obey the same byte rules.
+    out.check_bytes();
     return out;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "cuda_arguments.hpp"
 #include "stridex/cuda/driver.hpp"
@@ -24,58 +25,17 @@ namespace stridex::python {
 
 using cuda::DevicePtr;
 
-std::string name_of_type(nb::handle h) { return nb::type_name(h.type()).c_str(); }
-
 // ---- Integers -------------------------------------------------------------------------------------
 
-// The Python int behind `h`, or an empty object when `h` is no integer. `allow_int_protocol`
-// also accepts objects with only __int__: cuda.bindings' CUdeviceptr has __int__ but no
-// __index__. Floats have __int__ too and are refused: an address is never a float.
-nb::object as_python_int(nb::handle h, bool allow_int_protocol) {
+// The Python int behind an operand of DevicePtr arithmetic and comparisons, or an empty object
+// when `h` is no integer (floats included: Python then answers NotImplemented's TypeError).
+nb::object as_python_int(nb::handle h) {
     PyObject* o = h.ptr();
     if (PyLong_Check(o)) return nb::borrow(h);
-    if (PyFloat_Check(o)) return {};
-    if (PyIndex_Check(o)) return nb::steal(PyNumber_Index(o));
-    if (allow_int_protocol && Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_int) {
-        nb::object i = nb::steal(PyNumber_Long(o));
-        if (!i.is_valid()) throw nb::python_error();
-        return i;
-    }
-    return {};
-}
-
-// An int as a 64-bit address; ValueError outside [0, 2^64).
-std::uint64_t to_address(nb::handle i) {
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
-    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-    if (overflow == 0 && v >= 0) return static_cast<std::uint64_t>(v);
-    if (overflow > 0) {
-        const unsigned long long u = PyLong_AsUnsignedLongLong(i.ptr());
-        if (!(u == static_cast<unsigned long long>(-1) && PyErr_Occurred())) return u;
-        PyErr_Clear();
-    }
-    fail(ErrorKind::value, "a device address must be in [0, 2**64), found ", nb::str(i).c_str());
-}
-
-// An address from a DevicePtr, an int, or anything with __index__ or __int__.
-std::uint64_t address_of(nb::handle h) {
-    if (nb::isinstance<DevicePtr>(h)) return nb::cast<const DevicePtr&>(h).address();
-    nb::object i = as_python_int(h, true);
-    if (!i.is_valid())
-        fail(ErrorKind::type, "expected an address (an int, a stridex.DevicePtr, or an object with __index__ or "
-                              "__int__ such as cuda.bindings CUdeviceptr), found ",
-             name_of_type(h));
-    return to_address(i);
-}
-
-std::int32_t to_int32(nb::handle i, const char* what) {
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
-    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-    if (overflow != 0 || v < INT32_MIN || v > INT32_MAX)
-        fail(ErrorKind::value, what, " must fit in 32 bits, found ", nb::str(i).c_str());
-    return static_cast<std::int32_t>(v);
+    if (PyFloat_Check(o) || !PyIndex_Check(o)) return {};
+    nb::object i = nb::steal(PyNumber_Index(o));
+    if (!i.is_valid()) throw nb::python_error();
+    return i;
 }
 
 std::size_t to_size(std::int64_t v, const char* what) {
@@ -92,10 +52,10 @@ int cuda_ordinal(nb::handle h) {
         d = nb::cast<Device>(h);
     else if (nb::isinstance<nb::str>(h))
         d = Device::parse(nb::cast<std::string>(h));
-    else if (nb::object i = as_python_int(h, false); i.is_valid() && !PyBool_Check(h.ptr()))
-        d = Device::cuda(to_int32(i, "a CUDA device ordinal"));
+    else if (nb::object i = as_python_int(h); i.is_valid() && !PyBool_Check(h.ptr()))
+        d = Device::cuda(int32_arg(i.ptr(), "a CUDA device ordinal"));
     else
-        fail(ErrorKind::type, "expected a CUDA device (an ordinal, 'cuda:N' or a stridex.Device), found ", name_of_type(h));
+        fail(ErrorKind::type, "expected a CUDA device (an ordinal, 'cuda:N' or a stridex.Device), found ", type_name(h.ptr()));
     if (d.type != DeviceType::kCUDA) fail(ErrorKind::value, "expected a CUDA device, found ", d.name());
     if (d.id < 0) fail(ErrorKind::value, "a CUDA device ordinal must be >= 0, found ", d.id);
     return d.id;
@@ -106,41 +66,6 @@ Device device_arg(nb::handle h) {
     if (nb::isinstance<Device>(h)) return nb::cast<Device>(h);
     if (nb::isinstance<nb::str>(h)) return Device::parse(nb::cast<std::string>(h));
     return Device::cuda(cuda_ordinal(h));
-}
-
-// A Dtype from a stridex.Dtype, a name ("float32"), a torch dtype (str "torch.float32"), or
-// anything numpy.dtype() takes (np.float32, np.dtype("f4"), "<f4").
-Dtype dtype_arg(nb::handle h) {
-    if (nb::isinstance<Dtype>(h)) return nb::cast<Dtype>(h);
-    if (nb::isinstance<nb::str>(h)) {
-        const std::string name = nb::cast<std::string>(h);
-        if (name.find_first_of("<>|=") == std::string::npos) return Dtype::from_name(name);
-    }
-    const std::string text = nb::cast<std::string>(nb::str(h));
-    if (text.rfind("torch.", 0) == 0) return Dtype::from_name(text.substr(6));
-    try {
-        nb::object numpy_dtype = nb::module_::import_("numpy").attr("dtype")(h);
-        return Dtype::from_name(nb::cast<std::string>(numpy_dtype.attr("name")));
-    } catch (const nb::python_error&) {
-        fail(ErrorKind::type, "expected a dtype (a stridex.Dtype, a name such as 'float32', a NumPy or torch dtype), found ",
-             text);
-    }
-}
-
-std::vector<std::int64_t> shape_arg(nb::handle h) {
-    auto extent = [](nb::handle e) {
-        nb::object i = as_python_int(e, false);
-        if (!i.is_valid()) fail(ErrorKind::type, "shape entries must be ints, found ", name_of_type(e));
-        int overflow = 0;
-        const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
-        if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-        if (overflow != 0) fail(ErrorKind::value, "shape entry ", nb::str(i).c_str(), " does not fit in 64 bits");
-        return static_cast<std::int64_t>(v);
-    };
-    if (as_python_int(h, false).is_valid()) return {extent(h)};
-    std::vector<std::int64_t> shape;
-    for (nb::handle e : h) shape.push_back(extent(e));
-    return shape;
 }
 
 namespace {
@@ -170,7 +95,7 @@ void bind_pointer_info(nb::module_& m) {
                    i.device().name() + ", base=" + hex(i.base) + ", size=" + std::to_string(i.size) + ")";
         });
 
-    m.def("pointer_info", [](nb::handle ptr) { return cuda::pointer_info(static_cast<std::uintptr_t>(address_of(ptr))); },
+    m.def("pointer_info", [](nb::handle ptr) { return cuda::pointer_info(address_arg(ptr.ptr(), "pointer_info(): ptr")); },
           "ptr"_a, nb::sig("def pointer_info(ptr: typing.SupportsIndex | typing.SupportsInt) -> PointerInfo"),
           "Memory type, device, allocation range and host accessibility of an address (one "
           "cuPointerGetAttributes call). Without a CUDA driver every address is 'host'.");

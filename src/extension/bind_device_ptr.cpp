@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "cuda_arguments.hpp"
 #include "stridex/cuda/pointer.hpp"
@@ -36,7 +37,7 @@ DevicePtr offset(const DevicePtr& p, nb::handle n, bool subtract) {
         PyErr_Clear();
     }
     fail(ErrorKind::value, "pointer arithmetic leaves the 64-bit address space: ", hex(p.address()),
-         subtract ? " - " : " + ", nb::str(n).c_str());
+         subtract ? " - " : " + ", short_repr(n.ptr()));
 }
 
 // ---- DevicePtr -------------------------------------------------------------------------------------
@@ -49,13 +50,13 @@ nb::object py_int(std::uint64_t v) { return nb::steal(PyLong_FromUnsignedLongLon
 enum class Operand { pointer, integer, other };
 Operand classify(nb::handle other) {
     if (nb::isinstance<DevicePtr>(other)) return Operand::pointer;
-    return as_python_int(other, false).is_valid() ? Operand::integer : Operand::other;
+    return as_python_int(other).is_valid() ? Operand::integer : Operand::other;
 }
 
 // Python ints of any size against the address, exactly (a negative int is simply smaller).
 std::strong_ordering compare_int(const DevicePtr& p, nb::handle other) {
     nb::object mine = py_int(p.address());
-    nb::object theirs = as_python_int(other, false);
+    nb::object theirs = as_python_int(other);
     if (PyObject_RichCompareBool(mine.ptr(), theirs.ptr(), Py_LT)) return std::strong_ordering::less;
     if (PyObject_RichCompareBool(mine.ptr(), theirs.ptr(), Py_GT)) return std::strong_ordering::greater;
     return std::strong_ordering::equal;
@@ -96,7 +97,7 @@ void bind_device_ptr(nb::module_& m) {
         .def(
             "__init__",
             [](DevicePtr* self, nb::handle addr, nb::handle device) {
-                const std::uint64_t a = address_of(addr);
+                const std::uint64_t a = address_arg(addr.ptr(), "DevicePtr(): addr");
                 Device d;
                 if (!device.is_none())
                     d = device_arg(device);
@@ -128,14 +129,14 @@ void bind_device_ptr(nb::module_& m) {
         .def("__ge__", ordering([](std::strong_ordering c) { return c >= 0; }), "other"_a.none(), nb::sig("def __ge__(self, other: DevicePtr | int, /) -> bool"))
         .def("__add__",
              [](const DevicePtr& p, nb::handle n) -> nb::object {
-                 nb::object i = as_python_int(n, false);
+                 nb::object i = as_python_int(n);
                  if (!i.is_valid() || nb::isinstance<DevicePtr>(n)) return not_implemented();
                  return nb::cast(offset(p, i, false));
              },
              "other"_a.none(), nb::sig("def __add__(self, other: typing.SupportsIndex, /) -> DevicePtr"))
         .def("__radd__",
              [](const DevicePtr& p, nb::handle n) -> nb::object {
-                 nb::object i = as_python_int(n, false);
+                 nb::object i = as_python_int(n);
                  if (!i.is_valid()) return not_implemented();
                  return nb::cast(offset(p, i, false));
              },
@@ -143,7 +144,7 @@ void bind_device_ptr(nb::module_& m) {
         .def("__sub__",
              [](const DevicePtr& p, nb::handle other) -> nb::object {
                  if (nb::isinstance<DevicePtr>(other)) return nb::int_(p - nb::cast<const DevicePtr&>(other));
-                 nb::object i = as_python_int(other, false);
+                 nb::object i = as_python_int(other);
                  if (!i.is_valid()) return not_implemented();
                  return nb::cast(offset(p, i, true));
              },

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "cuda_arguments.hpp"
 #include "py_owner.hpp"  // wrap_view
@@ -179,8 +180,8 @@ void bind_virtual_buffer(nb::module_& m) {
         .def(
             "view",
             [](PyVirtualBuffer& s, nb::handle dtype, nb::handle shape, std::int64_t byte_offset) {
-                const Dtype dt = dtype_arg(dtype);
-                const std::vector<std::int64_t> extents = shape_arg(shape);
+                const Dtype dt = dtype_arg(dtype.ptr(), "VirtualBuffer.view(): dtype");
+                const std::vector<std::int64_t> extents = int64_list_arg(shape.ptr(), "VirtualBuffer.view(): shape");
                 View v = locked(s, [&](const VirtualBuffer& b) { return b.view(dt, extents, byte_offset); });
                 return wrap_view(std::move(v), nb::find(&s));
             },

@@ -29,18 +29,6 @@ namespace {
 using dlpack::DLManagedTensorVersioned;
 using dlpack::DLTensor;
 
-const char* error_kind_name(ErrorKind kind) noexcept {
-    switch (kind) {
-        case ErrorKind::type: return "TypeError";
-        case ErrorKind::value: return "ValueError";
-        case ErrorKind::index: return "IndexError";
-        case ErrorKind::cuda: return "RuntimeError";
-        case ErrorKind::buffer:
-        case ErrorKind::unsupported: break;
-    }
-    return "BufferError";
-}
-
 // CUDA device memory for the allocator: a VirtualBuffer of exactly one mapping, dropped at once
 // (its View keeps the memory mapped until the consumer's deleter runs).
 View allocate_cuda(std::span<const std::int64_t> shape, Dtype dtype, int ordinal) {
@@ -79,7 +67,7 @@ int managed_tensor_allocator(DLTensor* prototype, DLManagedTensorVersioned** out
         *out = dlpack::export_versioned(view, 0);
         return 0;
     } catch (const Error& e) {
-        return report(error_kind_name(e.kind()), e.what());
+        return report(python_exception_name(e.kind()), e.what());
     } catch (const std::bad_alloc&) {
         return report("MemoryError", "stridex allocator: out of host memory");
     } catch (const std::exception& e) {
@@ -144,6 +132,10 @@ int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
         return -1;
     }
     if (!is_view(o)) return not_a_view(o);
+    if (!nb::inst_ready(o)) {
+        PyErr_SetString(PyExc_TypeError, "stridex exchange API: this stridex.View was made by __new__ and holds no view");
+        return -1;
+    }
     const View& v = py_view(o).view;
     // A bare DLTensor has no flags: it cannot say read-only nor padded, so such views refuse (as
     // legacy capsules do) rather than hand out memory a kernel may write or misread. Immutable

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "stridex/copy.hpp"
 #include "stream_policy.hpp"
@@ -71,17 +72,6 @@ void legacy_destructor(PyObject* capsule) noexcept {
 
 bool is_none(PyObject* o) noexcept { return o == nullptr || o == Py_None; }
 
-const char* type_name(PyObject* o) noexcept { return Py_TYPE(o)->tp_name; }
-
-// An int argument (int subclasses such as IntEnum included; bool excluded).
-long long int_argument(PyObject* o, const char* what) {
-    if (!PyLong_Check(o) || PyBool_Check(o)) fail(ErrorKind::type, what, " must be an int, found ", type_name(o));
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow != 0) fail(ErrorKind::value, what, " does not fit in 64 bits");
-    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-    return v;
-}
 
 // A pair of ints, as a tuple (or list): max_version and dl_device.
 std::pair<long long, long long> int_pair(PyObject* o, const char* what) {
@@ -90,13 +80,13 @@ std::pair<long long, long long> int_pair(PyObject* o, const char* what) {
     if (PySequence_Fast_GET_SIZE(o) != 2)
         fail(ErrorKind::type, what, " must be a tuple of two ints, found ", PySequence_Fast_GET_SIZE(o), " items");
     PyObject** items = PySequence_Fast_ITEMS(o);
-    return {int_argument(items[0], what), int_argument(items[1], what)};
+    return {int64_arg(items[0], what), int64_arg(items[1], what)};
 }
 
 // The consumer's stream; nullopt for None. 0 and values below -1 are ValueError whatever the device.
 std::optional<std::intptr_t> parse_stream(PyObject* o) {
     if (is_none(o)) return std::nullopt;
-    return checked_stream_int(int_argument(o, "__dlpack__: stream"), "__dlpack__: stream", /*allow_no_sync=*/true);
+    return checked_stream_int(int64_arg(o, "__dlpack__: stream"), "__dlpack__: stream", /*allow_no_sync=*/true);
 }
 
 bool parse_max_version(PyObject* o) {
@@ -245,7 +235,13 @@ PyObject* dlpack_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
 }
 
 PyObject* dlpack_device_method(PyObject* self, PyObject*) noexcept {
-    const Device d = py_view(self).view.device();
+    Device d;
+    try {
+        d = py_view(self).view.device();
+    } catch (...) {
+        set_python_error_from_current_exception();
+        return nullptr;
+    }
     PyObject* type = PyLong_FromLong(static_cast<long>(d.type));
     PyObject* id = type ? PyLong_FromLong(d.id) : nullptr;
     PyObject* out = id ? PyTuple_Pack(2, type, id) : nullptr;
@@ -272,17 +268,6 @@ PyMethodDef g_dlpack_device_def{
 
 // ---- interfaces ---------------------------------------------------------------------------------
 
-nb::tuple int_tuple(std::span<const std::int64_t> values, std::int64_t scale = 1) {
-    PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(values.size()));
-    if (!t) throw nb::python_error();
-    nb::tuple out = nb::steal<nb::tuple>(t);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        PyObject* item = PyLong_FromLongLong(values[i] * scale);
-        if (!item) throw nb::python_error();
-        PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), item);
-    }
-    return out;
-}
 
 // The typestr of a view for the interfaces; nullopt when the dtype has none (bfloat16, float8/6/4,
 // int4, vector types): those consumers then fall back to __dlpack__ (docs/export.md). Opaque
@@ -309,7 +294,7 @@ std::optional<std::string> interface_typestr(const PyView& pv) {
 nb::dict interface_dict(const PyView& pv, const std::string& typestr) {
     const View& v = pv.view;
     nb::dict d;
-    d["shape"] = int_tuple(v.shape());
+    d["shape"] = nb::steal(int_tuple(v.shape()));
     d["typestr"] = typestr;
     if (PyObject* descr = element_description(pv, "descr"); descr && descr != Py_None) {
         // A fresh list, as NumPy gives: a consumer editing it must not edit the View's description.
@@ -322,7 +307,7 @@ nb::dict interface_dict(const PyView& pv, const std::string& typestr) {
         descr_list.append(nb::make_tuple("", typestr));
         d["descr"] = descr_list;
     }
-    d["strides"] = v.layout().is_c_contiguous() ? nb::none() : nb::object(int_tuple(v.strides(), v.itemsize()));
+    d["strides"] = v.layout().is_c_contiguous() ? nb::none() : nb::steal(int_tuple(v.strides(), v.itemsize()));
     d["data"] = nb::make_tuple(nb::int_(reinterpret_cast<std::uintptr_t>(v.ptr())), nb::bool_(v.readonly()));
     d["version"] = 3;
     return d;
@@ -453,25 +438,6 @@ void require_dlpack_dtype(const View& view) {
         fail(ErrorKind::buffer, "an opaque element of ", view.itemsize(),
              " bytes (a void or structured dtype, such as NumPy records) has no DLPack dtype: DLPack describes "
              "numbers only; use __array_interface__, __cuda_array_interface__ or the buffer protocol");
-}
-
-void set_python_error_from_current_exception() noexcept {
-    try {
-        throw;
-    } catch (const Error& e) {
-        PyErr_SetString(python_exception_for(e.kind()), e.what());
-    } catch (nb::python_error& e) {
-        e.restore();
-    } catch (const nb::builtin_exception& e) {
-        // nanobind's own exceptions (next_overload, cast errors): let nanobind translate them.
-        PyErr_SetString(PyExc_RuntimeError, e.what());
-    } catch (const std::bad_alloc&) {
-        PyErr_NoMemory();
-    } catch (const std::exception& e) {
-        PyErr_SetString(PyExc_RuntimeError, e.what());
-    } catch (...) {
-        PyErr_SetString(PyExc_RuntimeError, "stridex: unknown C++ exception");
-    }
 }
 
 PyObject* dlpack_capsule(const View& view, bool versioned, std::uint64_t extra_flags) {

@@ -6,22 +6,23 @@
 
 #include "py_owner.hpp"
 #include "stridex/dlpack.hpp"
+#include "set_error.hpp"
 #include "stridex/view.hpp"
 
 namespace stridex::python {
 
-// errors.cpp: the Python exception class for an error kind.
-PyObject* python_exception_for(ErrorKind kind) noexcept;
-
-// Translates the C++ exception being handled into a Python error (stridex::Error by kind,
-// nb::python_error restored, bad_alloc -> MemoryError, anything else -> RuntimeError). For the raw
-// CPython entry points (vectorcall methods, slots, exchange API), which nanobind does not wrap.
-void set_python_error_from_current_exception() noexcept;
 
 // The stridex.View type object (set by bind_export) and a checked access to its View.
 PyTypeObject* view_type() noexcept;
 inline bool is_view(PyObject* o) noexcept { return PyObject_TypeCheck(o, view_type()) != 0; }
-inline PyView& py_view(PyObject* o) noexcept { return *nanobind::inst_ptr<PyView>(o); }
+// `stridex.View.__new__(stridex.View)` (or a subclass's) makes an object with no View in it, and
+// nanobind reuses pooled memory for it: every raw entry point reaches the View through here.
+[[noreturn]] void fail_uninitialized(PyObject* o);
+inline PyView& py_view(PyObject* o) {
+    if (!nanobind::inst_ready(o)) [[unlikely]]
+        fail_uninitialized(o);
+    return *nanobind::inst_ptr<PyView>(o);
+}
 
 // A DLPack capsule ("dltensor_versioned" or "dltensor") around a fresh export of `view`. The
 // capsule's destructor runs the deleter only if no consumer renamed it to used_*, and keeps any
@@ -40,9 +41,9 @@ PyObject* element_description(const PyView& view, const char* key) noexcept;
 // Opaque elements (void, structured dtypes) have no DLPack dtype: Error(buffer) saying so.
 void require_dlpack_dtype(const View& view);
 
-// export_buffer.cpp: bf_getbuffer/bf_releasebuffer for nb::type_slots on the View class
-// (view.cpp), a 0-terminated array.
-const PyType_Slot* view_type_slots() noexcept;
+// export_buffer.cpp: the buffer protocol's slots of the View class (view.cpp).
+int view_getbuffer(PyObject* self, Py_buffer* b, int flags) noexcept;
+void view_releasebuffer(PyObject* self, Py_buffer* b) noexcept;
 
 // exchange_api.cpp: __dlpack_c_exchange_api__ (1.3 capsule) and __c_dlpack_exchange_api__ (1.2 int)
 // on the View type.

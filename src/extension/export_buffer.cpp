@@ -34,6 +34,7 @@ const char* opaque_format(const PyView& pv) {
     if (!text) PyErr_Clear();
     return text;
 }
+}  // namespace
 
 int view_getbuffer(PyObject* self, Py_buffer* b, int flags) noexcept {
     b->obj = nullptr;
@@ -110,14 +111,5 @@ int view_getbuffer(PyObject* self, Py_buffer* b, int flags) noexcept {
 
 void view_releasebuffer(PyObject*, Py_buffer* b) noexcept { PyMem_Free(b->internal); }
 
-const PyType_Slot kSlots[] = {
-    {Py_bf_getbuffer, reinterpret_cast<void*>(&view_getbuffer)},
-    {Py_bf_releasebuffer, reinterpret_cast<void*>(&view_releasebuffer)},
-    {0, nullptr},
-};
-
-}  // namespace
-
-const PyType_Slot* view_type_slots() noexcept { return kSlots; }
 
 }  // namespace stridex::python

@@ -9,6 +9,7 @@
 //   5. the buffer protocol
 // A BufferError from one protocol (a refusal of this particular array, e.g. NumPy refusing to
 // export bfloat16 through DLPack) moves on to the next; any other error is the answer.
+#include "arguments.hpp"
 #include "import.hpp"
 
 #include <exception>
@@ -16,8 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "export.hpp"
 #include "py_owner.hpp"
 #include "stridex/error.hpp"
+#include "set_error.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -26,7 +29,6 @@ namespace stridex::python {
 
 Names names{};
 
-PyObject* python_exception_for(ErrorKind kind) noexcept;  // errors.cpp
 
 namespace {
 
@@ -53,15 +55,21 @@ unsigned int version_tag(PyTypeObject* type) noexcept {
     return type->tp_version_tag;
 }
 
-// A class attribute found through the MRO (new reference), without running any code.
+// A class attribute found through the MRO (new reference), without running any code. None is
+// absent: `__dlpack__ = None` in a subclass says "no DLPack here" (as `__hash__ = None` does), so
+// the next protocol is tried.
 PyObject* type_lookup(PyTypeObject* type, PyObject* name) noexcept {
 #if PY_VERSION_HEX >= 0x030D0000
-    return _PyType_LookupRef(type, name);
+    PyObject* found = _PyType_LookupRef(type, name);
 #else
     PyObject* found = _PyType_Lookup(type, name);
     Py_XINCREF(found);
-    return found;
 #endif
+    if (found == Py_None) {
+        Py_DECREF(found);
+        return nullptr;
+    }
+    return found;
 }
 
 bool method_like(PyObject* descriptor) noexcept {
@@ -229,7 +237,7 @@ public:
     }
     [[noreturn]] void raise(PyObject* obj) const {
         if (count_ == 1) std::rethrow_exception(first_);
-        fail(ErrorKind::buffer, "stridex.view() cannot import this ", Py_TYPE(obj)->tp_name, ": ", text_);
+        fail(ErrorKind::buffer, "stridex.view() cannot import this ", type_name(obj), ": ", text_);
     }
 
 private:
@@ -246,7 +254,7 @@ private:
 };
 
 [[noreturn]] void fail_no_protocol(PyObject* obj) {
-    fail(ErrorKind::type, "stridex.view() cannot import an object of type ", Py_TYPE(obj)->tp_name,
+    fail(ErrorKind::type, "stridex.view() cannot import an object of type ", type_name(obj),
          ": it has no DLPack exchange API (__dlpack_c_exchange_api__), no __dlpack__, no __cuda_array_interface__, "
          "no __array_interface__ and no buffer protocol, and it is neither a DLPack capsule nor a stridex.View");
 }
@@ -291,12 +299,13 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
     TypeEntry* d = &e;
     if (!e.dlpack && e.instance_attrs) {
         instance_dlpack = nb::steal(optional_attr(obj, names.dlpack));
-        if (instance_dlpack.is_valid()) {
+        if (instance_dlpack.is_valid() && !instance_dlpack.is_none()) {
             instance_entry.emplace(e);
             instance_entry->dlpack = instance_dlpack.ptr();
             instance_entry->dlpack_unbound = false;
             if (!e.dlpack_device) {
                 instance_device = nb::steal(optional_attr(obj, names.dlpack_device));
+                if (instance_device.is_none()) instance_device = nb::object();  // None: absent
                 instance_entry->dlpack_device = instance_device.ptr();
                 instance_entry->dlpack_device_unbound = false;
             }
@@ -362,14 +371,8 @@ PyObject* view_fastcall(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
     }
     try {
         return import_object(args[0], parse_stream(stream));
-    } catch (nb::python_error& e) {
-        e.restore();
-    } catch (const Error& e) {
-        PyErr_SetString(python_exception_for(e.kind()), e.what());
-    } catch (const std::bad_alloc&) {
-        PyErr_NoMemory();
-    } catch (const std::exception& e) {
-        PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (...) {
+        set_python_error_from_current_exception();
     }
     return nullptr;
 }
@@ -408,7 +411,7 @@ PyObject* import_object(PyObject* obj, const StreamRequest& request) {
     PyTypeObject* type = Py_TYPE(obj);
     if (type == g_view_type) {
         // Same memory, same owner: a copy of the View, ordered for the caller's stream.
-        const PyView* in = nb::inst_ptr<PyView>(nb::handle(obj));
+        const PyView* in = &py_view(obj);
         new (result.storage()) View(in->view);
         result.built();
         order_consumer_stream(result.view(), request, in->view.stream());

@@ -73,7 +73,9 @@ View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& 
 // read-only whatever the capsule says (Writability::immutable unless the capsule says read-only).
 View consume_capsule(PyObject* capsule, bool raw, bool immutable = false);
 // The exchange API a type offers (1.3 capsule preferred over the 1.2 int), walking prev_api to
-// major 1; nullptr if none. `holder` receives a strong reference to keep it alive.
+// major 1; nullptr if none, or if what the type points at is not readable, loops, or has its
+// functions outside executable code (docs/import.md). `holder` receives a strong reference to
+// keep it alive.
 const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder);
 
 // ---- import_interfaces.cpp ----

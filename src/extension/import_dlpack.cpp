@@ -1,8 +1,15 @@
 // DLPack importers: the C exchange API (no Python call at all), __dlpack__ (one call, two when the
 // stream to send depends on the device), and capsules.
+#include <cerrno>
 #include <cstring>
+#if defined(__linux__)
+#include <link.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#endif
 #include <optional>
 
+#include "arguments.hpp"
 #include "import.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/error.hpp"
@@ -97,7 +104,7 @@ Device call_dlpack_device(PyObject* obj, const TypeEntry& entry) {
     }
     if (!ok)
         fail(ErrorKind::value, "__dlpack_device__() must return a (device_type, device_id) tuple of ints, found ",
-             nb::str(nb::handle(r)).c_str());
+             short_repr(r));
     return Device{static_cast<DeviceType>(values[0]), static_cast<std::int32_t>(values[1])};
 }
 
@@ -172,41 +179,115 @@ void repair_unsigned_strides(PyObject* capsule) noexcept {
     }
 }
 
+// ---- Reading an exchange API that Python code pointed at ------------------------------------
+// Any class can set __c_dlpack_exchange_api__ = 12345 (or id(something)), and a capsule's struct
+// can chain prev_api into a loop. Before stridex trusts a struct it checks, without faulting,
+// that every byte it reads is mapped (process_vm_readv on our own process fails with EFAULT
+// instead of crashing), walks at most kMaxApiChain headers, and checks that the function pointers
+// lie in an executable segment of a loaded shared object or of the executable (code generated at
+// run time, e.g. by a JIT, is therefore not taken; such a producer's __dlpack__ still is). A real
+// producer's API passes all of this; garbage is treated as no API at all, so the next protocol is
+// tried.
+constexpr int kMaxApiChain = 8;
+
+template <class T>
+bool read_foreign(const void* address, T* out) noexcept {
+    if (address == nullptr || reinterpret_cast<std::uintptr_t>(address) % alignof(T) != 0) return false;
+#if defined(__linux__)
+    iovec local{out, sizeof(T)};
+    iovec remote{const_cast<void*>(address), sizeof(T)};
+    if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof(T))) return true;
+    if (errno != EPERM && errno != ENOSYS) return false;  // EFAULT: not mapped
+    // A sandbox that forbids the call (seccomp): only the protocol's promise is left.
+    std::memcpy(out, address, sizeof(T));
+    return true;
+#else
+    std::memcpy(out, address, sizeof(T));  // elsewhere the protocol's promise is all there is
+    return true;
+#endif
+}
+
+// Inside an executable segment of a loaded shared object or of the executable. A data address
+// (a type object, say) lies inside a loaded object too, which is why dladdr would not do.
+bool is_code(const void* function) noexcept {
+#if defined(__linux__)
+    struct Search {
+        std::uintptr_t address;
+        bool found;
+    } search{reinterpret_cast<std::uintptr_t>(function), false};
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* data) -> int {
+            auto* s = static_cast<Search*>(data);
+            for (int i = 0; i < info->dlpi_phnum; ++i) {
+                const auto& segment = info->dlpi_phdr[i];
+                if (segment.p_type != PT_LOAD || (segment.p_flags & PF_X) == 0) continue;
+                const std::uintptr_t start = info->dlpi_addr + segment.p_vaddr;
+                if (s->address >= start && s->address - start < segment.p_memsz) {
+                    s->found = true;
+                    return 1;
+                }
+            }
+            return 0;
+        },
+        &search);
+    return search.found;
+#else
+    return function != nullptr;
+#endif
+}
+
+const dlpack::DLPackExchangeAPI* trusted_exchange_api(const void* address) noexcept {
+    // Each major version may change the layout after the header; prev_api chains to older ones.
+    dlpack::DLPackExchangeAPIHeader header{};
+    for (int hop = 0; hop < kMaxApiChain; ++hop) {
+        if (!read_foreign(address, &header)) return nullptr;
+        if (header.version.major == dlpack::kMajorVersion) {
+            dlpack::DLPackExchangeAPI api{};
+            if (!read_foreign(address, &api)) return nullptr;
+            const bool usable = is_code(reinterpret_cast<const void*>(api.managed_tensor_from_py_object_no_sync)) &&
+                                is_code(reinterpret_cast<const void*>(api.current_work_stream));
+            return usable ? static_cast<const dlpack::DLPackExchangeAPI*>(address) : nullptr;
+        }
+        address = header.prev_api;
+    }
+    return nullptr;  // a chain this long is a loop, or nothing a producer would build
+}
+
 }  // namespace
 
 const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder) {
     *holder = nullptr;
-    const dlpack::DLPackExchangeAPI* api = nullptr;
+    const void* address = nullptr;
     if (PyObject* capsule = type_attr(type, names.exchange_api)) {
+        // 1.3: only a capsule of exactly this name is taken (True, None or any other object is no API).
         if (PyCapsule_IsValid(capsule, kExchangeApiCapsule)) {
-            api = static_cast<const dlpack::DLPackExchangeAPI*>(PyCapsule_GetPointer(capsule, kExchangeApiCapsule));
+            address = PyCapsule_GetPointer(capsule, kExchangeApiCapsule);
             *holder = capsule;
         } else {
             Py_DECREF(capsule);
         }
     }
-    if (!api) {
-        if (PyObject* address = type_attr(type, names.exchange_api_int)) {
-            if (PyLong_Check(address)) {
-                api = static_cast<const dlpack::DLPackExchangeAPI*>(PyLong_AsVoidPtr(address));
+    if (!address) {
+        if (PyObject* number = type_attr(type, names.exchange_api_int)) {
+            // 1.2: an address as a plain int, by the protocol's design. An exact int only: True is
+            // an int to Python but no address, and an int subclass may be anything.
+            if (PyLong_CheckExact(number)) {
+                address = PyLong_AsVoidPtr(number);
                 if (PyErr_Occurred()) {
                     PyErr_Clear();
-                    api = nullptr;
+                    address = nullptr;
                 }
             }
-            if (api)
-                *holder = address;
+            if (address)
+                *holder = number;
             else
-                Py_DECREF(address);
+                Py_DECREF(number);
         }
     }
-    // Each major version may change the layout after the header; prev_api chains to older ones.
-    while (api && api->header.version.major != dlpack::kMajorVersion)
-        api = reinterpret_cast<const dlpack::DLPackExchangeAPI*>(api->header.prev_api);
-    if (!api || !api->managed_tensor_from_py_object_no_sync || !api->current_work_stream) {
+    const dlpack::DLPackExchangeAPI* api = address ? trusted_exchange_api(address) : nullptr;
+    if (!api) {
         Py_XDECREF(*holder);
         *holder = nullptr;
-        return nullptr;
     }
     return api;
 }
@@ -217,7 +298,7 @@ View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready
     if (api->managed_tensor_from_py_object_no_sync(obj, &tensor) != 0)
         raise_refusal(obj, "__dlpack_c_exchange_api__ managed_tensor_from_py_object_no_sync()");
     if (tensor == nullptr)
-        fail(ErrorKind::buffer, "the DLPack exchange API of ", Py_TYPE(obj)->tp_name, " returned no tensor");
+        fail(ErrorKind::buffer, "the DLPack exchange API of ", type_name(obj), " returned no tensor");
     // The device is read before import_managed takes the tensor (its deleter may run any time
     // after), and the stream asked first, so that a failure leaves only the tensor to release.
     const dlpack::DLDevice device = tensor->dl_tensor.device;
@@ -268,7 +349,7 @@ View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& 
 View consume_capsule(PyObject* capsule, bool raw, bool immutable) {
     const ErrorKind wrong = raw ? ErrorKind::type : ErrorKind::buffer;
     if (!PyCapsule_CheckExact(capsule))
-        fail(wrong, "__dlpack__() must return a PyCapsule, found ", Py_TYPE(capsule)->tp_name);
+        fail(wrong, "__dlpack__() must return a PyCapsule, found ", type_name(capsule));
     const char* name = PyCapsule_GetName(capsule);  // may be NULL, without an error
     // Decide by the NAME, not by what was asked: JAX, MLX and nanobind answer a versioned request
     // with a legacy capsule (cuda-python#285).
@@ -292,12 +373,12 @@ View consume_capsule(PyObject* capsule, bool raw, bool immutable) {
         return dlpack::import_managed(static_cast<dlpack::DLManagedTensor*>(pointer), immutable);
     }
     if (name && std::strncmp(name, kUsedLegacyCapsule, sizeof kUsedLegacyCapsule - 1) == 0)
-        fail(ErrorKind::buffer, "this DLPack capsule was already consumed (it is named '", name,
+        fail(ErrorKind::buffer, "this DLPack capsule was already consumed (it is named '", excerpt(name),
              "'): a capsule can be imported only once");
     if (raw)
         fail(ErrorKind::type, "expected a DLPack capsule named 'dltensor_versioned' or 'dltensor', found a capsule named '",
-             name ? name : "NULL", "'");
-    fail(ErrorKind::buffer, "__dlpack__() returned a capsule named '", name ? name : "NULL",
+             excerpt(name ? name : "NULL"), "'");
+    fail(ErrorKind::buffer, "__dlpack__() returned a capsule named '", excerpt(name ? name : "NULL"),
          "', expected 'dltensor_versioned' or 'dltensor'");
 }
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "arguments.hpp"
 #include "import.hpp"
 #include "py_owner.hpp"
 #include "stream_policy.hpp"
@@ -19,19 +20,7 @@ constexpr const char* kCAI = "__cuda_array_interface__";
 constexpr const char* kAI = "__array_interface__";
 constexpr char kNativeOrder = std::endian::native == std::endian::little ? '<' : '>';
 
-std::string repr(PyObject* value) {
-    nb::object r = nb::steal(PyObject_Repr(value));
-    if (!r.is_valid()) {
-        PyErr_Clear();
-        return "<unprintable " + std::string(Py_TYPE(value)->tp_name) + ">";
-    }
-    const char* text = PyUnicode_AsUTF8(r.ptr());
-    if (!text) {
-        PyErr_Clear();
-        return "<unprintable>";
-    }
-    return text;
-}
+std::string repr(PyObject* value) { return short_repr(value); }
 
 // A borrowed dict item, or nullptr when the key is absent.
 PyObject* item(PyObject* dict, PyObject* key) {
@@ -71,7 +60,7 @@ std::uintptr_t pointer_of(PyObject* v, const char* protocol) {
 }
 
 // A tuple (or list) of exactly n ints into out; n < 0 takes any length (returned).
-int int_tuple(PyObject* v, int n, std::int64_t* out, const char* protocol, PyObject* key) {
+int ints_of_key(PyObject* v, int n, std::int64_t* out, const char* protocol, PyObject* key) {
     const bool sequence = PyTuple_Check(v) || PyList_Check(v);
     const Py_ssize_t size = sequence ? PySequence_Fast_GET_SIZE(v) : -1;
     bool ok = sequence && (n < 0 || size == n) && size <= kMaxNdim;
@@ -97,7 +86,7 @@ int int_tuple(PyObject* v, int n, std::int64_t* out, const char* protocol, PyObj
 struct Described {
     int ndim = 0;
     std::int64_t shape[kMaxNdim];
-    std::int64_t strides[kMaxNdim];  // in elements, once converted
+    std::int64_t strides[kMaxNdim];  // in bytes, as the interfaces give them
     bool has_strides = false;
     Dtype dtype = dtypes::uint8;
     bool subbyte_padded = false;
@@ -106,7 +95,8 @@ struct Described {
     Layout layout() const {
         std::span<const std::int64_t> s(shape, static_cast<std::size_t>(ndim));
         if (!has_strides) return Layout::contiguous(s);
-        return Layout(s, std::span<const std::int64_t>(strides, static_cast<std::size_t>(ndim)));
+        return Layout::from_byte_strides(s, std::span<const std::int64_t>(strides, static_cast<std::size_t>(ndim)),
+                                         dtype.itemsize());
     }
 };
 
@@ -153,7 +143,7 @@ Dtype dtype_of(PyObject* obj, PyObject* typestr, const char* protocol, bool* pad
     const std::string_view ts(text, static_cast<std::size_t>(length));
     const char kind = ts.size() >= 2 ? ts[1] : '\0';
     if (kind == 'O' || kind == 'M' || kind == 'm')  // NumPy's '|O', '<M8[s]', '<m8[ns]'
-        fail(ErrorKind::unsupported, protocol, "['typestr'] is '", ts,
+        fail(ErrorKind::unsupported, protocol, "['typestr'] is '", excerpt(ts),
              "': objects, datetimes and timedeltas have no DLPack dtype");
     // One byte or native order: ml_dtypes types are native ('<' here), never byte-swapped.
     const bool native = ts.size() >= 3 && (ts[0] == '|' || ts[0] == '=' || ts[0] == kNativeOrder);
@@ -168,9 +158,18 @@ Dtype dtype_of(PyObject* obj, PyObject* typestr, const char* protocol, bool* pad
     }
 }
 
-// shape, typestr, strides (bytes -> elements), mask: shared by both interface dicts.
+// The layout a dict describes; a refusal names the protocol (the rules are Layout's).
+Layout layout_of(const Described& d, const char* protocol) {
+    try {
+        return d.layout();
+    } catch (const Error& e) {
+        fail(e.kind(), protocol, "['shape'] and ['strides']: ", e.what());
+    }
+}
+
+// shape, typestr, strides, mask: shared by both interface dicts.
 void describe(PyObject* obj, PyObject* dict, const char* protocol, Described& d) {
-    d.ndim = int_tuple(required(dict, names.shape, protocol), -1, d.shape, protocol, names.shape);
+    d.ndim = ints_of_key(required(dict, names.shape, protocol), -1, d.shape, protocol, names.shape);
     for (int i = 0; i < d.ndim; ++i)
         if (d.shape[i] < 0)
             fail(ErrorKind::value, protocol, "['shape'] must be non-negative, found ", repr(item(dict, names.shape)));
@@ -203,15 +202,7 @@ void describe(PyObject* obj, PyObject* dict, const char* protocol, Described& d)
     PyObject* strides = item(dict, names.strides);
     // Absent or None: C-contiguous (CAI v2+, array interface v3). Warp once crashed on this (#523).
     if (!strides || strides == Py_None) return;
-    std::int64_t bytes[kMaxNdim];
-    int_tuple(strides, d.ndim, bytes, protocol, names.strides);
-    const std::int64_t itemsize = d.dtype.itemsize();
-    for (int i = 0; i < d.ndim; ++i) {
-        if (bytes[i] % itemsize != 0)
-            fail(ErrorKind::unsupported, protocol, "['strides'] ", repr(strides), " are not multiples of the item size ",
-                 itemsize, " (stridex counts strides in elements)");
-        d.strides[i] = bytes[i] / itemsize;
-    }
+    ints_of_key(strides, d.ndim, d.strides, protocol, names.strides);
     d.has_strides = true;
 }
 
@@ -229,29 +220,6 @@ std::uintptr_t data_tuple(PyObject* data, const char* protocol, bool* readonly) 
 void require_pointer(std::uintptr_t ptr, const Layout& layout, const char* protocol) {
     if (ptr == 0 && !layout.empty())
         fail(ErrorKind::value, protocol, "['data'] pointer is 0 for a non-empty array of shape ", layout);
-}
-
-// ---- Py_buffer keep-alive -----------------------------------------------------------------------
-void release_buffer(void* p) noexcept {
-    auto* buffer = static_cast<Py_buffer*>(p);
-    if (interpreter_finalizing()) return;  // leaked deliberately: no GIL to take any more
-    PyGILState_STATE gil = PyGILState_Ensure();
-    PyBuffer_Release(buffer);
-    PyGILState_Release(gil);
-    delete buffer;
-}
-
-// An Owner that releases a filled heap Py_buffer; the buffer is released at once if that fails.
-Owner adopt_buffer(Py_buffer* buffer, Py_buffer** out) {
-    try {
-        Owner owner = Owner::from_callback(&release_buffer, buffer);
-        *out = buffer;
-        return owner;
-    } catch (...) {
-        PyBuffer_Release(buffer);
-        delete buffer;
-        throw;
-    }
 }
 
 // Gets a buffer of `obj` with `flags` into a heap Py_buffer whose Owner releases it (with the GIL).
@@ -288,7 +256,7 @@ Owner get_bytes(PyObject* obj, Py_buffer** out) {
 }  // namespace
 
 View import_cai(PyObject* obj, PyObject* dict, std::intptr_t& ready, nb::object* element) {
-    if (!PyDict_Check(dict)) fail(ErrorKind::value, kCAI, " must be a dict, found ", Py_TYPE(dict)->tp_name);
+    if (!PyDict_Check(dict)) fail(ErrorKind::value, kCAI, " must be a dict, found ", type_name(dict));
     const std::int64_t version = int64_of(required(dict, names.version, kCAI), kCAI, names.version, "an int");
     if (version < 2 || version > 3)
         fail(ErrorKind::unsupported, kCAI, " version ", version, " is not supported (stridex reads versions 2 and 3)");
@@ -296,7 +264,7 @@ View import_cai(PyObject* obj, PyObject* dict, std::intptr_t& ready, nb::object*
     describe(obj, dict, kCAI, d);
     bool readonly = false;
     const std::uintptr_t ptr = data_tuple(required(dict, names.data, kCAI), kCAI, &readonly);
-    Layout layout = d.layout();
+    Layout layout = layout_of(d, kCAI);
     require_pointer(ptr, layout, kCAI);
 
     // v3: the stream the producer's pending work is on; None or absent: nothing pending.
@@ -313,12 +281,12 @@ View import_cai(PyObject* obj, PyObject* dict, std::intptr_t& ready, nb::object*
 }
 
 View import_array_interface(PyObject* obj, PyObject* dict, nb::object* element) {
-    if (!PyDict_Check(dict)) fail(ErrorKind::value, kAI, " must be a dict, found ", Py_TYPE(dict)->tp_name);
+    if (!PyDict_Check(dict)) fail(ErrorKind::value, kAI, " must be a dict, found ", type_name(dict));
     const std::int64_t version = int64_of(required(dict, names.version, kAI), kAI, names.version, "an int");
     if (version != 3) fail(ErrorKind::unsupported, kAI, " version ", version, " is not supported (stridex reads version 3)");
     Described d;
     describe(obj, dict, kAI, d);
-    Layout layout = d.layout();
+    Layout layout = layout_of(d, kAI);
     PyObject* data = item(dict, names.data);
     if (data && PyTuple_Check(data)) {
         // (ptr, readonly): 'offset' does not apply (NumPy ignores it too).
@@ -338,9 +306,9 @@ View import_array_interface(PyObject* obj, PyObject* dict, nb::object* element) 
     Py_buffer* buffer = nullptr;
     Owner owner = get_bytes(data && data != Py_None ? data : obj, &buffer);
     const Span span = layout.byte_span(d.dtype.itemsize());
-    if (!layout.empty() && (offset + span.lo < 0 || offset + span.hi > buffer->len))
-        fail(ErrorKind::value, kAI, " describes bytes [", offset + span.lo, ", ", offset + span.hi,
-             ") of a buffer of ", buffer->len, " bytes");
+    if (!span_within(span, offset, buffer->len))
+        fail(ErrorKind::value, kAI, "['offset'] ", offset, " with bytes [", span.lo, ", ", span.hi,
+             ") of the layout leaves the buffer of ", buffer->len, " bytes");
     if (d.element.is_valid()) *element = std::move(d.element);
     return View(buffer->buf, offset, std::move(layout), d.dtype, Device::cpu(), buffer->readonly != 0,
                 std::move(owner), d.subbyte_padded);
@@ -363,7 +331,7 @@ View import_buffer(PyObject* obj, nb::object* element) {
         for (int i = 0; i < b->ndim; ++i)
             if (b->suboffsets[i] >= 0)
                 fail(ErrorKind::unsupported, "buffer protocol: PIL-style suboffsets are not supported (",
-                     Py_TYPE(obj)->tp_name, ")");
+                     type_name(obj), ")");
     Dtype dtype = dtypes::uint8;
     const bool opaque = b->format && is_opaque_format(b->format);
     if (opaque) {
@@ -371,24 +339,21 @@ View import_buffer(PyObject* obj, nb::object* element) {
     } else if (b->format) {
         dtype = Dtype::from_buffer_format(b->format);
     }
-    if (b->itemsize != dtype.itemsize())
+    if (b->itemsize != dtype.itemsize())  // also keeps b->itemsize > 0 for the divisions below
         fail(ErrorKind::buffer, "buffer protocol: format '", b->format ? b->format : "B", "' has ", dtype.itemsize(),
              "-byte items but the buffer says ", b->itemsize);
     if (b->ndim < 0 || b->ndim > kMaxNdim) fail(ErrorKind::value, "buffer protocol: ndim ", b->ndim, " out of range");
     const auto ndim = static_cast<std::size_t>(b->ndim);
+    if (ndim > 1 && !b->shape) fail(ErrorKind::value, "buffer protocol: ndim ", b->ndim, " without a shape");
     std::int64_t shape[kMaxNdim];
     std::int64_t strides[kMaxNdim];
     for (std::size_t i = 0; i < ndim; ++i) {
         shape[i] = b->shape ? b->shape[i] : b->len / b->itemsize;
-        if (b->strides) {
-            if (b->strides[i] % b->itemsize != 0)
-                fail(ErrorKind::unsupported, "buffer protocol: stride ", b->strides[i],
-                     " is not a multiple of the item size ", b->itemsize, " (stridex counts strides in elements)");
-            strides[i] = b->strides[i] / b->itemsize;
-        }
+        if (b->strides) strides[i] = b->strides[i];
     }
     std::span<const std::int64_t> s(shape, ndim);
-    Layout layout = b->strides ? Layout(s, std::span<const std::int64_t>(strides, ndim)) : Layout::contiguous(s);
+    Layout layout = b->strides ? Layout::from_byte_strides(s, std::span<const std::int64_t>(strides, ndim), b->itemsize)
+                               : Layout::contiguous(s);
     if (opaque) {
         nb::dict described;  // the producer's own format, which the View's buffer gives back
         described["format"] = b->format;

@@ -19,7 +19,34 @@ void release_reference(void* object) noexcept {
     Py_DECREF(static_cast<PyObject*>(object));
     PyGILState_Release(gil);
 }
+void release_buffer(void* p) noexcept {
+    auto* buffer = static_cast<Py_buffer*>(p);
+    if (interpreter_finalizing()) return;  // leaked deliberately: no GIL to take any more
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyBuffer_Release(buffer);
+    PyGILState_Release(gil);
+    delete buffer;
+}
+
 }  // namespace
+
+Owner adopt_buffer(Py_buffer* buffer, Py_buffer** out) {
+    try {
+        Owner owner = Owner::from_callback(&release_buffer, buffer);
+        *out = buffer;
+        return owner;
+    } catch (...) {
+        PyBuffer_Release(buffer);
+        delete buffer;
+        throw;
+    }
+}
+
+PyObject* python_object_of(const Owner& owner) noexcept {
+    if (void* object = owner.callback_context(&release_reference)) return static_cast<PyObject*>(object);
+    if (void* buffer = owner.callback_context(&release_buffer)) return static_cast<Py_buffer*>(buffer)->obj;
+    return nullptr;
+}
 
 Owner owner_of(nb::handle object) {
     Owner owner = Owner::from_callback(&release_reference, object.ptr());

@@ -30,4 +30,12 @@ nanobind::object wrap_view(View view, nanobind::object source, nanobind::object 
 
 bool interpreter_finalizing() noexcept;
 
+// An Owner that releases a filled heap Py_buffer (with the GIL) and deletes it; if making the
+// Owner fails, the buffer is released at once. *out receives the buffer on success.
+Owner adopt_buffer(Py_buffer* buffer, Py_buffer** out);
+
+// The Python object an Owner made by owner_of or adopt_buffer references (borrowed), or nullptr
+// for any other owner. For the View type's garbage-collector support.
+PyObject* python_object_of(const Owner& owner) noexcept;
+
 }  // namespace stridex::python

@@ -1,6 +1,8 @@
 // The stream contract (see stream_policy.hpp and docs/import.md).
 #include "stream_policy.hpp"
 
+#include "arguments.hpp"
+
 #include <cstring>
 #include <string>
 #include <utility>
@@ -17,8 +19,6 @@ namespace stridex::python {
 namespace {
 
 PyObject* g_no_sync = nullptr;  // the NO_SYNC sentinel, alive for the life of the process
-
-const char* type_name(PyObject* o) noexcept { return Py_TYPE(o)->tp_name; }
 
 // obj.name, or nullptr when absent (no AttributeError is raised or cleared on the way when the
 // interpreter can avoid it). Other errors propagate as nb::python_error.
@@ -44,13 +44,9 @@ const char kAccepted[] =
 // An explicit int from the caller. 0 is rejected: DLPack and the CUDA array interface forbid it,
 // since it could mean the legacy or the per-thread default stream.
 StreamRequest from_int(PyObject* value) {
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-    if (overflow != 0 || v > static_cast<long long>(INTPTR_MAX))
-        fail(ErrorKind::value, "stream must be -1 (no ordering), 1, 2 or a stream handle that fits in a pointer; found ",
-             nb::str(nb::handle(value)).c_str());
-    const std::intptr_t stream = checked_stream_int(v, "stream", /*allow_no_sync=*/true);
+    // int64 is intptr_t on every platform stridex builds for (LP64): no second range check.
+    static_assert(sizeof(std::intptr_t) == sizeof(std::int64_t));
+    const std::intptr_t stream = checked_stream_int(int64_arg(value, "stream"), "stream", /*allow_no_sync=*/true);
     if (stream == kNoStream) return {StreamRequest::Kind::no_sync, 0};
     return {StreamRequest::Kind::on_stream, stream};
 }
@@ -75,16 +71,8 @@ namespace {
 // (torch.cuda.default_stream().cuda_stream is 0): it becomes kLegacy (1), as CuPy and torch do.
 StreamRequest from_handle(PyObject* value, const char* where) {
     if (value == Py_None) return {StreamRequest::Kind::on_stream, cuda::StreamRef::kLegacy};
-    if (!PyIndex_Check(value) || PyBool_Check(value))
-        fail(ErrorKind::type, where, " must be an int, found ", type_name(value));
-    nb::object index = nb::steal(PyNumber_Index(value));
-    if (!index.is_valid()) throw nb::python_error();
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
-    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-    if (overflow != 0 || v < 0 || v > static_cast<long long>(INTPTR_MAX))
-        fail(ErrorKind::value, where, " must be a stream handle (a non-negative int), found ",
-             overflow ? std::string("an int out of range") : std::to_string(v));
+    const std::int64_t v = int64_arg(value, where);
+    if (v < 0) fail(ErrorKind::value, where, " must be a stream handle (a non-negative int), found ", v);
     return {StreamRequest::Kind::on_stream, v == 0 ? cuda::StreamRef::kLegacy : static_cast<std::intptr_t>(v)};
 }
 
@@ -105,7 +93,7 @@ StreamRequest from_object(PyObject* stream) {
         nb::object pair = PyCallable_Check(protocol.ptr()) ? protocol() : protocol;
         if (!PyTuple_Check(pair.ptr()) || PyTuple_GET_SIZE(pair.ptr()) != 2)
             fail(ErrorKind::value, "__cuda_stream__() must return a (version, handle) tuple, found ",
-                 nb::str(pair).c_str());
+                 short_repr(pair.ptr()));
         return from_handle(PyTuple_GET_ITEM(pair.ptr(), 1), "__cuda_stream__()[1]");
     }
     // torch.cuda.Stream / ExternalStream

@@ -2,6 +2,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "stridex/device.hpp"
 #include "stridex/dtype.hpp"
@@ -49,7 +50,10 @@ bool device_equals(Device d, nb::handle other) {
 void bind_types(nb::module_& m) {
     nb::class_<Dtype>(m, "Dtype", "An element type: DLPack type code, bits and lanes, with a canonical name.")
         .def(nb::new_([](std::string_view name) { return Dtype::from_name(name); }), nb::arg("name"))
-        .def_static("from_dlpack", [](int code, int bits, int lanes) {
+        .def_static("from_dlpack", [](nb::handle code_arg, nb::handle bits_arg, nb::handle lanes_arg) {
+            const std::int64_t code = int64_arg(code_arg.ptr(), "Dtype.from_dlpack(): code");
+            const std::int64_t bits = int64_arg(bits_arg.ptr(), "Dtype.from_dlpack(): bits");
+            const std::int64_t lanes = int64_arg(lanes_arg.ptr(), "Dtype.from_dlpack(): lanes");
             if (code < 0 || code > 255 || bits < 0 || bits > 255 || lanes < 0 || lanes > 65535)
                 fail(ErrorKind::value, "DLPack dtype fields out of range: code ", code, ", bits ", bits, ", lanes ", lanes);
             return Dtype::from_raw(static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bits),
@@ -72,7 +76,10 @@ void bind_types(nb::module_& m) {
 
     nb::class_<Device>(m, "Device", "A DLPack device: type and ordinal, printed as 'cpu', 'cuda:0', 'cuda_host' ...")
         .def(nb::new_([](std::string_view name) { return Device::parse(name); }), nb::arg("name"))
-        .def_static("from_dlpack", [](std::int32_t type, std::int32_t id) { return Device::from_raw(type, id); },
+        .def_static("from_dlpack", [](nb::handle type, nb::handle id) {
+            return Device::from_raw(int32_arg(type.ptr(), "Device.from_dlpack(): device_type"),
+                                    int32_arg(id.ptr(), "Device.from_dlpack(): device_id"));
+        },
                     nb::arg("device_type"), nb::arg("device_id") = 0)
         .def_prop_ro("type", [](Device d) { return std::string(device_type_name(d.type)); })
         .def_prop_ro("type_code", [](Device d) { return static_cast<int>(d.type); })

@@ -3,8 +3,10 @@
 #include <nanobind/stl/string.h>
 
 #include <sstream>
+#include <utility>
 #include <vector>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "export.hpp"
 #include "py_owner.hpp"
@@ -15,20 +17,8 @@ namespace stridex::python {
 
 namespace {
 
-nb::tuple int_tuple(std::span<const std::int64_t> values, std::int64_t scale = 1) {
-    nb::list out;
-    for (std::int64_t v : values) out.append(v * scale);
-    return nb::tuple(out);
-}
-
-std::vector<std::int64_t> int_list(nb::handle sequence, const char* what) {
-    std::vector<std::int64_t> out;
-    for (nb::handle item : sequence) {
-        if (!PyIndex_Check(item.ptr()))
-            fail(ErrorKind::type, what, " must be integers, found ", nb::str(nb::type_name(item.type())).c_str());
-        out.push_back(nb::cast<std::int64_t>(nb::int_(nb::steal(PyNumber_Index(item.ptr())))));
-    }
-    return out;
+nb::tuple ints(std::span<const std::int64_t> values, std::int64_t scale = 1) {
+    return nb::steal<nb::tuple>(int_tuple(values, scale));
 }
 
 // f(*ints) and f(sequence) both work, as in NumPy (v.reshape(2, 3) and v.reshape((2, 3))).
@@ -71,10 +61,10 @@ View index_view(const View& base, nb::handle key) {
         } else if (PySlice_Check(item.ptr())) {
             v = v.slice(axis++, to_slice(item));
         } else if (PyIndex_Check(item.ptr()) && !PyBool_Check(item.ptr())) {
-            v = v.index(axis, nb::cast<std::int64_t>(nb::int_(nb::steal(PyNumber_Index(item.ptr())))));
+            v = v.index(axis, index_arg(item.ptr(), "index"));
         } else {
             fail(ErrorKind::index, "stridex views take ints, slices, Ellipsis and None as indices (no copy); found ",
-                 nb::str(nb::type_name(item.type())).c_str());
+                 type_name(item.ptr()));
         }
     }
     return v;
@@ -107,20 +97,62 @@ const char* writability_name(Writability w) {
 
 nb::object derived(const PyView& self, View v) { return wrap_view(std::move(v), self.source, self.element); }
 
+// ---- Cyclic garbage collection ------------------------------------------------------------------
+// A View references its source (`.owner`) and, through its Owner, the object whose memory it is
+// (owner_of, or the exporter of a Py_buffer): `h.v = stridex.view(h)` is a cycle. Both are
+// reported, the Owner's object only while this View holds that Owner alone: a reference shared
+// with other Views or C++ copies is not this object's to report (reporting it from each holder
+// would count one reference many times and let the collector free a live object). Owners that
+// hold Python objects out of sight (a producer's DLPack deleter) cannot be reported.
+int view_traverse(PyObject* self, visitproc visit, void* arg) {
+    Py_VISIT(Py_TYPE(self));  // heap types are referenced by their instances
+    if (!nb::inst_ready(self)) return 0;  // being built by stridex.view(), or made by __new__
+    const PyView& v = *nb::inst_ptr<PyView>(self);
+    Py_VISIT(v.source.ptr());
+    Py_VISIT(v.element.ptr());
+    if (v.view.owner().use_count() == 1) Py_VISIT(python_object_of(v.view.owner()));
+    return 0;
+}
+
+// Breaks a cycle: the View becomes an empty read-only view of nothing, so that whatever still
+// reaches this object (a finalizer of the same cycle) finds a valid, harmless View.
+int view_clear(PyObject* self) {
+    if (!nb::inst_ready(self)) return 0;
+    PyView& v = *nb::inst_ptr<PyView>(self);
+    static constexpr std::int64_t kEmpty[] = {0};
+    View old = std::exchange(v.view, View(nullptr, 0, Layout::contiguous(kEmpty), dtypes::uint8, Device::cpu(),
+                                          true, Owner()));
+    nb::object source = std::exchange(v.source, nb::none());
+    nb::object element = std::exchange(v.element, nb::object());
+    return 0;  // `old`, `source` and `element` drop here, once the object is consistent again
+}
+
+const PyType_Slot kViewSlots[] = {
+    {Py_bf_getbuffer, reinterpret_cast<void*>(&view_getbuffer)},
+    {Py_bf_releasebuffer, reinterpret_cast<void*>(&view_releasebuffer)},
+    {Py_tp_traverse, reinterpret_cast<void*>(&view_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(&view_clear)},
+    {0, nullptr},
+};
+
 }  // namespace
+
+void fail_uninitialized(PyObject* o) {
+    fail(ErrorKind::type, "this ", Py_TYPE(o)->tp_name, " holds no view: it was made by __new__, not by stridex.view()");
+}
 
 void bind_view(nb::module_& m) {
     nb::class_<PyView>(m, "View", "A zero-copy strided view of CPU or GPU memory owned by another object.",
-                       nb::type_slots(view_type_slots()), nb::pooled())
+                       nb::type_slots(kViewSlots), nb::pooled())
         .def("__init__", [](nb::handle, nb::args, nb::kwargs) {
             fail(ErrorKind::type, "stridex.View cannot be created directly: call stridex.view(obj) on an array, "
                                   "or stridex.from_pointer(...) for raw memory");
         }, nb::sig("def __init__(self, *args: object, **kwargs: object) -> None"))
         .def_prop_ro("ptr", [](const PyView& s) { return reinterpret_cast<std::uintptr_t>(s.view.ptr()); },
                      "Address of element 0 (data pointer plus byte offset).")
-        .def_prop_ro("shape", [](const PyView& s) { return int_tuple(s.view.shape()); }, nb::sig("def shape(self) -> tuple[int, ...]"))
-        .def_prop_ro("strides", [](const PyView& s) { return int_tuple(s.view.strides()); }, nb::sig("def strides(self) -> tuple[int, ...]"), "Strides in elements.")
-        .def_prop_ro("byte_strides", [](const PyView& s) { return int_tuple(s.view.strides(), s.view.itemsize()); }, nb::sig("def byte_strides(self) -> tuple[int, ...]"))
+        .def_prop_ro("shape", [](const PyView& s) { return ints(s.view.shape()); }, nb::sig("def shape(self) -> tuple[int, ...]"))
+        .def_prop_ro("strides", [](const PyView& s) { return ints(s.view.strides()); }, nb::sig("def strides(self) -> tuple[int, ...]"), "Strides in elements.")
+        .def_prop_ro("byte_strides", [](const PyView& s) { return ints(s.view.strides(), s.view.itemsize()); }, nb::sig("def byte_strides(self) -> tuple[int, ...]"))
         .def_prop_ro("dtype", [](const PyView& s) { return s.view.dtype(); })
         .def_prop_ro("device", [](const PyView& s) { return s.view.device(); })
         .def_prop_ro("readonly", [](const PyView& s) { return s.view.readonly(); })
@@ -152,15 +184,23 @@ void bind_view(nb::module_& m) {
                      "tuple[typing.SupportsIndex | slice | types.EllipsisType | None, ...], /) -> View"))
         .def_prop_ro("T", [](const PyView& s) { return derived(s, s.view.transpose()); }, nb::sig("def T(self) -> View"))
         .def("permute", [](const PyView& s, nb::args axes) {
-            std::vector<std::int64_t> list = int_list(single_sequence_or_args(axes), "axes");
-            std::vector<int> narrow(list.begin(), list.end());
+            const std::vector<std::int64_t> list = int64_list_arg(single_sequence_or_args(axes).ptr(), "permute(): axes");
+            std::vector<int> narrow(list.size());
+            for (std::size_t i = 0; i < list.size(); ++i) {
+                // Range-checked before narrowing: 1 + 2**32 must not become axis 1.
+                if (list[i] < -s.view.ndim() || list[i] >= s.view.ndim())
+                    fail(ErrorKind::value, "permute(): axis ", list[i], " is out of range for ", s.view.ndim(),
+                         " dimensions");
+                narrow[i] = static_cast<int>(list[i]);
+            }
             return derived(s, s.view.permute(narrow));
         }, nb::sig("def permute(self, *axes: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex]) -> View"))
         .def("reshape", [](const PyView& s, nb::args shape) {
-            return derived(s, s.view.reshape(int_list(single_sequence_or_args(shape), "shape")));
+            return derived(s, s.view.reshape(int64_list_arg(single_sequence_or_args(shape).ptr(), "reshape(): shape")));
         }, nb::sig("def reshape(self, *shape: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex]) -> View"))
         .def("squeeze", [](const PyView& s, nb::object axis) {
-            return derived(s, axis.is_none() ? s.view.squeeze() : s.view.squeeze(nb::cast<int>(axis)));
+            if (axis.is_none()) return derived(s, s.view.squeeze());
+            return derived(s, s.view.squeeze(axis_arg(axis.ptr(), s.view.ndim(), "squeeze(): axis")));
         }, nb::arg("axis") = nb::none(), nb::sig("def squeeze(self, axis: int | None = None) -> View"))
         .def("__repr__", &repr);
 }

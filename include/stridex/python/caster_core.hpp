@@ -35,7 +35,9 @@
 #include "stridex/array.hpp"
 #include "stridex/constraints.hpp"
 #include "stridex/cuda/from_pointer.hpp"
+#include "stridex/python/errors.hpp"
 #include "stridex/dlpack.hpp"
+#include "stridex/python/errors.hpp"
 #include "stridex/view.hpp"
 
 namespace stridex {
@@ -316,16 +318,7 @@ inline void set_python_error() noexcept {
     } catch (const PythonError&) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "stridex caster: unknown Python error");
     } catch (const Error& e) {
-        PyObject* type = PyExc_RuntimeError;
-        switch (e.kind()) {
-            case ErrorKind::buffer:
-            case ErrorKind::unsupported: type = PyExc_BufferError; break;
-            case ErrorKind::type: type = PyExc_TypeError; break;
-            case ErrorKind::value: type = PyExc_ValueError; break;
-            case ErrorKind::index: type = PyExc_IndexError; break;
-            case ErrorKind::cuda: type = PyExc_RuntimeError; break;
-        }
-        PyErr_SetString(type, e.what());
+        PyErr_SetString(python::python_exception_for(e.kind()), e.what());
     } catch (const std::bad_alloc&) {
         PyErr_NoMemory();
     } catch (const std::exception& e) {

@@ -1,0 +1,162 @@
+// Arguments from Python: the one home of the conversions (see arguments.hpp).
+#include "arguments.hpp"
+
+#include <cstring>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include "stridex/error.hpp"
+#include "stridex/layout.hpp"
+
+namespace nb = nanobind;
+
+namespace stridex::python {
+
+namespace {
+
+bool is_integer(PyObject* o) noexcept { return !PyBool_Check(o) && !PyFloat_Check(o) && PyIndex_Check(o); }
+
+// The Python int behind an integer argument (a new reference); TypeError naming `what` otherwise.
+nb::object python_int(PyObject* o, const char* what) {
+    if (PyLong_CheckExact(o)) return nb::borrow(o);
+    if (!is_integer(o)) fail(ErrorKind::type, what, " must be an int, found ", type_name(o));
+    nb::object i = nb::steal(PyNumber_Index(o));
+    if (!i.is_valid()) throw nb::python_error();
+    return i;
+}
+
+// The value of a Python int in int64, or false when it does not fit.
+bool fits_int64(PyObject* i, std::int64_t* out) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+    *out = v;
+    return overflow == 0;
+}
+
+}  // namespace
+
+Excerpt type_name(PyObject* o) noexcept { return excerpt(Py_TYPE(o)->tp_name); }
+
+std::string short_repr(PyObject* o, std::size_t limit) {
+    nb::object r = nb::steal(PyObject_Repr(o));
+    const char* text = r.is_valid() ? PyUnicode_AsUTF8(r.ptr()) : nullptr;
+    if (!text) {
+        PyErr_Clear();
+        return "<" + std::string(type_name(o).text.substr(0, Excerpt::kLimit)) + " object>";
+    }
+    std::string out(text);
+    if (out.size() > limit) {
+        out.resize(limit);
+        out += "...";
+    }
+    return out;
+}
+
+std::int64_t int64_arg(PyObject* o, const char* what) {
+    nb::object i = python_int(o, what);
+    std::int64_t v = 0;
+    if (!fits_int64(i.ptr(), &v)) fail(ErrorKind::value, what, " ", short_repr(i.ptr()), " does not fit in int64");
+    return v;
+}
+
+std::int32_t int32_arg(PyObject* o, const char* what) {
+    nb::object i = python_int(o, what);
+    std::int64_t v = 0;
+    if (!fits_int64(i.ptr(), &v) || v < INT32_MIN || v > INT32_MAX)
+        fail(ErrorKind::value, what, " ", short_repr(i.ptr()), " does not fit in int32 (32 bits)");
+    return static_cast<std::int32_t>(v);
+}
+
+int axis_arg(PyObject* o, int ndim, const char* what) {
+    nb::object i = python_int(o, what);
+    std::int64_t v = 0;
+    if (!fits_int64(i.ptr(), &v) || v < -ndim || v >= ndim)
+        fail(ErrorKind::index, what, " ", short_repr(i.ptr()), " is out of range for ", ndim, " dimensions");
+    return static_cast<int>(v);
+}
+
+std::int64_t index_arg(PyObject* o, const char* what) {
+    nb::object i = python_int(o, what);
+    std::int64_t v = 0;
+    if (!fits_int64(i.ptr(), &v)) fail(ErrorKind::index, what, " ", short_repr(i.ptr()), " is out of range");
+    return v;
+}
+
+std::uintptr_t address_arg(PyObject* o, const char* what) {
+    nb::object i;
+    if (is_integer(o)) {
+        i = python_int(o, what);
+    } else if (!PyBool_Check(o) && !PyFloat_Check(o) && Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_int) {
+        // Only __int__ (cuda.bindings' CUdeviceptr has no __index__); floats have one too, refused above.
+        i = nb::steal(PyNumber_Long(o));
+        if (!i.is_valid()) throw nb::python_error();
+    } else {
+        fail(ErrorKind::type, what, " must be an address (an int, or an object with __index__ or __int__), found ",
+             type_name(o));
+    }
+    const unsigned long long v = PyLong_AsUnsignedLongLong(i.ptr());
+    if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError) && !PyErr_ExceptionMatches(PyExc_ValueError))
+            throw nb::python_error();
+        PyErr_Clear();
+        fail(ErrorKind::value, what, " must be an address in [0, 2**64), found ", short_repr(i.ptr()));
+    }
+    return static_cast<std::uintptr_t>(v);
+}
+
+std::vector<std::int64_t> int64_list_arg(PyObject* o, const char* what) {
+    if (is_integer(o)) return {int64_arg(o, what)};  // a bare int is one axis, as in NumPy
+    if (PyUnicode_Check(o) || PyBytes_Check(o) || !PySequence_Check(o))
+        fail(ErrorKind::type, what, " must be an int or a sequence of ints, found ", type_name(o));
+    nb::object items = nb::steal(PySequence_Fast(o, what));
+    if (!items.is_valid()) throw nb::python_error();
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(items.ptr());
+    if (n > kMaxNdim) fail(ErrorKind::value, what, " has ", n, " entries; at most ", kMaxNdim, " dimensions");
+    std::vector<std::int64_t> out(static_cast<std::size_t>(n));
+    for (Py_ssize_t k = 0; k < n; ++k) out[static_cast<std::size_t>(k)] = int64_arg(PySequence_Fast_GET_ITEM(items.ptr(), k), what);
+    return out;
+}
+
+Dtype dtype_arg(PyObject* o, const char* what) {
+    nb::handle h(o);
+    if (nb::isinstance<Dtype>(h)) return nb::cast<Dtype>(h);
+    if (PyUnicode_Check(o)) {
+        const std::string name = nb::cast<std::string>(h);
+        if (name.find_first_of("<>|=") == std::string::npos) {
+            // 'torch.float32' is how torch dtypes print; the rest are stridex names.
+            return Dtype::from_name(name.rfind("torch.", 0) == 0 ? std::string_view(name).substr(6) : name);
+        }
+    } else if (std::strncmp(Py_TYPE(o)->tp_name, "torch.", 6) == 0) {
+        const std::string text = nb::cast<std::string>(nb::str(h));  // a torch.dtype prints 'torch.float32'
+        if (text.rfind("torch.", 0) == 0) return Dtype::from_name(std::string_view(text).substr(6));
+    }
+    nb::object numpy_dtype;
+    try {
+        nb::object numpy = nb::module_::import_("numpy");
+        // An array (not a type, not a dtype) stands for its dtype.
+        const bool array = !PyType_Check(o) && nb::hasattr(h, "dtype") && !nb::isinstance(h, numpy.attr("dtype"));
+        numpy_dtype = numpy.attr("dtype")(array ? h.attr("dtype") : h);
+    } catch (const nb::python_error&) {
+        fail(ErrorKind::type, what, " must be a dtype (a stridex.Dtype, a name such as 'float32', a NumPy or torch "
+                                 "dtype), found ", short_repr(o));
+    }
+    if (!nb::cast<bool>(numpy_dtype.attr("isnative")))
+        fail(ErrorKind::value, what, " ", short_repr(numpy_dtype.ptr()), " is not in native byte order; stridex "
+                                     "views hold native-order elements (byte-swap the data first)");
+    return Dtype::from_name(nb::cast<std::string>(numpy_dtype.attr("name")));
+}
+
+PyObject* int_tuple(std::span<const std::int64_t> values, std::int64_t scale) {
+    nb::object out = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(values.size())));
+    if (!out.is_valid()) throw nb::python_error();
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        PyObject* item = PyLong_FromLongLong(values[i] * scale);
+        if (!item) throw nb::python_error();
+        PyTuple_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), item);
+    }
+    return out.release().ptr();
+}
+
+}  // namespace stridex::python

@@ -1,0 +1,52 @@
+// Arguments from Python, converted in one place: every integer that crosses into C++ is
+// range-checked here, and every message echoes at most a short prefix of what it was given.
+//
+// The rules (docs/import.md, "Arguments from Python"):
+//   * integers are Python ints or objects with __index__; bool is refused (True is not 1 here),
+//     and so is float (1.5 is no address, no extent);
+//   * a value outside the C type it becomes is ValueError naming the argument and the type
+//     ("does not fit in int64", as NumPy's "maximum supported dimension"), except indices, which
+//     are IndexError as for Python sequences; an address is a ValueError outside [0, 2**64);
+//   * addresses also take objects with only __int__ (cuda.bindings' CUdeviceptr), never floats;
+//   * a shape is an int (one axis) or a sequence of at most kMaxNdim ints.
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stridex/dtype.hpp"
+#include "stridex/error.hpp"
+
+namespace stridex::python {
+
+// The name of o's type, for messages (cut to 64 characters: a class name is foreign text too).
+Excerpt type_name(PyObject* o) noexcept;
+
+// repr(o), cut to `limit` characters with "..." appended: messages stay short whatever the input.
+std::string short_repr(PyObject* o, std::size_t limit = 80);
+
+// `what` names the argument in messages: "reshape(): shape", "__array_interface__['offset']".
+std::int64_t int64_arg(PyObject* o, const char* what);
+std::int32_t int32_arg(PyObject* o, const char* what);
+// An axis of a view of `ndim` dimensions, negative counting from the end: IndexError otherwise.
+int axis_arg(PyObject* o, int ndim, const char* what);
+// An index into an axis: any int; beyond int64 it cannot be in range -> IndexError.
+std::int64_t index_arg(PyObject* o, const char* what);
+// An address in [0, 2**64).
+std::uintptr_t address_arg(PyObject* o, const char* what);
+// A Dtype from a stridex.Dtype, a name ('float32'), a torch dtype ('torch.float32'), an array
+// (its .dtype) or anything numpy.dtype() takes. Non-native byte order is refused (ValueError):
+// stridex views hold native-order elements, and reading '>f4' bytes as float32 would misread.
+Dtype dtype_arg(PyObject* o, const char* what);
+// A shape or strides: one int, or a sequence of ints (not str/bytes), at most kMaxNdim of them.
+std::vector<std::int64_t> int64_list_arg(PyObject* o, const char* what);
+
+// The other way: a tuple of Python ints, each value times `scale` (byte strides). Views keep
+// every stride times the item size inside int64 (View::check_bytes), so this cannot overflow.
+PyObject* int_tuple(std::span<const std::int64_t> values, std::int64_t scale = 1);
+
+}  // namespace stridex::python

@@ -1,0 +1,32 @@
+// The extension's raw CPython entry points (vectorcall methods, slots, C callbacks) report a C++
+// exception through this; the kind -> exception table is include/stridex/python/errors.hpp's.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <new>
+
+#include "stridex/python/errors.hpp"
+
+namespace stridex::python {
+
+// Sets the Python error for the C++ exception being handled: stridex::Error by kind, a Python
+// error restored as it was, bad_alloc as MemoryError, anything else RuntimeError. For every
+// entry point nanobind does not wrap (vectorcall methods, slots, C callbacks).
+inline void set_python_error_from_current_exception() noexcept {
+    try {
+        throw;
+    } catch (const Error& e) {
+        PyErr_SetString(python_exception_for(e.kind()), e.what());
+    } catch (nanobind::python_error& e) {
+        e.restore();
+    } catch (const std::bad_alloc&) {
+        PyErr_NoMemory();
+    } catch (const std::exception& e) {
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (...) {
+        PyErr_SetString(PyExc_RuntimeError, "stridex: unknown C++ exception");
+    }
+}
+
+}  // namespace stridex::python
