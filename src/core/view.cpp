@@ -7,16 +7,6 @@
 
 namespace stridex {
 
-namespace {
-
-std::string hex(std::uintptr_t v) {
-    char text[24];
-    std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
-    return text;
-}
-
-}  // namespace
-
 // The byte rules every View obeys (docs/core.md, "Bytes a view may address"): every stride in
 // bytes, the byte span and the storage size fit in int64, and data + byte_offset + span stays
 // inside the address space. Imported layouts come from foreign code, so nothing here may

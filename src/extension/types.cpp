@@ -58,7 +58,8 @@ void bind_types(nb::module_& m) {
                 fail(ErrorKind::value, "DLPack dtype fields out of range: code ", code, ", bits ", bits, ", lanes ", lanes);
             return Dtype::from_raw(static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bits),
                                    static_cast<std::uint16_t>(lanes));
-        }, nb::arg("code"), nb::arg("bits"), nb::arg("lanes") = 1)
+        }, nb::arg("code"), nb::arg("bits"), nb::arg("lanes") = 1,
+           nb::sig("def from_dlpack(code: typing.SupportsIndex, bits: typing.SupportsIndex, lanes: typing.SupportsIndex = 1) -> Dtype"))
         .def_static("from_typestr", &Dtype::from_typestr, nb::arg("typestr"))
         .def_static("from_buffer_format", &Dtype::from_buffer_format, nb::arg("format"))
         .def_prop_ro("name", &Dtype::name)
@@ -80,7 +81,8 @@ void bind_types(nb::module_& m) {
             return Device::from_raw(int32_arg(type.ptr(), "Device.from_dlpack(): device_type"),
                                     int32_arg(id.ptr(), "Device.from_dlpack(): device_id"));
         },
-                    nb::arg("device_type"), nb::arg("device_id") = 0)
+                    nb::arg("device_type"), nb::arg("device_id") = 0,
+                    nb::sig("def from_dlpack(device_type: typing.SupportsIndex, device_id: typing.SupportsIndex = 0) -> Device"))
         .def_prop_ro("type", [](Device d) { return std::string(device_type_name(d.type)); })
         .def_prop_ro("type_code", [](Device d) { return static_cast<int>(d.type); })
         .def_prop_ro("id", [](Device d) { return d.id; })

@@ -22,7 +22,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import stridex  # noqa: E402
 from quirky_producers import make_capsule  # noqa: E402
-from stridex._stridex import _testing  # noqa: E402
+import stridex_testing as _testing  # noqa: E402
 
 TYPED = (TypeError, ValueError, BufferError, IndexError, OverflowError)
 EXAMPLES = int(os.environ.get("STRIDEX_FUZZ_EXAMPLES", "50"))

@@ -37,7 +37,6 @@
 #include "stridex/cuda/from_pointer.hpp"
 #include "stridex/python/errors.hpp"
 #include "stridex/dlpack.hpp"
-#include "stridex/python/errors.hpp"
 #include "stridex/view.hpp"
 
 namespace stridex {
