@@ -147,6 +147,7 @@ TEST(Array, CudaAndPinnedOnAGpu) {
     // The device the driver reports for the memory is the one the Array says.
     EXPECT_EQ(cuda::resolve_device(d.ptr(), d.byte_span(), std::nullopt), Device::cuda(0));
     cuda::Driver& drv = cuda::driver();
+    const cuda::ContextGuard on_device(drv, 0);  // the synchronous copies below run in a context
     const auto address = static_cast<cuda::CUdeviceptr>(reinterpret_cast<std::uintptr_t>(d.ptr()));
     drv.call("cuMemcpyHtoD", drv.api().memcpy_htod, address, static_cast<const void*>(host.data()), sizeof(float) * 4);
     std::vector<float> back(4);

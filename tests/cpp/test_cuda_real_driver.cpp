@@ -164,10 +164,11 @@ TEST_F(RealDriver, ShareableVirtualBufferChunksImportAsTheSameMemory) {
         EXPECT_EQ(e.device(), ipc::device_uuid(0));
         EXPECT_EQ(ipc::ordinal_of(e.device()), 0);
         const ipc::Shape s{{static_cast<std::int64_t>(MiB)}, {1}, stridex::dtypes::uint32, false};
-        const stridex::View v = ipc::import_fds(e.fds(), e.chunk_size(), e.device(), e.offset(), s, e.event(),
+        // No event: opening an IPC event handle in the process that made it failed with
+        // CUDA_ERROR_INVALID_CONTEXT on an H100; ordering is checked across processes in Python.
+        const stridex::View v = ipc::import_fds(e.fds(), e.chunk_size(), e.device(), e.offset(), s, std::nullopt,
                                                 stridex::Owner());
         EXPECT_NE(v.ptr(), src.ptr());  // a fresh reservation
-        EXPECT_EQ(v.stream(), 1);       // ordered after the export's event on the legacy stream
         std::vector<std::uint32_t> back(MiB);
         d.call("cuMemcpyDtoH", d.api().memcpy_dtoh, static_cast<void*>(back.data()),
                reinterpret_cast<CUdeviceptr>(v.ptr()), 4 * MiB);

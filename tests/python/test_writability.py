@@ -32,6 +32,12 @@ needs_jax = pytest.mark.skipif(jax is None, reason="jax is not installed")
 needs_warp = pytest.mark.skipif(wp is None, reason="warp is not installed")
 
 
+def on_cpu(x):
+    """A jax array on the CPU (these tests hand JAX data to NumPy; JAX defaults to the GPU where
+    there is one; test_writability_gpu.py covers cuda:0)."""
+    return jax.device_put(x, jax.devices("cpu")[0])
+
+
 def _warp():
     wp.config.quiet = True
     wp.init()
@@ -133,7 +139,7 @@ def test_read_only_view_refuses_a_borrowed_dltensor():
 
 @needs_jax
 def test_jax_array_goes_back_to_jax_as_jax_exports_it():
-    x = jnp.arange(8, dtype=jnp.float32).reshape(2, 4)
+    x = on_cpu(jnp.arange(8, dtype=jnp.float32).reshape(2, 4))
     v = stridex.view(x)
     assert (v.writability, v.readonly) == ("immutable", True)
     assert capsule_name(v.__dlpack__()) == "dltensor"  # what JAX itself hands a legacy consumer
@@ -147,7 +153,7 @@ def test_jax_array_goes_back_to_jax_as_jax_exports_it():
 @needs_jax
 @needs_warp
 def test_jax_array_reaches_warp_through_stridex():
-    x = jnp.arange(6, dtype=jnp.float32)
+    x = on_cpu(jnp.arange(6, dtype=jnp.float32))
     v = stridex.view(x)
     w = _warp().from_dlpack(v)
     assert w.ptr == v.ptr == x.unsafe_buffer_pointer()
@@ -158,7 +164,7 @@ def test_jax_array_reaches_warp_through_stridex():
 
 @needs_jax
 def test_jax_array_is_read_only_for_versioned_consumers():
-    x = jnp.arange(4, dtype=jnp.float32)
+    x = on_cpu(jnp.arange(4, dtype=jnp.float32))
     v = stridex.view(x)
     assert capsule_flags(v.__dlpack__(max_version=(1, 3))) & FLAG_READ_ONLY
     out = np.from_dlpack(v)  # NumPy asks for a versioned capsule
@@ -187,7 +193,7 @@ def test_writability_carries_over_to_derived_views():
     for derived in (v[1:, ::2], v.T, v.reshape(16), v[2:3].squeeze(), stridex.view(v)):
         assert derived.writability == "unknown"
     if jax is not None:
-        j = stridex.view(jnp.ones((4, 4), jnp.float32))
+        j = stridex.view(on_cpu(jnp.ones((4, 4), jnp.float32)))
         for derived in (j[1:, ::2], j.T, j.reshape(16), stridex.view(j)):
             assert derived.writability == "immutable"
 
