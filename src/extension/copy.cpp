@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "export.hpp"
 #include "import.hpp"
@@ -37,7 +38,7 @@ Device device_argument(nb::handle d) {
 
 char order_argument(const std::string& order) {
     if (order.size() != 1 || (order[0] != 'C' && order[0] != 'F' && order[0] != 'K'))
-        fail(ErrorKind::value, "order must be 'C', 'F' or 'K', found '", order, "'");
+        fail(ErrorKind::value, "order must be 'C', 'F' or 'K', found '", excerpt(order), "'");
     return order[0];
 }
 
@@ -85,19 +86,13 @@ void bind_copy(nb::module_& m) {
           "Device copies are queued on `stream` (None: the legacy default stream; stridex.NO_SYNC or -1: wait for "
           "the copy) after the work pending on both views. Returns dst, recording the stream it is ready on.");
     m.def("empty", [](nb::handle shape, nb::handle dtype, nb::handle device, const std::string& order) {
-        std::vector<std::int64_t> extents;
-        for (nb::handle e : shape) {
-            if (!PyIndex_Check(e.ptr()) || PyBool_Check(e.ptr()))
-                fail(ErrorKind::type, "shape must be integers, found ", nb::str(nb::type_name(e.type())).c_str());
-            extents.push_back(nb::cast<std::int64_t>(nb::int_(nb::steal(PyNumber_Index(e.ptr())))));
-        }
-        const Dtype dt = nb::isinstance<Dtype>(dtype) ? nb::cast<Dtype>(dtype)
-                                                      : Dtype::from_name(nb::cast<std::string_view>(nb::str(dtype)));
+        const std::vector<std::int64_t> extents = int64_list_arg(shape.ptr(), "empty(): shape");
+        const Dtype dt = dtype_arg(dtype.ptr(), "empty(): dtype");
         const char o = order_argument(order);
         return fresh(allocate(extents, dt, device_argument(device), o == 'F' ? Order::F : Order::C));
     }, nb::arg("shape"), nb::arg("dtype"), nb::kw_only(), nb::arg("device") = "cpu", nb::arg("order") = "C",
-       nb::sig("def empty(shape: collections.abc.Iterable[typing.SupportsIndex], dtype: Dtype | str | "
-               "numpy.dtype[typing.Any], *, device: Device | str = 'cpu', order: typing.Literal['C', 'F', 'K'] = 'C') "
+       nb::sig("def empty(shape: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex], dtype: "
+               "Dtype | str | numpy.dtype[typing.Any] | type, *, device: Device | str = 'cpu', order: typing.Literal['C', 'F', 'K'] = 'C') "
                "-> View"),
        "A fresh, uninitialised, writable View on cpu, cuda:N, cuda_host (pinned) or cuda_managed memory.");
 

@@ -240,3 +240,18 @@ def test_ordered_on_a_side_stream():
     s.synchronize()
     expected = (torch.arange(1 << 22, device="cuda", dtype=torch.float32).reshape(2048, 2048) * 2).T
     assert torch.equal(torch.from_dlpack(t), expected)
+
+
+def test_empty_takes_what_view_arguments_take_and_refuses_the_rest():
+    # stridex.empty parses shape and dtype with the same rules as every other argument from Python.
+    assert stridex.empty((2, 3), np.float32).dtype == "float32"
+    assert stridex.empty(4, "int16").shape == (4,)
+    with pytest.raises(ValueError, match=r"empty\(\): shape .* does not fit in int64"):
+        stridex.empty((2**70,), "float32")
+    with pytest.raises(TypeError, match=r"empty\(\): shape must be an int, found bool"):
+        stridex.empty((True,), "float32")
+    with pytest.raises(ValueError, match="not in native byte order"):
+        stridex.empty((2,), ">f4")
+    with pytest.raises(ValueError) as error:
+        stridex.empty((2,), "float32", order="X" * 10_000)
+    assert len(str(error.value)) < 200  # the echo of a huge argument stays short
