@@ -4,14 +4,6 @@ namespace nb = nanobind;
 
 namespace stridex::python {
 
-bool interpreter_finalizing() noexcept {
-#if PY_VERSION_HEX >= 0x030D0000
-    return !Py_IsInitialized() || Py_IsFinalizing();
-#else
-    return !Py_IsInitialized() || _Py_IsFinalizing();
-#endif
-}
-
 namespace {
 void release_reference(void* object) noexcept {
     if (interpreter_finalizing()) return;  // deliberately leaked: see owner_of

@@ -28,7 +28,15 @@ struct PyView {
 // `element` is the producer's description of opaque elements, carried over to derived views.
 nanobind::object wrap_view(View view, nanobind::object source, nanobind::object element = {});
 
-bool interpreter_finalizing() noexcept;
+// True once the interpreter is shutting down (or gone): taking the GIL then would hang or crash,
+// so releases leak instead. Inline: the test-only module uses it too.
+inline bool interpreter_finalizing() noexcept {
+#if PY_VERSION_HEX >= 0x030D0000
+    return !Py_IsInitialized() || Py_IsFinalizing();
+#else
+    return !Py_IsInitialized() || _Py_IsFinalizing();
+#endif
+}
 
 // An Owner that releases a filled heap Py_buffer (with the GIL) and deletes it; if making the
 // Owner fails, the buffer is released at once. *out receives the buffer on success.

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "py_owner.hpp"  // interpreter_finalizing (inline; nothing of _stridex is linked)
 #include "stream_recorder.hpp"
 #include "stridex/dlpack.hpp"
 #include "stridex/dtype.hpp"
@@ -23,14 +24,6 @@ using namespace nb::literals;
 
 namespace stridex::python {
 namespace {
-
-bool interpreter_finalizing() noexcept {
-#if PY_VERSION_HEX >= 0x030D0000
-    return !Py_IsInitialized() || Py_IsFinalizing();
-#else
-    return !Py_IsInitialized() || _Py_IsFinalizing();
-#endif
-}
 
 // Counts deleter calls of the capsules made by make_capsule.
 struct DeleterCounter {
