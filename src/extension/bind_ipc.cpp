@@ -121,7 +121,7 @@ void bind_ipc(nb::module_& m) {
             return wrap_view(std::move(v), keep);
         },
         "handle"_a, "device_uuid"_a, "offset"_a, "extent"_a, "shape"_a, "strides"_a, "dtype"_a,
-        "readonly"_a, "event"_a.none(), "keep"_a);
+        "readonly"_a, "event"_a.none(), "keep"_a.none());
 
     m.def(
         "_ipc_import_fds",
@@ -140,7 +140,7 @@ void bind_ipc(nb::module_& m) {
             return wrap_view(std::move(v), keep);
         },
         "fds"_a, "chunk_size"_a, "device_uuid"_a, "offset"_a, "shape"_a, "strides"_a, "dtype"_a,
-        "readonly"_a, "event"_a.none(), "keep"_a);
+        "readonly"_a, "event"_a.none(), "keep"_a.none());
 
     // Pickling: plain pickle and anything built on it reduce a View through stridex.ipc, imported
     // only when a View is first pickled.
