@@ -106,6 +106,36 @@ std::uintptr_t address_arg(PyObject* o, const char* what) {
     return static_cast<std::uintptr_t>(v);
 }
 
+std::size_t size_arg(PyObject* o, const char* what) {
+    const std::int64_t v = int64_arg(o, what);
+    if (v < 0) fail(ErrorKind::value, what, " must be >= 0, found ", v);
+    return static_cast<std::size_t>(v);
+}
+
+Device device_arg(PyObject* o, const char* what) {
+    nb::handle h(o);
+    if (nb::isinstance<Device>(h)) return nb::cast<Device>(h);
+    if (PyUnicode_Check(o)) return Device::parse(nb::cast<std::string>(h));
+    if (is_integer(o)) {  // a CUDA ordinal, as torch.device(0)
+        const std::int32_t ordinal = int32_arg(o, what);
+        if (ordinal < 0) fail(ErrorKind::value, what, ": a CUDA device ordinal must be >= 0, found ", ordinal);
+        return Device::cuda(ordinal);
+    }
+    if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 2) {
+        const std::string name(what);
+        return Device::from_raw(int32_arg(PyTuple_GET_ITEM(o, 0), (name + "[0]").c_str()),
+                                int32_arg(PyTuple_GET_ITEM(o, 1), (name + "[1]").c_str()));
+    }
+    fail(ErrorKind::type, what, " must be a device (a stridex.Device, a name such as 'cuda:0', a CUDA ordinal or a "
+                                "(device_type, device_id) pair), found ", type_name(o));
+}
+
+int cuda_ordinal_arg(PyObject* o, const char* what) {
+    const Device d = device_arg(o, what);
+    if (d.type != DeviceType::kCUDA) fail(ErrorKind::value, what, " must be a CUDA device, found ", d.name());
+    return d.id;
+}
+
 std::vector<std::int64_t> int64_list_arg(PyObject* o, const char* what) {
     if (is_integer(o)) return {int64_arg(o, what)};  // a bare int is one axis, as in NumPy
     if (PyUnicode_Check(o) || PyBytes_Check(o) || !PySequence_Check(o))

@@ -13,7 +13,6 @@
 
 #include "arguments.hpp"
 #include "bindings.hpp"
-#include "cuda_arguments.hpp"
 #include "stridex/cuda/pointer.hpp"
 
 namespace nb = nanobind;
@@ -23,6 +22,18 @@ namespace stridex::python {
 namespace {
 
 using cuda::DevicePtr;
+
+// The Python int behind an operand of arithmetic and comparisons, or an empty object when `h` is
+// no integer (floats included: Python then answers NotImplemented's TypeError). Not arguments.hpp's
+// int64_arg: an operand may be any Python int (a negative one is simply smaller than every address).
+nb::object as_python_int(nb::handle h) {
+    PyObject* o = h.ptr();
+    if (PyLong_Check(o)) return nb::borrow(h);
+    if (PyFloat_Check(o) || !PyIndex_Check(o)) return {};
+    nb::object i = nb::steal(PyNumber_Index(o));
+    if (!i.is_valid()) throw nb::python_error();
+    return i;
+}
 
 // p + n or p - n for a Python int n of any size: results outside [0, 2^64) are ValueError (the
 // C++ operators check; ints beyond 64 bits cannot give an address at all).
@@ -100,7 +111,7 @@ void bind_device_ptr(nb::module_& m) {
                 const std::uint64_t a = address_arg(addr.ptr(), "DevicePtr(): addr");
                 Device d;
                 if (!device.is_none())
-                    d = device_arg(device);
+                    d = device_arg(device.ptr(), "DevicePtr(): device");
                 else if (nb::isinstance<DevicePtr>(addr))
                     d = nb::cast<const DevicePtr&>(addr).device();
                 else
@@ -109,9 +120,9 @@ void bind_device_ptr(nb::module_& m) {
             },
             "addr"_a, "device"_a = nb::none(),
             nb::sig("def __init__(self, addr: typing.SupportsIndex | typing.SupportsInt, device: Device | str | "
-                    "typing.SupportsIndex | None = None) -> None"),
+                    "typing.SupportsIndex | tuple[int, int] | None = None) -> None"),
             "addr: an int, or an object with __index__ or __int__ (cuda.bindings CUdeviceptr). device: a "
-            "stridex.Device, 'cuda:N', or an ordinal; None asks the driver what memory addr points to (cpu "
+            "stridex.Device, 'cuda:N', an ordinal or a DLPack (device_type, device_id) pair; None asks the driver what memory addr points to (cpu "
             "for memory CUDA does not know, and for every address when there is no driver).")
         .def_prop_ro("address", [](const DevicePtr& p) { return py_int(p.address()); }, nb::sig("def address(self) -> int"))
         .def_prop_ro("device", &DevicePtr::device)
@@ -151,9 +162,16 @@ void bind_device_ptr(nb::module_& m) {
              "other"_a.none(), nb::sig("def __sub__(self, other: DevicePtr | typing.SupportsIndex, /) -> DevicePtr | int"))
         // No __iadd__/__isub__: `p += 16` rebinds p to a new DevicePtr, as for ints. Mutating in
         // place would corrupt every dict and set holding p (its hash is its address).
-        .def("align_up", &DevicePtr::align_up, "alignment"_a, "The next address at or above that is a multiple of alignment.")
-        .def("align_down", &DevicePtr::align_down, "alignment"_a)
-        .def("is_aligned", &DevicePtr::is_aligned, "alignment"_a)
+        .def("align_up",
+             [](const DevicePtr& p, nb::handle a) { return p.align_up(size_arg(a.ptr(), "DevicePtr.align_up(): alignment")); },
+             "alignment"_a.none(), nb::sig("def align_up(self, alignment: typing.SupportsIndex) -> DevicePtr"),
+             "The next address at or above that is a multiple of alignment.")
+        .def("align_down",
+             [](const DevicePtr& p, nb::handle a) { return p.align_down(size_arg(a.ptr(), "DevicePtr.align_down(): alignment")); },
+             "alignment"_a.none(), nb::sig("def align_down(self, alignment: typing.SupportsIndex) -> DevicePtr"))
+        .def("is_aligned",
+             [](const DevicePtr& p, nb::handle a) { return p.is_aligned(size_arg(a.ptr(), "DevicePtr.is_aligned(): alignment")); },
+             "alignment"_a.none(), nb::sig("def is_aligned(self, alignment: typing.SupportsIndex) -> bool"))
         .def("__format__",
              [](const DevicePtr& p, nb::str spec) -> nb::object {
                  if (nb::len(spec) == 0) return nb::str(nb::repr(nb::cast(p)));
