@@ -162,9 +162,7 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
         }
         // A CUDA consumer gets the copy queued on its stream (None: the legacy default stream; -1:
         // it synchronizes itself, so the copy completes first); a host consumer gets it complete.
-        const std::intptr_t on = target.is_cuda_family() && target.type != DeviceType::kCUDAHost
-                                     ? stream.value_or(kDefaultStream)
-                                     : kNoStream;
+        const std::intptr_t on = target.is_cuda_device_or_managed() ? stream.value_or(kDefaultStream) : kNoStream;
         View out;
         try {
             nb::gil_scoped_release release;
@@ -322,10 +320,9 @@ PyObject* cuda_array_interface_get(PyObject* self, void*) noexcept {
     try {
         const PyView& pv = py_view(self);
         const View& v = pv.view;
-        const DeviceType t = v.device().type;
         // AttributeError, not another error: consumers probe with hasattr/getattr and must fall
         // through to the array interface or DLPack for memory CUDA kernels cannot take as is.
-        if (t != DeviceType::kCUDA && t != DeviceType::kCUDAManaged)
+        if (!v.device().is_cuda_device_or_managed())
             return attribute_error("__cuda_array_interface__: this stridex.View is " + v.device().name() +
                                    " memory, not CUDA device or managed memory; use __dlpack__ or "
                                    "__array_interface__");

@@ -198,7 +198,7 @@ void dlpack_stream(const StreamRequest& request, const Device* device, const Pro
         out.ready = kNoStream;
         if (request.kind == StreamRequest::Kind::no_sync) send = -1;
         if (request.kind == StreamRequest::Kind::on_stream) send = request.handle;
-    } else if (device->type == DeviceType::kCUDA || device->type == DeviceType::kCUDAManaged) {
+    } else if (device->is_cuda_device_or_managed()) {
         switch (request.kind) {
             case StreamRequest::Kind::by_default: out.ready = cuda::StreamRef::kLegacy; break;
             case StreamRequest::Kind::no_sync:
