@@ -160,9 +160,9 @@ inline std::intptr_t stream_of(PyObject* view) {
 
 // A versioned capsule's tensor, taken over (renamed used_*, as the protocol wants).
 inline View import_capsule(PyObject* capsule) {
-    auto* t = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
+    auto* t = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, dlpack::kVersionedCapsule));
     if (t == nullptr) throw PythonError{};
-    if (PyCapsule_SetName(capsule, "used_dltensor_versioned") != 0) throw PythonError{};
+    if (PyCapsule_SetName(capsule, dlpack::kUsedVersionedCapsule) != 0) throw PythonError{};
     return dlpack::import_managed(t);
 }
 
@@ -266,10 +266,10 @@ inline Ref to_stridex_view(const View& view) {
         if (l->api->managed_tensor_to_py_object_no_sync(t, &py) != 0) throw PythonError{};
         out = Ref(static_cast<PyObject*>(py));
     } else {
-        Ref capsule(PyCapsule_New(t, "dltensor_versioned", [](PyObject* c) noexcept {
+        Ref capsule(PyCapsule_New(t, dlpack::kVersionedCapsule, [](PyObject* c) noexcept {
             // Renamed used_* when consumed: the consumer owns the deleter then.
-            if (!PyCapsule_IsValid(c, "dltensor_versioned")) return;
-            auto* m = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, "dltensor_versioned"));
+            if (!PyCapsule_IsValid(c, dlpack::kVersionedCapsule)) return;
+            auto* m = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, dlpack::kVersionedCapsule));
             m->deleter(m);
         }));
         if (!capsule) {
