@@ -195,8 +195,7 @@ inline Ref caller_stream_of(PyObject* obj) {
     Ref device = checked(PyObject_CallMethod(obj, "__dlpack_device__", nullptr));
     int type = 0, id = 0;
     if (!PyArg_ParseTuple(device.get(), "ii", &type, &id)) throw PythonError{};
-    if (type != static_cast<int>(DeviceType::kCUDA) && type != static_cast<int>(DeviceType::kCUDAManaged))
-        return Ref();
+    if (!Device{static_cast<DeviceType>(type), id}.is_cuda_device_or_managed()) return Ref();
     void* stream = nullptr;
     if (api->current_work_stream(type, id, &stream) != 0) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "current_work_stream of the exchange API failed");
