@@ -148,7 +148,7 @@ void split(const View& v, std::int64_t max_elements, std::int64_t offset, std::v
 std::vector<Piece> pieces_of(const View& host) {
     // Fewer, longer axes first (same elements, same C order), so pieces are as large as allowed.
     const View merged(host.data(), host.byte_offset(), host.layout().merged(), host.dtype(), Device::cpu(),
-                      false, Owner{}, host.subbyte_padded());
+                      /*readonly=*/false, Owner{}, host.subbyte_padded());
     std::vector<Piece> out;
     split(merged, std::max<std::int64_t>(1, kStageBytes / host.itemsize()), 0, out);
     return out;
@@ -191,8 +191,8 @@ void fill(Pool& pool, Driver& d) {
 }
 
 View staging_view(const Stage& s, const Piece& p) {
-    return View(s.host, 0, Layout::contiguous(p.view.shape()), p.view.dtype(), Device::cpu(), false, Owner{},
-                p.view.subbyte_padded());
+    return View(s.host, 0, Layout::contiguous(p.view.shape()), p.view.dtype(), Device::cpu(),
+                /*readonly=*/false, Owner{}, p.view.subbyte_padded());
 }
 
 // One staged transfer: the device's context, its pool held for the whole transfer, the host view

@@ -132,8 +132,10 @@ void bind_device_ptr(nb::module_& m) {
         .def("__hash__", [](const DevicePtr& p) { return nb::hash(py_int(p.address())); })
         // Operands may be anything, None included: unknown types give NotImplemented, so Python
         // falls back to identity for == and raises TypeError for < and arithmetic.
-        .def("__eq__", equality(true), "other"_a.none(), nb::sig("def __eq__(self, other: object, /) -> bool"))
-        .def("__ne__", equality(false), "other"_a.none(), nb::sig("def __ne__(self, other: object, /) -> bool"))
+        .def("__eq__", equality(/*want_equal=*/true), "other"_a.none(),
+             nb::sig("def __eq__(self, other: object, /) -> bool"))
+        .def("__ne__", equality(/*want_equal=*/false), "other"_a.none(),
+             nb::sig("def __ne__(self, other: object, /) -> bool"))
         .def("__lt__", ordering([](std::strong_ordering c) { return c < 0; }), "other"_a.none(), nb::sig("def __lt__(self, other: DevicePtr | int, /) -> bool"))
         .def("__le__", ordering([](std::strong_ordering c) { return c <= 0; }), "other"_a.none(), nb::sig("def __le__(self, other: DevicePtr | int, /) -> bool"))
         .def("__gt__", ordering([](std::strong_ordering c) { return c > 0; }), "other"_a.none(), nb::sig("def __gt__(self, other: DevicePtr | int, /) -> bool"))
@@ -142,14 +144,14 @@ void bind_device_ptr(nb::module_& m) {
              [](const DevicePtr& p, nb::handle n) -> nb::object {
                  nb::object i = as_python_int(n);
                  if (!i.is_valid() || nb::isinstance<DevicePtr>(n)) return not_implemented();
-                 return nb::cast(offset(p, i, false));
+                 return nb::cast(offset(p, i, /*subtract=*/false));
              },
              "other"_a.none(), nb::sig("def __add__(self, other: typing.SupportsIndex, /) -> DevicePtr"))
         .def("__radd__",
              [](const DevicePtr& p, nb::handle n) -> nb::object {
                  nb::object i = as_python_int(n);
                  if (!i.is_valid()) return not_implemented();
-                 return nb::cast(offset(p, i, false));
+                 return nb::cast(offset(p, i, /*subtract=*/false));
              },
              "other"_a.none(), nb::sig("def __radd__(self, other: typing.SupportsIndex, /) -> DevicePtr"))
         .def("__sub__",
@@ -157,7 +159,7 @@ void bind_device_ptr(nb::module_& m) {
                  if (nb::isinstance<DevicePtr>(other)) return nb::int_(p - nb::cast<const DevicePtr&>(other));
                  nb::object i = as_python_int(other);
                  if (!i.is_valid()) return not_implemented();
-                 return nb::cast(offset(p, i, true));
+                 return nb::cast(offset(p, i, /*subtract=*/true));
              },
              "other"_a.none(), nb::sig("def __sub__(self, other: DevicePtr | typing.SupportsIndex, /) -> DevicePtr | int"))
         // No __iadd__/__isub__: `p += 16` rebinds p to a new DevicePtr, as for ints. Mutating in

@@ -175,8 +175,8 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
     }
     if (relabel) {
         if (!stream) host_sync(v);  // a CPU consumer; -1 means it takes care of that itself
-        const View out = View(v.data(), v.byte_offset(), v.layout(), v.dtype(), Device::cpu(), false, v.owner(),
-                              v.subbyte_padded())
+        const View out = View(v.data(), v.byte_offset(), v.layout(), v.dtype(), Device::cpu(),
+                              /*readonly=*/false, v.owner(), v.subbyte_padded())
                              .with_writability(v.writability());
         return dlpack_capsule(out, versioned, 0);
     }
