@@ -111,7 +111,7 @@ void bind_device_ptr(nb::module_& m) {
                 const std::uint64_t a = address_arg(addr.ptr(), "DevicePtr(): addr");
                 Device d;
                 if (!device.is_none())
-                    d = device_arg(device.ptr(), "DevicePtr(): device");
+                    d = device_arg(device.ptr(), "DevicePtr(): device", /*ints_are_cuda_ordinals=*/true);
                 else if (nb::isinstance<DevicePtr>(addr))
                     d = nb::cast<const DevicePtr&>(addr).device();
                 else

@@ -47,6 +47,14 @@ auto unlocked_gil(PyVirtualBuffer& self, F&& f) {
     return f(self.buffer);
 }
 
+// grow, shrink and resize: new_size parsed while the GIL is held, then the call without it.
+auto sizing(void (VirtualBuffer::*method)(std::size_t), const char* what) {
+    return [method, what](PyVirtualBuffer& self, nb::handle new_size) {
+        const std::size_t bytes = size_arg(new_size.ptr(), what);
+        unlocked_gil(self, [&](VirtualBuffer& b) { (b.*method)(bytes); });
+    };
+}
+
 nb::dict stats_dict(const cuda::VirtualBufferStats& s) {
     nb::dict calls;
     auto add = [&](const char* name, const cuda::CallTiming& t) {
@@ -150,26 +158,11 @@ void bind_virtual_buffer(nb::module_& m) {
             [](const PyVirtualBuffer& s) { return stats_dict(locked(s, [](const VirtualBuffer& b) { return b.stats(); })); },
             nb::sig("def stats(self) -> dict[str, typing.Any]"),
             "bytes mapped (now, peak), bytes copied, operation counts, and per-driver-call timings")
-        .def(
-            "grow", [](PyVirtualBuffer& s, nb::handle n) {
-                const std::size_t bytes = size_arg(n.ptr(), "VirtualBuffer.grow(): new_size");
-                unlocked_gil(s, [&](VirtualBuffer& b) { b.grow(bytes); });
-            },
-            "new_size"_a.none(), "Map chunks up to new_size bytes (same base, nothing copied).")
-        .def(
-            "shrink",
-            [](PyVirtualBuffer& s, nb::handle n) {
-                const std::size_t bytes = size_arg(n.ptr(), "VirtualBuffer.shrink(): new_size");
-                unlocked_gil(s, [&](VirtualBuffer& b) { b.shrink(bytes); });
-            },
-            "new_size"_a.none(), "Synchronize the devices, then unmap the chunks beyond new_size.")
-        .def(
-            "resize",
-            [](PyVirtualBuffer& s, nb::handle n) {
-                const std::size_t bytes = size_arg(n.ptr(), "VirtualBuffer.resize(): new_size");
-                unlocked_gil(s, [&](VirtualBuffer& b) { b.resize(bytes); });
-            },
-            "new_size"_a.none())
+        .def("grow", sizing(&VirtualBuffer::grow, "VirtualBuffer.grow(): new_size"), "new_size"_a.none(),
+             "Map chunks up to new_size bytes (same base, nothing copied).")
+        .def("shrink", sizing(&VirtualBuffer::shrink, "VirtualBuffer.shrink(): new_size"), "new_size"_a.none(),
+             "Synchronize the devices, then unmap the chunks beyond new_size.")
+        .def("resize", sizing(&VirtualBuffer::resize, "VirtualBuffer.resize(): new_size"), "new_size"_a.none())
         .def(
             "sleep", [](PyVirtualBuffer& s, bool keep) { unlocked_gil(s, [&](VirtualBuffer& b) { b.sleep(keep); }); },
             "keep_contents"_a = false,

@@ -59,7 +59,7 @@ nb::object copy_into(nb::handle dst, nb::handle src, nb::handle stream) {
 nb::object fresh(View v) { return wrap_view(std::move(v), nb::none()); }
 
 nb::object copy_of(const PyView& self, nb::handle device, const std::string& order, nb::handle stream) {
-    const Device target = device.is_none() ? self.view.device() : device_arg(device.ptr(), "View.copy(): device");
+    const Device target = device.is_none() ? self.view.device() : device_arg(device.ptr(), "View.copy(): device", /*ints_are_cuda_ordinals=*/false);
     const char o = order_argument(order);
     const std::intptr_t s = copy_stream(stream);
     View out;
@@ -82,10 +82,10 @@ void bind_copy(nb::module_& m) {
         const std::vector<std::int64_t> extents = int64_list_arg(shape.ptr(), "empty(): shape");
         const Dtype dt = dtype_arg(dtype.ptr(), "empty(): dtype");
         const char o = order_argument(order);
-        return fresh(allocate(extents, dt, device_arg(device.ptr(), "empty(): device"), o == 'F' ? Order::F : Order::C));
+        return fresh(allocate(extents, dt, device_arg(device.ptr(), "empty(): device", /*ints_are_cuda_ordinals=*/false), o == 'F' ? Order::F : Order::C));
     }, nb::arg("shape"), nb::arg("dtype"), nb::kw_only(), nb::arg("device") = "cpu", nb::arg("order") = "C",
        nb::sig("def empty(shape: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex], dtype: "
-               "Dtype | str | numpy.dtype[typing.Any] | type, *, device: Device | str | typing.SupportsIndex | tuple[int, int] = 'cpu', order: typing.Literal['C', 'F', 'K'] = 'C') "
+               "Dtype | str | numpy.dtype[typing.Any] | type, *, device: Device | str | tuple[int, int] = 'cpu', order: typing.Literal['C', 'F', 'K'] = 'C') "
                "-> View"),
        "A fresh, uninitialised, writable View on cpu, cuda:N, cuda_host (pinned) or cuda_managed memory.");
 
@@ -96,7 +96,7 @@ void bind_copy(nb::module_& m) {
         },
         nb::is_method(), nb::name("copy"), nb::scope(cls), nb::arg("device") = nb::none(), nb::arg("order") = "C",
         nb::kw_only(), nb::arg("stream") = nb::none(),
-        nb::sig("def copy(self, device: Device | str | typing.SupportsIndex | tuple[int, int] | None = None, order: typing.Literal['C', 'F', 'K'] = 'C', *, "
+        nb::sig("def copy(self, device: Device | str | tuple[int, int] | None = None, order: typing.Literal['C', 'F', 'K'] = 'C', *, "
                 "stream: object = None) -> View"),
         "A fresh copy on `device` (this view's by default) in element order 'C', 'F' or 'K' (the source's axis "
         "order). Queued on `stream` (None: legacy default stream); the result records the stream it is ready on.");
@@ -112,11 +112,11 @@ void bind_copy(nb::module_& m) {
     cls.attr("to") = nb::cpp_function(
         [](nb::handle self, nb::handle device, nb::handle stream) -> nb::object {
             const PyView& v = py_view(self.ptr());
-            if (device_arg(device.ptr(), "View.to(): device") == v.view.device()) return nb::borrow(self);
+            if (device_arg(device.ptr(), "View.to(): device", /*ints_are_cuda_ordinals=*/false) == v.view.device()) return nb::borrow(self);
             return copy_of(v, device, "K", stream);
         },
         nb::is_method(), nb::name("to"), nb::scope(cls), nb::arg("device"), nb::kw_only(),
-        nb::arg("stream") = nb::none(), nb::sig("def to(self, device: Device | str | typing.SupportsIndex | tuple[int, int], *, stream: object = None) -> View"),
+        nb::arg("stream") = nb::none(), nb::sig("def to(self, device: Device | str | tuple[int, int], *, stream: object = None) -> View"),
         "This view if it is on `device` already, else a copy there (keeping the source's axis order).");
 }
 

@@ -22,7 +22,7 @@ nb::object from_pointer(nb::handle ptr, nb::handle shape, nb::handle dtype, nb::
     Layout layout = strides.is_none() ? Layout::contiguous(extents)
                                       : Layout(extents, int64_list_arg(strides.ptr(), "from_pointer(): strides"));
     std::optional<Device> claimed;
-    if (!device.is_none()) claimed = device_arg(device.ptr(), "from_pointer(): device");
+    if (!device.is_none()) claimed = device_arg(device.ptr(), "from_pointer(): device", /*ints_are_cuda_ordinals=*/false);
     Owner keep = owner.is_none() ? Owner() : owner_of(owner);
     View view = cuda::view_of_pointer(reinterpret_cast<void*>(address), std::move(layout), dt, claimed,
                                       std::move(keep), readonly);
@@ -37,7 +37,7 @@ void bind_from_pointer(nb::module_& m) {
           nb::arg("readonly") = false,
           nb::sig("def from_pointer(ptr: typing.SupportsIndex | typing.SupportsInt, shape: typing.SupportsIndex | "
                   "collections.abc.Sequence[typing.SupportsIndex], dtype: Dtype | str | numpy.dtype[typing.Any] | type, "
-                  "device: Device | str | typing.SupportsIndex | tuple[int, int] | None = None, owner: object = None, strides: "
+                  "device: Device | str | tuple[int, int] | None = None, owner: object = None, strides: "
                   "collections.abc.Sequence[typing.SupportsIndex] | None = None, readonly: bool = False) -> View"),
           "A View of raw memory at address `ptr` (element 0), with `shape` and `strides` in elements (C order "
           "when None). The device is taken from the pointer's CUDA attributes: `device` is optional and only "

@@ -81,7 +81,7 @@ void bind_internals(nb::module_& parent) {
         Device d;
         const Device* known = nullptr;
         if (!device.is_none()) {
-            d = device_arg(device.ptr(), "_internals.dlpack_stream(): device");
+            d = device_arg(device.ptr(), "_internals.dlpack_stream(): device", /*ints_are_cuda_ordinals=*/false);
             known = &d;
         }
         DlpackStream out;

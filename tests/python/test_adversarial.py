@@ -300,25 +300,33 @@ def test_with_stream_takes_int_likes():
     assert VIEW._with_stream(np.int64(-1)).stream is None  # -1: nothing pending
 
 
-@pytest.mark.parametrize("make", [
+ANY_DEVICE = [  # arguments that may name any kind of memory: a bare int says which kind nowhere
     lambda d: stridex.from_pointer(0, (0,), "uint8", device=d),
     lambda d: stridex.empty(2, "uint8", device=d),
     lambda d: VIEW.copy(device=d),
     lambda d: VIEW.to(d),
+]
+CUDA_DEVICE = [  # arguments that name CUDA devices anyway: an int is a CUDA ordinal
     lambda d: stridex.DevicePtr(16, device=d),
     lambda d: stridex.VirtualBuffer(0, 1 << 20, device=d),
     lambda d: stridex.VirtualBuffer(0, 1 << 20, devices=[d]),
-])
-@pytest.mark.parametrize("bad,error,says", [
+]
+BAD_DEVICES = [
     (True, TypeError, "must be a device"),
     (1.5, TypeError, "must be a device"),
     ([1, 0], TypeError, "must be a device"),  # a pair is a tuple, as __dlpack_device__ gives
-    (2**40, ValueError, "does not fit in int32"),
-    (-1, ValueError, "ordinal must be >= 0"),
     ((2**31, 0), ValueError, "[0]"),
     ((1, 2**40), ValueError, "[1]"),
     ((True, 0), TypeError, "[0] must be an int"),
     ("gpu:0", ValueError, "invalid device"),
+]
+
+
+@pytest.mark.parametrize("make,bad,error,says", [
+    *[(make, *case) for make in ANY_DEVICE + CUDA_DEVICE for case in BAD_DEVICES],
+    *[(make, 0, TypeError, "must be a device") for make in ANY_DEVICE],
+    *[(make, 2**40, ValueError, "does not fit in int32") for make in CUDA_DEVICE],
+    *[(make, -1, ValueError, "ordinal must be >= 0") for make in CUDA_DEVICE],
 ])
 def test_devices_are_parsed_alike_everywhere(make, bad, error, says):
     # One parser for every device argument: it used to be three, each taking its own spellings.
