@@ -3,14 +3,10 @@
 // these files convert arguments, through arguments.hpp.
 #include <Python.h>
 #include <nanobind/nanobind.h>
-#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/vector.h>
 
 #include <cstdint>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "arguments.hpp"
 #include "bindings.hpp"

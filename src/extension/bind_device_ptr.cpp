@@ -2,14 +2,10 @@
 // checked at both ends of the 64-bit address space (the rules live in stridex/cuda/pointer.hpp).
 #include <Python.h>
 #include <nanobind/nanobind.h>
-#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/vector.h>
 
 #include <cstdint>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "arguments.hpp"
 #include "bindings.hpp"

@@ -1,7 +1,6 @@
 // stridex.copy, stridex.empty and View.copy / contiguous / to: the Python face of the copy engine
 // (stridex/copy.hpp, docs/copy.md). The GIL is released while copying.
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/string_view.h>
 
 #include <vector>
 

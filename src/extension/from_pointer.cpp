@@ -1,8 +1,6 @@
 // stridex.from_pointer(ptr, shape, dtype, device=None, owner=None, strides=None, readonly=False):
 // a View of raw memory, its device taken from the pointer's attributes (cuda::view_of_pointer).
-#include <nanobind/stl/string.h>
-#include <nanobind/stl/string_view.h>
-
+#include <optional>
 #include <vector>
 
 #include "arguments.hpp"
