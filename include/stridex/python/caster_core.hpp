@@ -178,7 +178,8 @@ inline View from_stridex_view(PyObject* obj, std::intptr_t stream) {
     } else {
         // An older stridex.View: __dlpack__(stream=-1) exports without ordering anything.
         Ref method = checked(PyObject_GetAttrString(obj, "__dlpack__"));
-        Ref kwargs = checked(Py_BuildValue("{s:i,s:(ii)}", "stream", -1, "max_version", dlpack::kMajorVersion, 3));
+        Ref kwargs = checked(Py_BuildValue("{s:i,s:(ii)}", "stream", static_cast<int>(kNoStream), "max_version",
+                                           dlpack::kMajorVersion, dlpack::kMinorVersion));
         Ref args = checked(PyTuple_New(0));
         Ref capsule = checked(PyObject_Call(method.get(), args.get(), kwargs.get()));
         view = import_capsule(capsule.get());
@@ -202,7 +203,7 @@ inline Ref caller_stream_of(PyObject* obj) {
         throw PythonError{};
     }
     // The NULL handle is the legacy default stream; the protocols spell it 1, never 0.
-    return checked(PyLong_FromVoidPtr(stream ? stream : reinterpret_cast<void*>(std::intptr_t{1})));
+    return checked(PyLong_FromVoidPtr(stream ? stream : reinterpret_cast<void*>(kDefaultStream)));
 }
 
 // Python argument -> View meeting `r`. False (no Python error set) when `src` cannot be converted:
