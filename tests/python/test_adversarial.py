@@ -319,6 +319,8 @@ BAD_DEVICES = [
     ((1, 2**40), ValueError, "[1]"),
     ((True, 0), TypeError, "[0] must be an int"),
     ("gpu:0", ValueError, "invalid device"),
+    ((99, 0), BufferError, "unsupported DLPack device type 99"),  # as __dlpack_device__ answers are
+    ((2, -1), ValueError, "device id must be >= 0"),
 ]
 
 
