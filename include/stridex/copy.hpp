@@ -35,11 +35,11 @@ void copy_host(const View& dst, const View& src);
 // data keeps its packing. The caller makes sure pending device work on src is finished.
 View host_copy(const View& src);
 
-// The stream argument of the copy engine, in the DLPack encoding of View::stream(): 1 the legacy
-// default stream (the default, as the array API's None), 2 the per-thread default stream, any
-// other value above 2 a CUstream handle of the device that runs the copy (dst's GPU, else src's).
-// kNoStream (-1) queues the copy on the legacy default stream and waits for it before returning.
-inline constexpr std::intptr_t kDefaultStream = 1;
+// The stream argument of the copy engine, in the DLPack encoding of View::stream():
+// kDefaultStream (1, view.hpp) the legacy default stream (the default, as the array API's None), 2
+// the per-thread default stream, any other value above 2 a CUstream handle of the device that runs
+// the copy (dst's GPU, else src's). kNoStream (-1) queues the copy on the legacy default stream and
+// waits for it before returning.
 
 // Element order of a fresh copy: C (row-major), F (column-major) or K (the source's order of axes,
 // by decreasing stride magnitude, as NumPy's order='K': the cheapest copy of a transposed view).

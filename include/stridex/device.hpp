@@ -1,7 +1,8 @@
 // stridex::Device: where memory lives, bit-for-bit a DLPack DLDevice.
 //
 // The per-type facts (name, host accessibility) live once, as a table, in src/core/device.cpp;
-// which types are CUDA memory is is_cuda_family, inline below (every import asks).
+// which types are CUDA memory is is_cuda_family (and is_cuda_device_or_managed), inline below
+// (every import asks).
 #pragma once
 
 #include <cstdint>
@@ -60,6 +61,12 @@ struct Device {
     // since every import asks.
     constexpr bool is_cuda_family() const noexcept {
         return type == DeviceType::kCUDA || type == DeviceType::kCUDAHost || type == DeviceType::kCUDAManaged;
+    }
+    // A GPU's memory: device or managed, not pinned. What CUDA kernels take as device memory (the CUDA
+    // array interface describes only these), and where a consumer works on a CUDA stream: readers
+    // of pinned memory are host code as often, and take stream=None.
+    constexpr bool is_cuda_device_or_managed() const noexcept {
+        return type == DeviceType::kCUDA || type == DeviceType::kCUDAManaged;
     }
 
     friend constexpr bool operator==(Device, Device) = default;

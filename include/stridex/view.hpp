@@ -22,6 +22,9 @@ namespace stridex {
 // per-thread default stream, anything else > 2 a CUstream handle; kNoStream means the data has no
 // pending work (host memory, or already synchronized).
 inline constexpr std::intptr_t kNoStream = -1;
+// The legacy default stream: the default of every stream argument, as the array API's None.
+// (The CUDA layer's StreamRef::kLegacy is this value.)
+inline constexpr std::intptr_t kDefaultStream = 1;
 
 // Where a View's writability comes from: what its producer said, or could not say. Every export
 // gives a consumer what the producer itself would have given it, never more (docs/export.md,
@@ -101,12 +104,12 @@ public:
 
     // Copies (stridex/copy.hpp, docs/copy.md): a fresh, writable View on `device` (this view's own
     // by default) in the given element order ('C', 'F' or 'K'), queued on `stream` (DLPack
-    // encoding; 1, the legacy default stream, by default); the result records the stream it is
+    // encoding; kDefaultStream, the legacy default stream, by default); the result records the stream it is
     // ready on. contiguous() and to() return *this when nothing needs to change.
-    View copy(char order = 'C', std::intptr_t stream = 1) const;
-    View copy(Device device, char order = 'C', std::intptr_t stream = 1) const;
-    View contiguous(std::intptr_t stream = 1) const;
-    View to(Device device, std::intptr_t stream = 1) const;
+    View copy(char order = 'C', std::intptr_t stream = kDefaultStream) const;
+    View copy(Device device, char order = 'C', std::intptr_t stream = kDefaultStream) const;
+    View contiguous(std::intptr_t stream = kDefaultStream) const;
+    View to(Device device, std::intptr_t stream = kDefaultStream) const;
 
     // Typed element access. T must match the dtype exactly (const T on read-only views); Rank is
     // checked when given. Elements may only be dereferenced where the memory is accessible: a

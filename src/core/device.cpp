@@ -1,3 +1,4 @@
+// stridex::Device (device.hpp): the table of DLPack device types, names and parsing.
 #include "stridex/device.hpp"
 
 #include <array>

@@ -1,3 +1,4 @@
+// stridex::Dtype (dtype.hpp): the table of DLPack type codes, names, typestrs and buffer formats.
 #include "stridex/dtype.hpp"
 
 #include <array>

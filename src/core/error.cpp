@@ -1,3 +1,4 @@
+// stridex::Error (error.hpp): the names of the error kinds, and hex, the one spelling of addresses.
 #include "stridex/error.hpp"
 
 #include <cstdio>

@@ -1,3 +1,4 @@
+// stridex::Layout (layout.hpp): shapes and element strides, their checks and transformations.
 #include "stridex/layout.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// stridex::View (view.hpp): the byte rules, derived views, and the checks behind typed element access.
 #include "stridex/view.hpp"
 
 #include <cstdio>

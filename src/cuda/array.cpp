@@ -60,7 +60,7 @@ Array Array::pinned(std::span<const std::int64_t> shape, Dtype dtype) {
         free_pinned(data);
         throw;
     }
-    return Array(View(data, 0, std::move(layout), dtype, Device::cuda_host(), false, std::move(owner)));
+    return Array(View(data, 0, std::move(layout), dtype, Device::cuda_host(), /*readonly=*/false, std::move(owner)));
 }
 
 Array Array::cuda(std::span<const std::int64_t> shape, Dtype dtype, int ordinal) {
@@ -82,7 +82,7 @@ Array Array::cuda(std::span<const std::int64_t> shape, Dtype dtype, int ordinal)
         throw;
     }
     (void)allocation.release();  // the owner frees it now
-    return Array(View(data, 0, std::move(layout), dtype, Device::cuda(ordinal), false, std::move(owner)));
+    return Array(View(data, 0, std::move(layout), dtype, Device::cuda(ordinal), /*readonly=*/false, std::move(owner)));
 }
 
 Array Array::adopt(void* data, Layout layout, Dtype dtype, void (*deleter)(void*) noexcept, void* context,

@@ -23,7 +23,7 @@ Layout dense_layout(std::span<const std::int64_t> shape, Order order, std::span<
 }
 
 View wrap(void* data, Layout layout, Dtype dtype, Device device, bool padded, Owner owner) {
-    return View(data, 0, std::move(layout), dtype, device, false, std::move(owner), padded);
+    return View(data, 0, std::move(layout), dtype, device, /*readonly=*/false, std::move(owner), padded);
 }
 
 }  // namespace
@@ -34,7 +34,7 @@ View allocate(std::span<const std::int64_t> shape, Dtype dtype, Device device, O
     if (device == Device::cpu()) {
         View v = allocate_host(shape, dtype, subbyte_padded);
         if (order == Order::C) return v;
-        return View(v.data(), 0, dense_layout(shape, order, identity), dtype, v.device(), false, v.owner(),
+        return View(v.data(), 0, dense_layout(shape, order, identity), dtype, v.device(), /*readonly=*/false, v.owner(),
                     subbyte_padded);
     }
     dtype.validate();
@@ -109,10 +109,10 @@ std::vector<int> k_order(const View& v) {
 
 View allocate_like(const View& src, Device device, Order order) {
     if (order != Order::K) return allocate(src.shape(), src.dtype(), device, order, src.subbyte_padded());
-    if (src.is_packed_subbyte()) return allocate(src.shape(), src.dtype(), device, Order::C, false);
+    if (src.is_packed_subbyte()) return allocate(src.shape(), src.dtype(), device, Order::C, /*subbyte_padded=*/false);
     View out = allocate(src.shape(), src.dtype(), device, Order::C, src.subbyte_padded());
-    return View(out.data(), 0, dense_layout(src.shape(), Order::K, k_order(src)), src.dtype(), device, false,
-                out.owner(), src.subbyte_padded());
+    return View(out.data(), 0, dense_layout(src.shape(), Order::K, k_order(src)), src.dtype(), device,
+                /*readonly=*/false, out.owner(), src.subbyte_padded());
 }
 }  // namespace detail
 
@@ -137,8 +137,8 @@ Scratch::~Scratch() {
 }
 
 View scratch_view(const Scratch& scratch, const View& like, int ordinal) {
-    return View(scratch.get(), 0, Layout::contiguous(like.shape()), like.dtype(), Device::cuda(ordinal), false, Owner{},
-                like.subbyte_padded());
+    return View(scratch.get(), 0, Layout::contiguous(like.shape()), like.dtype(), Device::cuda(ordinal),
+                /*readonly=*/false, Owner{}, like.subbyte_padded());
 }
 
 }  // namespace stridex::cuda::copy_engine

@@ -148,7 +148,7 @@ void device_copy(Driver& d, const View& dst, const View& src, int ordinal, cuda:
 // `bytes` bytes of a view's memory from `offset` past element 0, as a 1-d uint8 view.
 View bytes_at(const View& v, std::int64_t offset, std::int64_t bytes) {
     return View(v.data(), v.byte_offset() + offset, Layout::contiguous(std::vector<std::int64_t>{bytes}), dtypes::uint8,
-                v.device(), false, Owner{});
+                v.device(), /*readonly=*/false, Owner{});
 }
 
 // The bytes a dense view occupies, as one contiguous uint8 view, and a view of the same layout
@@ -159,7 +159,7 @@ View raw_block(const View& v) {
     return bytes_at(v, span.lo, span.hi - span.lo);
 }
 View same_layout_at(std::byte* base, const View& v, int ordinal) {
-    return View(base, -v.byte_span().lo, v.layout(), v.dtype(), Device::cuda(ordinal), false, Owner{},
+    return View(base, -v.byte_span().lo, v.layout(), v.dtype(), Device::cuda(ordinal), /*readonly=*/false, Owner{},
                 v.subbyte_padded());
 }
 
@@ -189,7 +189,8 @@ void to_device(Driver& d, const View& dst, const View& src, int ordinal, cuda::C
     if (p.kind == CopyPlan::Kind::nothing) return;
     if (src.is_packed_subbyte() || p.kind == CopyPlan::Kind::contiguous) {
         const std::int64_t bytes = src.is_packed_subbyte() ? src.nbytes() : p.bytes;
-        transfer(d, bytes_at(dst, p.dst_offset, bytes), bytes_at(src, p.src_offset, bytes), true, ordinal, stream);
+        transfer(d, bytes_at(dst, p.dst_offset, bytes), bytes_at(src, p.src_offset, bytes),
+                 /*to_device=*/true, ordinal, stream);
         return;
     }
     const bool pinned = is_pinned(src);
@@ -198,7 +199,7 @@ void to_device(Driver& d, const View& dst, const View& src, int ordinal, cuda::C
     if (src.layout().is_dense() && ce::kernels_built()) {
         const View raw = raw_block(src);
         const ce::Scratch tmp(raw.nbytes(), ordinal, stream);
-        transfer(d, ce::scratch_view(tmp, raw, ordinal), raw, true, ordinal, stream);
+        transfer(d, ce::scratch_view(tmp, raw, ordinal), raw, /*to_device=*/true, ordinal, stream);
         device_copy(d, dst, same_layout_at(tmp.get(), src, ordinal), ordinal, stream);
         return;
     }
@@ -219,7 +220,8 @@ bool to_host(Driver& d, const View& dst, const View& src, int ordinal, cuda::CUs
     host_wait(dst);  // the host, or the DMA engine, writes it from now on
     if (src.is_packed_subbyte() || p.kind == CopyPlan::Kind::contiguous) {
         const std::int64_t bytes = src.is_packed_subbyte() ? src.nbytes() : p.bytes;
-        return transfer(d, bytes_at(src, p.src_offset, bytes), bytes_at(dst, p.dst_offset, bytes), false, ordinal, stream);
+        return transfer(d, bytes_at(src, p.src_offset, bytes), bytes_at(dst, p.dst_offset, bytes),
+                        /*to_device=*/false, ordinal, stream);
     }
     const bool pinned = is_pinned(dst);
     if (pinned && try_memcpy_2d(d, p, dst, src, stream)) return true;
@@ -228,7 +230,7 @@ bool to_host(Driver& d, const View& dst, const View& src, int ordinal, cuda::CUs
         const View raw = raw_block(dst);
         const ce::Scratch tmp(raw.nbytes(), ordinal, stream);
         device_copy(d, same_layout_at(tmp.get(), dst, ordinal), src, ordinal, stream);
-        return transfer(d, ce::scratch_view(tmp, raw, ordinal), raw, false, ordinal, stream);
+        return transfer(d, ce::scratch_view(tmp, raw, ordinal), raw, /*to_device=*/false, ordinal, stream);
     }
     if (src.layout().is_c_contiguous()) {
         ce::staged_to_host(dst, src, ordinal, stream);

@@ -148,7 +148,7 @@ void split(const View& v, std::int64_t max_elements, std::int64_t offset, std::v
 std::vector<Piece> pieces_of(const View& host) {
     // Fewer, longer axes first (same elements, same C order), so pieces are as large as allowed.
     const View merged(host.data(), host.byte_offset(), host.layout().merged(), host.dtype(), Device::cpu(),
-                      false, Owner{}, host.subbyte_padded());
+                      /*readonly=*/false, Owner{}, host.subbyte_padded());
     std::vector<Piece> out;
     split(merged, std::max<std::int64_t>(1, kStageBytes / host.itemsize()), 0, out);
     return out;
@@ -191,52 +191,57 @@ void fill(Pool& pool, Driver& d) {
 }
 
 View staging_view(const Stage& s, const Piece& p) {
-    return View(s.host, 0, Layout::contiguous(p.view.shape()), p.view.dtype(), Device::cpu(), false, Owner{},
-                p.view.subbyte_padded());
+    return View(s.host, 0, Layout::contiguous(p.view.shape()), p.view.dtype(), Device::cpu(),
+                /*readonly=*/false, Owner{}, p.view.subbyte_padded());
 }
+
+// One staged transfer: the device's context, its pool held for the whole transfer, the host view
+// cut into pieces of a stage each, and the asynchronous DMA of piece k through its stage.
+struct StagedTransfer {
+    Driver& d = driver();
+    const ContextGuard guard;
+    Pool& pool;
+    const std::lock_guard<std::mutex> lock;
+    const std::vector<Piece> pieces;
+    const std::int64_t item;
+
+    StagedTransfer(const View& host, int ordinal)
+        : guard(d, ordinal), pool(pool_for(ordinal)), lock(pool.mutex), pieces(pieces_of(host)),
+          item(host.itemsize()) {
+        fill(pool, d);
+    }
+    const Stage& stage(std::size_t k) const { return pool.stages[k % kStages]; }
+    CUdeviceptr on_device(const View& device, std::size_t k) const {
+        return address(device.ptr() + pieces[k].offset * item);
+    }
+    // Queues the copy of piece k (dst <- src) on `stream` and marks its stage busy until it is done.
+    void dma(std::size_t k, CUdeviceptr dst, CUdeviceptr src, CUstream stream) const {
+        const auto bytes = static_cast<std::size_t>(pieces[k].view.size() * item);
+        d.call("cuMemcpyAsync", d.api().memcpy_async, dst, src, bytes, stream);
+        d.call("cuEventRecord", d.api().event_record, stage(k).done, stream);
+    }
+    void wait(std::size_t k) const { d.call("cuEventSynchronize", d.api().event_synchronize, stage(k).done); }
+};
 
 }  // namespace
 
 void staged_to_device(const View& device, const View& host, int ordinal, CUstream stream) {
-    Driver& d = driver();
-    const ContextGuard guard(d, ordinal);
-    Pool& pool = pool_for(ordinal);
-    const std::lock_guard lock(pool.mutex);
-    fill(pool, d);
-    const std::int64_t item = host.itemsize();
-    const std::vector<Piece> pieces = pieces_of(host);
-    for (std::size_t k = 0; k < pieces.size(); ++k) {
-        const Stage& s = pool.stages[k % kStages];
-        d.call("cuEventSynchronize", d.api().event_synchronize, s.done);  // its last transfer is done
-        parallel_copy_host(staging_view(s, pieces[k]), pieces[k].view);
-        const std::int64_t bytes = pieces[k].view.size() * item;
-        d.call("cuMemcpyAsync", d.api().memcpy_async, address(device.ptr() + pieces[k].offset * item), address(s.host),
-               static_cast<std::size_t>(bytes), stream);
-        d.call("cuEventRecord", d.api().event_record, s.done, stream);
+    const StagedTransfer t(host, ordinal);
+    for (std::size_t k = 0; k < t.pieces.size(); ++k) {
+        t.wait(k);  // the stage's last transfer is done
+        parallel_copy_host(staging_view(t.stage(k), t.pieces[k]), t.pieces[k].view);
+        t.dma(k, t.on_device(device, k), address(t.stage(k).host), stream);
     }
 }
 
 void staged_to_host(const View& host, const View& device, int ordinal, CUstream stream) {
-    Driver& d = driver();
-    const ContextGuard guard(d, ordinal);
-    Pool& pool = pool_for(ordinal);
-    const std::lock_guard lock(pool.mutex);
-    fill(pool, d);
-    const std::int64_t item = host.itemsize();
-    const std::vector<Piece> pieces = pieces_of(host);
-    auto issue = [&](std::size_t k) {
-        const Stage& s = pool.stages[k % kStages];
-        const std::int64_t bytes = pieces[k].view.size() * item;
-        d.call("cuMemcpyAsync", d.api().memcpy_async, address(s.host), address(device.ptr() + pieces[k].offset * item),
-               static_cast<std::size_t>(bytes), stream);
-        d.call("cuEventRecord", d.api().event_record, s.done, stream);
-    };
-    for (std::size_t k = 0; k < std::min(kStages, pieces.size()); ++k) issue(k);
-    for (std::size_t k = 0; k < pieces.size(); ++k) {
-        const Stage& s = pool.stages[k % kStages];
-        d.call("cuEventSynchronize", d.api().event_synchronize, s.done);
-        parallel_copy_host(pieces[k].view, staging_view(s, pieces[k]));
-        if (k + kStages < pieces.size()) issue(k + kStages);
+    const StagedTransfer t(host, ordinal);
+    auto issue = [&](std::size_t k) { t.dma(k, address(t.stage(k).host), t.on_device(device, k), stream); };
+    for (std::size_t k = 0; k < std::min(kStages, t.pieces.size()); ++k) issue(k);
+    for (std::size_t k = 0; k < t.pieces.size(); ++k) {
+        t.wait(k);
+        parallel_copy_host(t.pieces[k].view, staging_view(t.stage(k), t.pieces[k]));
+        if (k + kStages < t.pieces.size()) issue(k + kStages);
     }
 }
 

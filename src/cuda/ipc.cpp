@@ -18,12 +18,6 @@ namespace stridex::cuda::ipc {
 
 namespace {
 
-std::string hex(std::uint64_t v) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-    return buf;
-}
-
 // The View's element bytes as absolute addresses [lo, hi); the view is not empty.
 std::pair<std::uint64_t, std::uint64_t> address_span(const View& view) {
     const Span span = view.byte_span();

@@ -26,13 +26,21 @@ nb::object python_int(PyObject* o, const char* what) {
     return i;
 }
 
-// The value of a Python int in int64, or false when it does not fit.
-bool fits_int64(PyObject* i, std::int64_t* out) {
+// An integer argument: its Python int (for messages) and its value when that fits in int64.
+struct IntArg {
+    nb::object i;
+    std::int64_t v = 0;
+    bool fits_int64 = false;
+};
+
+IntArg int_arg(PyObject* o, const char* what) {
+    IntArg a;
+    a.i = python_int(o, what);
     int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
-    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-    *out = v;
-    return overflow == 0;
+    a.v = PyLong_AsLongLongAndOverflow(a.i.ptr(), &overflow);
+    if (a.v == -1 && PyErr_Occurred()) throw nb::python_error();
+    a.fits_int64 = overflow == 0;
+    return a;
 }
 
 }  // namespace
@@ -55,33 +63,29 @@ std::string short_repr(PyObject* o, std::size_t limit) {
 }
 
 std::int64_t int64_arg(PyObject* o, const char* what) {
-    nb::object i = python_int(o, what);
-    std::int64_t v = 0;
-    if (!fits_int64(i.ptr(), &v)) fail(ErrorKind::value, what, " ", short_repr(i.ptr()), " does not fit in int64");
-    return v;
+    const IntArg a = int_arg(o, what);
+    if (!a.fits_int64) fail(ErrorKind::value, what, " ", short_repr(a.i.ptr()), " does not fit in int64");
+    return a.v;
 }
 
 std::int32_t int32_arg(PyObject* o, const char* what) {
-    nb::object i = python_int(o, what);
-    std::int64_t v = 0;
-    if (!fits_int64(i.ptr(), &v) || v < INT32_MIN || v > INT32_MAX)
-        fail(ErrorKind::value, what, " ", short_repr(i.ptr()), " does not fit in int32 (32 bits)");
-    return static_cast<std::int32_t>(v);
+    const IntArg a = int_arg(o, what);
+    if (!a.fits_int64 || a.v < INT32_MIN || a.v > INT32_MAX)
+        fail(ErrorKind::value, what, " ", short_repr(a.i.ptr()), " does not fit in int32 (32 bits)");
+    return static_cast<std::int32_t>(a.v);
 }
 
 int axis_arg(PyObject* o, int ndim, const char* what) {
-    nb::object i = python_int(o, what);
-    std::int64_t v = 0;
-    if (!fits_int64(i.ptr(), &v) || v < -ndim || v >= ndim)
-        fail(ErrorKind::index, what, " ", short_repr(i.ptr()), " is out of range for ", ndim, " dimensions");
-    return static_cast<int>(v);
+    const IntArg a = int_arg(o, what);
+    if (!a.fits_int64 || a.v < -ndim || a.v >= ndim)
+        fail(ErrorKind::index, what, " ", short_repr(a.i.ptr()), " is out of range for ", ndim, " dimensions");
+    return static_cast<int>(a.v);
 }
 
 std::int64_t index_arg(PyObject* o, const char* what) {
-    nb::object i = python_int(o, what);
-    std::int64_t v = 0;
-    if (!fits_int64(i.ptr(), &v)) fail(ErrorKind::index, what, " ", short_repr(i.ptr()), " is out of range");
-    return v;
+    const IntArg a = int_arg(o, what);
+    if (!a.fits_int64) fail(ErrorKind::index, what, " ", short_repr(a.i.ptr()), " is out of range");
+    return a.v;
 }
 
 std::uintptr_t address_arg(PyObject* o, const char* what) {
@@ -104,6 +108,36 @@ std::uintptr_t address_arg(PyObject* o, const char* what) {
         fail(ErrorKind::value, what, " must be an address in [0, 2**64), found ", short_repr(i.ptr()));
     }
     return static_cast<std::uintptr_t>(v);
+}
+
+std::size_t size_arg(PyObject* o, const char* what) {
+    const std::int64_t v = int64_arg(o, what);
+    if (v < 0) fail(ErrorKind::value, what, " must be >= 0, found ", v);
+    return static_cast<std::size_t>(v);
+}
+
+Device device_arg(PyObject* o, const char* what, bool ints_are_cuda_ordinals) {
+    nb::handle h(o);
+    if (nb::isinstance<Device>(h)) return nb::cast<Device>(h);
+    if (PyUnicode_Check(o)) return Device::parse(nb::cast<std::string>(h));
+    if (is_integer(o) && ints_are_cuda_ordinals) {  // as torch.device(0)
+        const std::int32_t ordinal = int32_arg(o, what);
+        if (ordinal < 0) fail(ErrorKind::value, what, ": a CUDA device ordinal must be >= 0, found ", ordinal);
+        return Device::cuda(ordinal);
+    }
+    if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 2) {
+        const std::string name(what);
+        return Device::from_raw(int32_arg(PyTuple_GET_ITEM(o, 0), (name + "[0]").c_str()),
+                                int32_arg(PyTuple_GET_ITEM(o, 1), (name + "[1]").c_str()));
+    }
+    fail(ErrorKind::type, what, " must be a device (a stridex.Device, a name such as 'cuda:0', ",
+         ints_are_cuda_ordinals ? "a CUDA ordinal " : "", "or a (device_type, device_id) pair), found ", type_name(o));
+}
+
+int cuda_ordinal_arg(PyObject* o, const char* what) {
+    const Device d = device_arg(o, what, /*ints_are_cuda_ordinals=*/true);
+    if (d.type != DeviceType::kCUDA) fail(ErrorKind::value, what, " must be a CUDA device, found ", d.name());
+    return d.id;
 }
 
 std::vector<std::int64_t> int64_list_arg(PyObject* o, const char* what) {

@@ -8,7 +8,10 @@
 //     ("does not fit in int64", as NumPy's "maximum supported dimension"), except indices, which
 //     are IndexError as for Python sequences; an address is a ValueError outside [0, 2**64);
 //   * addresses also take objects with only __int__ (cuda.bindings' CUdeviceptr), never floats;
-//   * a shape is an int (one axis) or a sequence of at most kMaxNdim ints.
+//   * a size (bytes, an alignment) is an int in [0, 2**63): below 0 is ValueError ">= 0";
+//   * a shape is an int (one axis) or a sequence of at most kMaxNdim ints;
+//   * a device is a stridex.Device, a name ('cuda:0') or a DLPack (device_type, device_id) pair,
+//     and where only CUDA devices make sense, a CUDA ordinal (an int).
 #pragma once
 
 #include <Python.h>
@@ -18,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "stridex/device.hpp"
 #include "stridex/dtype.hpp"
 #include "stridex/error.hpp"
 
@@ -38,6 +42,14 @@ int axis_arg(PyObject* o, int ndim, const char* what);
 std::int64_t index_arg(PyObject* o, const char* what);
 // An address in [0, 2**64).
 std::uintptr_t address_arg(PyObject* o, const char* what);
+// A size in bytes (or an alignment): an int64 >= 0.
+std::size_t size_arg(PyObject* o, const char* what);
+// A Device in the spellings above; an unknown DLPack type is BufferError (unsupported). An int is
+// a CUDA ordinal only for arguments that name CUDA devices anyway (DevicePtr, VirtualBuffer):
+// elsewhere (from_pointer, copies) a bare int says nothing about the kind of memory: TypeError.
+Device device_arg(PyObject* o, const char* what, bool ints_are_cuda_ordinals);
+// A CUDA ordinal: any device spelling that names a CUDA device (an int is one), ValueError otherwise.
+int cuda_ordinal_arg(PyObject* o, const char* what);
 // A Dtype from a stridex.Dtype, a name ('float32'), a torch dtype ('torch.float32'), an array
 // (its .dtype) or anything numpy.dtype() takes. Non-native byte order is refused (ValueError):
 // stridex views hold native-order elements, and reading '>f4' bytes as float32 would misread.

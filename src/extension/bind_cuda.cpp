@@ -1,20 +1,15 @@
-// The Python face of the CUDA layer: cuda_available, device_count, pointer_info, and the argument
-// conversions that DevicePtr (bind_device_ptr.cpp) and VirtualBuffer (bind_virtual_buffer.cpp)
-// share. All rules live in C++ (include/stridex/cuda/); these files convert arguments.
+// The Python face of the CUDA layer: cuda_available, device_count, pointer_info, and the classes
+// of bind_device_ptr.cpp and bind_virtual_buffer.cpp. All rules live in C++ (include/stridex/cuda/);
+// these files convert arguments, through arguments.hpp.
 #include <Python.h>
 #include <nanobind/nanobind.h>
-#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/vector.h>
 
 #include <cstdint>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "arguments.hpp"
 #include "bindings.hpp"
-#include "cuda_arguments.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/cuda/pointer.hpp"
 
@@ -24,49 +19,6 @@ using namespace nb::literals;
 namespace stridex::python {
 
 using cuda::DevicePtr;
-
-// ---- Integers -------------------------------------------------------------------------------------
-
-// The Python int behind an operand of DevicePtr arithmetic and comparisons, or an empty object
-// when `h` is no integer (floats included: Python then answers NotImplemented's TypeError).
-nb::object as_python_int(nb::handle h) {
-    PyObject* o = h.ptr();
-    if (PyLong_Check(o)) return nb::borrow(h);
-    if (PyFloat_Check(o) || !PyIndex_Check(o)) return {};
-    nb::object i = nb::steal(PyNumber_Index(o));
-    if (!i.is_valid()) throw nb::python_error();
-    return i;
-}
-
-std::size_t to_size(std::int64_t v, const char* what) {
-    if (v < 0) fail(ErrorKind::value, what, " must be >= 0, found ", v);
-    return static_cast<std::size_t>(v);
-}
-
-// ---- Devices and dtypes ----------------------------------------------------------------------------
-
-// A CUDA ordinal from an int, a stridex.Device ("cuda:N") or a string naming one.
-int cuda_ordinal(nb::handle h) {
-    Device d;
-    if (nb::isinstance<Device>(h))
-        d = nb::cast<Device>(h);
-    else if (nb::isinstance<nb::str>(h))
-        d = Device::parse(nb::cast<std::string>(h));
-    else if (nb::object i = as_python_int(h); i.is_valid() && !PyBool_Check(h.ptr()))
-        d = Device::cuda(int32_arg(i.ptr(), "a CUDA device ordinal"));
-    else
-        fail(ErrorKind::type, "expected a CUDA device (an ordinal, 'cuda:N' or a stridex.Device), found ", type_name(h.ptr()));
-    if (d.type != DeviceType::kCUDA) fail(ErrorKind::value, "expected a CUDA device, found ", d.name());
-    if (d.id < 0) fail(ErrorKind::value, "a CUDA device ordinal must be >= 0, found ", d.id);
-    return d.id;
-}
-
-// A stridex Device for DevicePtr(..., device=...): any device; an int is a CUDA ordinal.
-Device device_arg(nb::handle h) {
-    if (nb::isinstance<Device>(h)) return nb::cast<Device>(h);
-    if (nb::isinstance<nb::str>(h)) return Device::parse(nb::cast<std::string>(h));
-    return Device::cuda(cuda_ordinal(h));
-}
 
 namespace {
 

@@ -2,18 +2,13 @@
 // checked at both ends of the 64-bit address space (the rules live in stridex/cuda/pointer.hpp).
 #include <Python.h>
 #include <nanobind/nanobind.h>
-#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/vector.h>
 
 #include <cstdint>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "arguments.hpp"
 #include "bindings.hpp"
-#include "cuda_arguments.hpp"
 #include "stridex/cuda/pointer.hpp"
 
 namespace nb = nanobind;
@@ -23,6 +18,18 @@ namespace stridex::python {
 namespace {
 
 using cuda::DevicePtr;
+
+// The Python int behind an operand of arithmetic and comparisons, or an empty object when `h` is
+// no integer (floats included: Python then answers NotImplemented's TypeError). Not arguments.hpp's
+// int64_arg: an operand may be any Python int (a negative one is simply smaller than every address).
+nb::object as_python_int(nb::handle h) {
+    PyObject* o = h.ptr();
+    if (PyLong_Check(o)) return nb::borrow(h);
+    if (PyFloat_Check(o) || !PyIndex_Check(o)) return {};
+    nb::object i = nb::steal(PyNumber_Index(o));
+    if (!i.is_valid()) throw nb::python_error();
+    return i;
+}
 
 // p + n or p - n for a Python int n of any size: results outside [0, 2^64) are ValueError (the
 // C++ operators check; ints beyond 64 bits cannot give an address at all).
@@ -100,7 +107,7 @@ void bind_device_ptr(nb::module_& m) {
                 const std::uint64_t a = address_arg(addr.ptr(), "DevicePtr(): addr");
                 Device d;
                 if (!device.is_none())
-                    d = device_arg(device);
+                    d = device_arg(device.ptr(), "DevicePtr(): device", /*ints_are_cuda_ordinals=*/true);
                 else if (nb::isinstance<DevicePtr>(addr))
                     d = nb::cast<const DevicePtr&>(addr).device();
                 else
@@ -109,9 +116,9 @@ void bind_device_ptr(nb::module_& m) {
             },
             "addr"_a, "device"_a = nb::none(),
             nb::sig("def __init__(self, addr: typing.SupportsIndex | typing.SupportsInt, device: Device | str | "
-                    "typing.SupportsIndex | None = None) -> None"),
+                    "typing.SupportsIndex | tuple[int, int] | None = None) -> None"),
             "addr: an int, or an object with __index__ or __int__ (cuda.bindings CUdeviceptr). device: a "
-            "stridex.Device, 'cuda:N', or an ordinal; None asks the driver what memory addr points to (cpu "
+            "stridex.Device, 'cuda:N', an ordinal or a DLPack (device_type, device_id) pair; None asks the driver what memory addr points to (cpu "
             "for memory CUDA does not know, and for every address when there is no driver).")
         .def_prop_ro("address", [](const DevicePtr& p) { return py_int(p.address()); }, nb::sig("def address(self) -> int"))
         .def_prop_ro("device", &DevicePtr::device)
@@ -121,8 +128,10 @@ void bind_device_ptr(nb::module_& m) {
         .def("__hash__", [](const DevicePtr& p) { return nb::hash(py_int(p.address())); })
         // Operands may be anything, None included: unknown types give NotImplemented, so Python
         // falls back to identity for == and raises TypeError for < and arithmetic.
-        .def("__eq__", equality(true), "other"_a.none(), nb::sig("def __eq__(self, other: object, /) -> bool"))
-        .def("__ne__", equality(false), "other"_a.none(), nb::sig("def __ne__(self, other: object, /) -> bool"))
+        .def("__eq__", equality(/*want_equal=*/true), "other"_a.none(),
+             nb::sig("def __eq__(self, other: object, /) -> bool"))
+        .def("__ne__", equality(/*want_equal=*/false), "other"_a.none(),
+             nb::sig("def __ne__(self, other: object, /) -> bool"))
         .def("__lt__", ordering([](std::strong_ordering c) { return c < 0; }), "other"_a.none(), nb::sig("def __lt__(self, other: DevicePtr | int, /) -> bool"))
         .def("__le__", ordering([](std::strong_ordering c) { return c <= 0; }), "other"_a.none(), nb::sig("def __le__(self, other: DevicePtr | int, /) -> bool"))
         .def("__gt__", ordering([](std::strong_ordering c) { return c > 0; }), "other"_a.none(), nb::sig("def __gt__(self, other: DevicePtr | int, /) -> bool"))
@@ -131,14 +140,14 @@ void bind_device_ptr(nb::module_& m) {
              [](const DevicePtr& p, nb::handle n) -> nb::object {
                  nb::object i = as_python_int(n);
                  if (!i.is_valid() || nb::isinstance<DevicePtr>(n)) return not_implemented();
-                 return nb::cast(offset(p, i, false));
+                 return nb::cast(offset(p, i, /*subtract=*/false));
              },
              "other"_a.none(), nb::sig("def __add__(self, other: typing.SupportsIndex, /) -> DevicePtr"))
         .def("__radd__",
              [](const DevicePtr& p, nb::handle n) -> nb::object {
                  nb::object i = as_python_int(n);
                  if (!i.is_valid()) return not_implemented();
-                 return nb::cast(offset(p, i, false));
+                 return nb::cast(offset(p, i, /*subtract=*/false));
              },
              "other"_a.none(), nb::sig("def __radd__(self, other: typing.SupportsIndex, /) -> DevicePtr"))
         .def("__sub__",
@@ -146,14 +155,21 @@ void bind_device_ptr(nb::module_& m) {
                  if (nb::isinstance<DevicePtr>(other)) return nb::int_(p - nb::cast<const DevicePtr&>(other));
                  nb::object i = as_python_int(other);
                  if (!i.is_valid()) return not_implemented();
-                 return nb::cast(offset(p, i, true));
+                 return nb::cast(offset(p, i, /*subtract=*/true));
              },
              "other"_a.none(), nb::sig("def __sub__(self, other: DevicePtr | typing.SupportsIndex, /) -> DevicePtr | int"))
         // No __iadd__/__isub__: `p += 16` rebinds p to a new DevicePtr, as for ints. Mutating in
         // place would corrupt every dict and set holding p (its hash is its address).
-        .def("align_up", &DevicePtr::align_up, "alignment"_a, "The next address at or above that is a multiple of alignment.")
-        .def("align_down", &DevicePtr::align_down, "alignment"_a)
-        .def("is_aligned", &DevicePtr::is_aligned, "alignment"_a)
+        .def("align_up",
+             [](const DevicePtr& p, nb::handle a) { return p.align_up(size_arg(a.ptr(), "DevicePtr.align_up(): alignment")); },
+             "alignment"_a.none(), nb::sig("def align_up(self, alignment: typing.SupportsIndex) -> DevicePtr"),
+             "The next address at or above that is a multiple of alignment.")
+        .def("align_down",
+             [](const DevicePtr& p, nb::handle a) { return p.align_down(size_arg(a.ptr(), "DevicePtr.align_down(): alignment")); },
+             "alignment"_a.none(), nb::sig("def align_down(self, alignment: typing.SupportsIndex) -> DevicePtr"))
+        .def("is_aligned",
+             [](const DevicePtr& p, nb::handle a) { return p.is_aligned(size_arg(a.ptr(), "DevicePtr.is_aligned(): alignment")); },
+             "alignment"_a.none(), nb::sig("def is_aligned(self, alignment: typing.SupportsIndex) -> bool"))
         .def("__format__",
              [](const DevicePtr& p, nb::str spec) -> nb::object {
                  if (nb::len(spec) == 0) return nb::str(nb::repr(nb::cast(p)));

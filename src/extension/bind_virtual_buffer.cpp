@@ -2,19 +2,16 @@
 // stridex/cuda/vmm.hpp); its views are stridex.Views.
 #include <Python.h>
 #include <nanobind/nanobind.h>
-#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "arguments.hpp"
 #include "bindings.hpp"
-#include "cuda_arguments.hpp"
 #include "py_owner.hpp"  // wrap_view
 #include "stridex/cuda/vmm.hpp"
 
@@ -46,6 +43,14 @@ auto unlocked_gil(PyVirtualBuffer& self, F&& f) {
     nb::gil_scoped_release release;  // before the mutex: a holder of the mutex never needs the GIL
     const std::lock_guard lock(self.mutex);
     return f(self.buffer);
+}
+
+// grow, shrink and resize: new_size parsed while the GIL is held, then the call without it.
+auto sizing(void (VirtualBuffer::*method)(std::size_t), const char* what) {
+    return [method, what](PyVirtualBuffer& self, nb::handle new_size) {
+        const std::size_t bytes = size_arg(new_size.ptr(), what);
+        unlocked_gil(self, [&](VirtualBuffer& b) { (b.*method)(bytes); });
+    };
 }
 
 nb::dict stats_dict(const cuda::VirtualBufferStats& s) {
@@ -90,29 +95,30 @@ void bind_virtual_buffer(nb::module_& m) {
         "raises BufferError. See docs/cuda.md.")
         .def(
             "__init__",
-            [](PyVirtualBuffer* self, std::int64_t size, std::optional<std::int64_t> capacity, nb::handle device,
-               nb::handle devices, std::optional<std::int64_t> chunk_size, bool shareable) {
+            [](PyVirtualBuffer* self, nb::handle size, nb::handle capacity, nb::handle device, nb::handle devices,
+               nb::handle chunk_size, bool shareable) {
                 cuda::VirtualBufferOptions options;
                 if (!device.is_none() && !devices.is_none())
-                    fail(ErrorKind::value, "give device or devices, not both");
+                    fail(ErrorKind::value, "VirtualBuffer(): give device or devices, not both");
                 if (!devices.is_none()) {
                     options.devices.clear();
-                    for (nb::handle d : devices) options.devices.push_back(cuda_ordinal(d));
+                    for (nb::handle d : devices) options.devices.push_back(cuda_ordinal_arg(d.ptr(), "VirtualBuffer(): devices"));
                 } else if (!device.is_none()) {
-                    options.devices = {cuda_ordinal(device)};
+                    options.devices = {cuda_ordinal_arg(device.ptr(), "VirtualBuffer(): device")};
                 }
-                if (chunk_size) options.chunk_size = to_size(*chunk_size, "chunk_size");
+                if (!chunk_size.is_none()) options.chunk_size = size_arg(chunk_size.ptr(), "VirtualBuffer(): chunk_size");
                 options.shareable = shareable;
-                const std::size_t bytes = to_size(size, "size");
-                const std::size_t cap = capacity ? to_size(*capacity, "capacity") : bytes;
+                const std::size_t bytes = size_arg(size.ptr(), "VirtualBuffer(): size");
+                const std::size_t cap = capacity.is_none() ? bytes : size_arg(capacity.ptr(), "VirtualBuffer(): capacity");
                 nb::gil_scoped_release release;
                 new (self) PyVirtualBuffer{VirtualBuffer(cap, bytes, std::move(options)), {}};
             },
-            "size"_a = 0, "capacity"_a = nb::none(), nb::kw_only(), "device"_a = nb::none(), "devices"_a = nb::none(),
+            "size"_a.none() = 0, "capacity"_a = nb::none(), nb::kw_only(), "device"_a = nb::none(), "devices"_a = nb::none(),
             "chunk_size"_a = nb::none(), "shareable"_a = false,
-            nb::sig("def __init__(self, size: int = 0, capacity: int | None = None, *, device: Device | str | "
+            nb::sig("def __init__(self, size: typing.SupportsIndex = 0, capacity: typing.SupportsIndex | None = None, *, device: Device | str | "
                     "typing.SupportsIndex | None = None, devices: collections.abc.Iterable[Device | str | "
-                    "typing.SupportsIndex] | None = None, chunk_size: int | None = None, shareable: bool = False) -> None"),
+                    "typing.SupportsIndex] | None = None, chunk_size: typing.SupportsIndex | None = None, shareable: bool = "
+                    "False) -> None"),
             "size: bytes mapped now; capacity: bytes reserved (default: size); device: one CUDA device "
             "(default 0), or devices: several, chunk i on devices[i % n] (striping, needs peer access); "
             "chunk_size: bytes per chunk (default capacity/64), rounded up to the allocation granularity; "
@@ -150,17 +156,11 @@ void bind_virtual_buffer(nb::module_& m) {
             [](const PyVirtualBuffer& s) { return stats_dict(locked(s, [](const VirtualBuffer& b) { return b.stats(); })); },
             nb::sig("def stats(self) -> dict[str, typing.Any]"),
             "bytes mapped (now, peak), bytes copied, operation counts, and per-driver-call timings")
-        .def(
-            "grow", [](PyVirtualBuffer& s, std::int64_t n) { unlocked_gil(s, [&](VirtualBuffer& b) { b.grow(to_size(n, "size")); }); },
-            "new_size"_a, "Map chunks up to new_size bytes (same base, nothing copied).")
-        .def(
-            "shrink",
-            [](PyVirtualBuffer& s, std::int64_t n) { unlocked_gil(s, [&](VirtualBuffer& b) { b.shrink(to_size(n, "size")); }); },
-            "new_size"_a, "Synchronize the devices, then unmap the chunks beyond new_size.")
-        .def(
-            "resize",
-            [](PyVirtualBuffer& s, std::int64_t n) { unlocked_gil(s, [&](VirtualBuffer& b) { b.resize(to_size(n, "size")); }); },
-            "new_size"_a)
+        .def("grow", sizing(&VirtualBuffer::grow, "VirtualBuffer.grow(): new_size"), "new_size"_a.none(),
+             "Map chunks up to new_size bytes (same base, nothing copied).")
+        .def("shrink", sizing(&VirtualBuffer::shrink, "VirtualBuffer.shrink(): new_size"), "new_size"_a.none(),
+             "Synchronize the devices, then unmap the chunks beyond new_size.")
+        .def("resize", sizing(&VirtualBuffer::resize, "VirtualBuffer.resize(): new_size"), "new_size"_a.none())
         .def(
             "sleep", [](PyVirtualBuffer& s, bool keep) { unlocked_gil(s, [&](VirtualBuffer& b) { b.sleep(keep); }); },
             "keep_contents"_a = false,
@@ -179,15 +179,16 @@ void bind_virtual_buffer(nb::module_& m) {
             nb::arg("type").none(), nb::arg("value").none(), nb::arg("traceback").none())
         .def(
             "view",
-            [](PyVirtualBuffer& s, nb::handle dtype, nb::handle shape, std::int64_t byte_offset) {
+            [](PyVirtualBuffer& s, nb::handle dtype, nb::handle shape, nb::handle offset) {
+                const std::int64_t byte_offset = int64_arg(offset.ptr(), "VirtualBuffer.view(): byte_offset");
                 const Dtype dt = dtype_arg(dtype.ptr(), "VirtualBuffer.view(): dtype");
                 const std::vector<std::int64_t> extents = int64_list_arg(shape.ptr(), "VirtualBuffer.view(): shape");
                 View v = locked(s, [&](const VirtualBuffer& b) { return b.view(dt, extents, byte_offset); });
                 return wrap_view(std::move(v), nb::find(&s));
             },
-            "dtype"_a, "shape"_a, "byte_offset"_a = 0,
+            "dtype"_a, "shape"_a, "byte_offset"_a.none() = 0,
             nb::sig("def view(self, dtype: Dtype | str | numpy.dtype[typing.Any] | type, shape: typing.SupportsIndex | "
-                    "collections.abc.Sequence[typing.SupportsIndex], byte_offset: int = 0) -> View"),
+                    "collections.abc.Sequence[typing.SupportsIndex], byte_offset: typing.SupportsIndex = 0) -> View"),
             "A C-contiguous stridex.View of the bytes from byte_offset, within size. It keeps those bytes "
             "mapped while it (or any array made from it) is alive.")
         .def("__repr__", [](const PyVirtualBuffer& s) {

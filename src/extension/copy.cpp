@@ -1,7 +1,6 @@
 // stridex.copy, stridex.empty and View.copy / contiguous / to: the Python face of the copy engine
 // (stridex/copy.hpp, docs/copy.md). The GIL is released while copying.
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/string_view.h>
 
 #include <vector>
 
@@ -27,13 +26,6 @@ std::intptr_t copy_stream(nb::handle stream) {
         case StreamRequest::Kind::on_stream: return r.handle;
     }
     return kDefaultStream;
-}
-
-Device device_argument(nb::handle d) {
-    if (nb::isinstance<Device>(d)) return nb::cast<Device>(d);
-    if (nb::isinstance<nb::str>(d)) return Device::parse(nb::cast<std::string_view>(d));
-    fail(ErrorKind::type, "device must be a stridex.Device or a name such as 'cuda:0', found ",
-         nb::str(nb::type_name(d.type())).c_str());
 }
 
 char order_argument(const std::string& order) {
@@ -66,7 +58,7 @@ nb::object copy_into(nb::handle dst, nb::handle src, nb::handle stream) {
 nb::object fresh(View v) { return wrap_view(std::move(v), nb::none()); }
 
 nb::object copy_of(const PyView& self, nb::handle device, const std::string& order, nb::handle stream) {
-    const Device target = device.is_none() ? self.view.device() : device_argument(device);
+    const Device target = device.is_none() ? self.view.device() : device_arg(device.ptr(), "View.copy(): device", /*ints_are_cuda_ordinals=*/false);
     const char o = order_argument(order);
     const std::intptr_t s = copy_stream(stream);
     View out;
@@ -89,10 +81,10 @@ void bind_copy(nb::module_& m) {
         const std::vector<std::int64_t> extents = int64_list_arg(shape.ptr(), "empty(): shape");
         const Dtype dt = dtype_arg(dtype.ptr(), "empty(): dtype");
         const char o = order_argument(order);
-        return fresh(allocate(extents, dt, device_argument(device), o == 'F' ? Order::F : Order::C));
+        return fresh(allocate(extents, dt, device_arg(device.ptr(), "empty(): device", /*ints_are_cuda_ordinals=*/false), o == 'F' ? Order::F : Order::C));
     }, nb::arg("shape"), nb::arg("dtype"), nb::kw_only(), nb::arg("device") = "cpu", nb::arg("order") = "C",
        nb::sig("def empty(shape: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex], dtype: "
-               "Dtype | str | numpy.dtype[typing.Any] | type, *, device: Device | str = 'cpu', order: typing.Literal['C', 'F', 'K'] = 'C') "
+               "Dtype | str | numpy.dtype[typing.Any] | type, *, device: Device | str | tuple[int, int] = 'cpu', order: typing.Literal['C', 'F', 'K'] = 'C') "
                "-> View"),
        "A fresh, uninitialised, writable View on cpu, cuda:N, cuda_host (pinned) or cuda_managed memory.");
 
@@ -103,7 +95,7 @@ void bind_copy(nb::module_& m) {
         },
         nb::is_method(), nb::name("copy"), nb::scope(cls), nb::arg("device") = nb::none(), nb::arg("order") = "C",
         nb::kw_only(), nb::arg("stream") = nb::none(),
-        nb::sig("def copy(self, device: Device | str | None = None, order: typing.Literal['C', 'F', 'K'] = 'C', *, "
+        nb::sig("def copy(self, device: Device | str | tuple[int, int] | None = None, order: typing.Literal['C', 'F', 'K'] = 'C', *, "
                 "stream: object = None) -> View"),
         "A fresh copy on `device` (this view's by default) in element order 'C', 'F' or 'K' (the source's axis "
         "order). Queued on `stream` (None: legacy default stream); the result records the stream it is ready on.");
@@ -119,11 +111,11 @@ void bind_copy(nb::module_& m) {
     cls.attr("to") = nb::cpp_function(
         [](nb::handle self, nb::handle device, nb::handle stream) -> nb::object {
             const PyView& v = py_view(self.ptr());
-            if (device_argument(device) == v.view.device()) return nb::borrow(self);
+            if (device_arg(device.ptr(), "View.to(): device", /*ints_are_cuda_ordinals=*/false) == v.view.device()) return nb::borrow(self);
             return copy_of(v, device, "K", stream);
         },
         nb::is_method(), nb::name("to"), nb::scope(cls), nb::arg("device"), nb::kw_only(),
-        nb::arg("stream") = nb::none(), nb::sig("def to(self, device: Device | str, *, stream: object = None) -> View"),
+        nb::arg("stream") = nb::none(), nb::sig("def to(self, device: Device | str | tuple[int, int], *, stream: object = None) -> View"),
         "This view if it is on `device` already, else a copy there (keeping the source's axis order).");
 }
 

@@ -84,9 +84,9 @@ std::pair<long long, long long> int_pair(PyObject* o, const char* what) {
 }
 
 // The consumer's stream; nullopt for None. 0 and values below -1 are ValueError whatever the device.
-std::optional<std::intptr_t> parse_stream(PyObject* o) {
+std::optional<std::intptr_t> consumer_stream(PyObject* o) {
     if (is_none(o)) return std::nullopt;
-    return checked_stream_int(int64_arg(o, "__dlpack__: stream"), "__dlpack__: stream", /*allow_no_sync=*/true);
+    return stream_int_arg(o, "__dlpack__: stream", /*allow_no_sync=*/true);
 }
 
 bool parse_max_version(PyObject* o) {
@@ -130,7 +130,7 @@ struct DlpackArgs {
 //   CUDA host memory with pending work get a host sync, which is the only order they can see.
 PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
     const View& v = py_view(self).view;
-    const std::optional<std::intptr_t> stream = parse_stream(a.stream);
+    const std::optional<std::intptr_t> stream = consumer_stream(a.stream);
     require_dlpack_dtype(v);
     const bool asked_versioned = parse_max_version(a.max_version);
     const std::optional<Device> requested = parse_dl_device(a.dl_device);
@@ -162,9 +162,7 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
         }
         // A CUDA consumer gets the copy queued on its stream (None: the legacy default stream; -1:
         // it synchronizes itself, so the copy completes first); a host consumer gets it complete.
-        const std::intptr_t on = target.is_cuda_family() && target.type != DeviceType::kCUDAHost
-                                     ? stream.value_or(kDefaultStream)
-                                     : kNoStream;
+        const std::intptr_t on = target.is_cuda_device_or_managed() ? stream.value_or(kDefaultStream) : kNoStream;
         View out;
         try {
             nb::gil_scoped_release release;
@@ -177,8 +175,8 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
     }
     if (relabel) {
         if (!stream) host_sync(v);  // a CPU consumer; -1 means it takes care of that itself
-        const View out = View(v.data(), v.byte_offset(), v.layout(), v.dtype(), Device::cpu(), false, v.owner(),
-                              v.subbyte_padded())
+        const View out = View(v.data(), v.byte_offset(), v.layout(), v.dtype(), Device::cpu(),
+                              /*readonly=*/false, v.owner(), v.subbyte_padded())
                              .with_writability(v.writability());
         return dlpack_capsule(out, versioned, 0);
     }
@@ -322,10 +320,9 @@ PyObject* cuda_array_interface_get(PyObject* self, void*) noexcept {
     try {
         const PyView& pv = py_view(self);
         const View& v = pv.view;
-        const DeviceType t = v.device().type;
         // AttributeError, not another error: consumers probe with hasattr/getattr and must fall
         // through to the array interface or DLPack for memory CUDA kernels cannot take as is.
-        if (t != DeviceType::kCUDA && t != DeviceType::kCUDAManaged)
+        if (!v.device().is_cuda_device_or_managed())
             return attribute_error("__cuda_array_interface__: this stridex.View is " + v.device().name() +
                                    " memory, not CUDA device or managed memory; use __dlpack__ or "
                                    "__array_interface__");
@@ -495,14 +492,13 @@ void bind_export(nb::module_& m) {
                                              "NumPy conversion (zero-copy for host memory; bfloat16 and float8 "
                                              "through ml_dtypes).");
     cls.attr("_with_stream") = nb::cpp_function(
-        [](const PyView& self, std::int64_t stream) {
-            if (stream == 0 || stream < -1)
-                fail(ErrorKind::value, "stream must be -1 (nothing pending), 1, 2 or a CUDA stream handle, found ", stream);
+        [](const PyView& self, nb::handle stream) {
             View v = self.view;
-            v.set_stream(static_cast<std::intptr_t>(stream));
+            v.set_stream(stream_int_arg(stream.ptr(), "View._with_stream(): stream", /*allow_no_sync=*/true));
             return wrap_view(std::move(v), self.source, self.element);
         },
-        nb::is_method(), nb::name("_with_stream"), nb::scope(cls), nb::arg("stream"),
+        nb::is_method(), nb::name("_with_stream"), nb::scope(cls), nb::arg("stream").none(),
+        nb::sig("def _with_stream(self, stream: typing.SupportsIndex) -> View"),
         "The same view, ready on `stream` (DLPack encoding; -1: nothing pending). For stridex's C++ casters, "
         "which bring a C++ View's pending stream along.");
     bind_exchange_api(cls);

@@ -1,8 +1,6 @@
 // stridex.from_pointer(ptr, shape, dtype, device=None, owner=None, strides=None, readonly=False):
 // a View of raw memory, its device taken from the pointer's attributes (cuda::view_of_pointer).
-#include <nanobind/stl/string.h>
-#include <nanobind/stl/string_view.h>
-
+#include <optional>
 #include <vector>
 
 #include "arguments.hpp"
@@ -14,17 +12,6 @@ namespace nb = nanobind;
 namespace stridex::python {
 namespace {
 
-// A Device from a stridex.Device, a name ('cuda:1') or a DLPack pair (2, 1).
-Device device_of(nb::handle spec) {
-    if (nb::isinstance<Device>(spec)) return nb::cast<Device>(spec);
-    if (nb::isinstance<nb::str>(spec)) return Device::parse(nb::cast<std::string_view>(spec));
-    if (nb::isinstance<nb::tuple>(spec) && nb::len(spec) == 2)
-        return Device::from_raw(int32_arg(nb::handle(spec[0]).ptr(), "from_pointer(): device[0]"),
-                                int32_arg(nb::handle(spec[1]).ptr(), "from_pointer(): device[1]"));
-    fail(ErrorKind::type, "device must be a stridex.Device, a name such as 'cuda:0', or a (device_type, device_id) "
-                          "pair, found ", type_name(spec.ptr()));
-}
-
 nb::object from_pointer(nb::handle ptr, nb::handle shape, nb::handle dtype, nb::handle device, nb::handle owner,
                         nb::handle strides, bool readonly) {
     const std::uintptr_t address = address_arg(ptr.ptr(), "from_pointer(): ptr");
@@ -33,7 +20,7 @@ nb::object from_pointer(nb::handle ptr, nb::handle shape, nb::handle dtype, nb::
     Layout layout = strides.is_none() ? Layout::contiguous(extents)
                                       : Layout(extents, int64_list_arg(strides.ptr(), "from_pointer(): strides"));
     std::optional<Device> claimed;
-    if (!device.is_none()) claimed = device_of(device);
+    if (!device.is_none()) claimed = device_arg(device.ptr(), "from_pointer(): device", /*ints_are_cuda_ordinals=*/false);
     Owner keep = owner.is_none() ? Owner() : owner_of(owner);
     View view = cuda::view_of_pointer(reinterpret_cast<void*>(address), std::move(layout), dt, claimed,
                                       std::move(keep), readonly);
@@ -48,7 +35,7 @@ void bind_from_pointer(nb::module_& m) {
           nb::arg("readonly") = false,
           nb::sig("def from_pointer(ptr: typing.SupportsIndex | typing.SupportsInt, shape: typing.SupportsIndex | "
                   "collections.abc.Sequence[typing.SupportsIndex], dtype: Dtype | str | numpy.dtype[typing.Any] | type, "
-                  "device: Device | str | None = None, owner: object = None, strides: "
+                  "device: Device | str | tuple[int, int] | None = None, owner: object = None, strides: "
                   "collections.abc.Sequence[typing.SupportsIndex] | None = None, readonly: bool = False) -> View"),
           "A View of raw memory at address `ptr` (element 0), with `shape` and `strides` in elements (C order "
           "when None). The device is taken from the pointer's CUDA attributes: `device` is optional and only "

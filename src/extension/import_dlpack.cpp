@@ -304,8 +304,7 @@ View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready
     const dlpack::DLDevice device = tensor->dl_tensor.device;
     ready = kNoStream;
     if (tensor->version.major == dlpack::kMajorVersion &&
-        (device.device_type == static_cast<std::int32_t>(DeviceType::kCUDA) ||
-         device.device_type == static_cast<std::int32_t>(DeviceType::kCUDAManaged))) {
+        Device{static_cast<DeviceType>(device.device_type), device.device_id}.is_cuda_device_or_managed()) {
         // No sync was done: the data is ready in the order of the producer's current stream.
         void* stream = nullptr;
         if (api->current_work_stream(device.device_type, device.device_id, &stream) != 0) {

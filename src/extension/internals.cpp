@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "arguments.hpp"
 #include "import.hpp"
 #include "stridex/error.hpp"
 
@@ -17,12 +18,6 @@ using namespace nb::literals;
 
 namespace stridex::python {
 namespace {
-
-std::vector<std::int64_t> ints(nb::handle seq) {
-    std::vector<std::int64_t> out;
-    for (nb::handle h : seq) out.push_back(nb::cast<std::int64_t>(h));
-    return out;
-}
 
 std::string kind_name(StreamRequest::Kind k) {
     switch (k) {
@@ -86,8 +81,7 @@ void bind_internals(nb::module_& parent) {
         Device d;
         const Device* known = nullptr;
         if (!device.is_none()) {
-            auto v = ints(device);
-            d = Device{static_cast<DeviceType>(v.at(0)), static_cast<std::int32_t>(v.at(1))};
+            d = device_arg(device.ptr(), "_internals.dlpack_stream(): device", /*ints_are_cuda_ordinals=*/false);
             known = &d;
         }
         DlpackStream out;

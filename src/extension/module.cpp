@@ -1,3 +1,4 @@
+// The _stridex module: binds each piece (bindings.hpp) in dependency order.
 #include "bindings.hpp"
 
 NB_MODULE(_stridex, m) {

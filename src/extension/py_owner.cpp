@@ -1,3 +1,4 @@
+// Owners of Python objects (py_owner.hpp): a reference released with the GIL, never after finalization.
 #include "py_owner.hpp"
 
 namespace nb = nanobind;

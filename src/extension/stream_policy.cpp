@@ -46,7 +46,7 @@ const char kAccepted[] =
 StreamRequest from_int(PyObject* value) {
     // int64 is intptr_t on every platform stridex builds for (LP64): no second range check.
     static_assert(sizeof(std::intptr_t) == sizeof(std::int64_t));
-    const std::intptr_t stream = checked_stream_int(int64_arg(value, "stream"), "stream", /*allow_no_sync=*/true);
+    const std::intptr_t stream = stream_int_arg(value, "stream", /*allow_no_sync=*/true);
     if (stream == kNoStream) return {StreamRequest::Kind::no_sync, 0};
     return {StreamRequest::Kind::on_stream, stream};
 }
@@ -63,6 +63,10 @@ std::intptr_t checked_stream_int(long long value, const char* where, bool allow_
         fail(ErrorKind::value, where, " must be ", allow_no_sync ? "-1 (no ordering), " : "",
              "1, 2 or a stream handle, found ", value);
     return static_cast<std::intptr_t>(value);
+}
+
+std::intptr_t stream_int_arg(PyObject* o, const char* where, bool allow_no_sync) {
+    return checked_stream_int(int64_arg(o, where), where, allow_no_sync);
 }
 
 namespace {
@@ -194,7 +198,7 @@ void dlpack_stream(const StreamRequest& request, const Device* device, const Pro
         out.ready = kNoStream;
         if (request.kind == StreamRequest::Kind::no_sync) send = -1;
         if (request.kind == StreamRequest::Kind::on_stream) send = request.handle;
-    } else if (device->type == DeviceType::kCUDA || device->type == DeviceType::kCUDAManaged) {
+    } else if (device->is_cuda_device_or_managed()) {
         switch (request.kind) {
             case StreamRequest::Kind::by_default: out.ready = cuda::StreamRef::kLegacy; break;
             case StreamRequest::Kind::no_sync:

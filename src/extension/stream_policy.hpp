@@ -45,6 +45,9 @@ StreamRequest parse_stream(PyObject* stream);
 // stream, anything above a CUstream handle. 0 is forbidden (legacy or per-thread?), values below
 // -1 mean nothing. `where` names the argument in the ValueError.
 std::intptr_t checked_stream_int(long long value, const char* where, bool allow_no_sync);
+// The same for a Python int argument (int64_arg, then the rules above): stridex.view(stream=<int>),
+// View.__dlpack__(stream=...) and View._with_stream(stream).
+std::intptr_t stream_int_arg(PyObject* o, const char* where, bool allow_no_sync);
 
 // The NO_SYNC sentinel (a borrowed reference, valid once bind_stream_policy ran).
 PyObject* no_sync_sentinel() noexcept;

@@ -174,12 +174,15 @@ TEST(Device, AccessibilityTable) {
             const Device d{c.type, id};
             EXPECT_EQ(d.host_accessible(), c.host);
             EXPECT_EQ(d.is_cuda_family(), c.cuda);
+            // A GPU's own memory (device or managed): CUDA memory that is not pinned host memory.
+            EXPECT_EQ(d.is_cuda_device_or_managed(), c.cuda && c.type != DeviceType::kCUDAHost);
         }
     }
     // A value outside the enum is accessible from nowhere.
     const Device unknown{static_cast<DeviceType>(6), 0};
     EXPECT_FALSE(unknown.host_accessible());
     EXPECT_FALSE(unknown.is_cuda_family());
+    EXPECT_FALSE(unknown.is_cuda_device_or_managed());
 }
 
 }  // namespace

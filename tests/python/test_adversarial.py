@@ -228,6 +228,128 @@ def test_from_pointer_shape_int_is_one_axis():
     assert stridex.from_pointer(address(a), np.int64(2), "float64", owner=a).shape == (2,)
 
 
+# ---- sizes, alignments, streams and devices: the same rules (arguments.hpp) --------------------------
+
+# Ints a user may hold in place of a Python int: each is taken where an int is.
+INT_LIKES = [np.int64, np.uint32, int]
+
+
+SIZE_ARGUMENTS = [
+    (lambda bad: stridex.VirtualBuffer(bad), "VirtualBuffer(): size"),
+    (lambda bad: stridex.VirtualBuffer(0, bad), "VirtualBuffer(): capacity"),
+    (lambda bad: stridex.VirtualBuffer(0, 1 << 20, chunk_size=bad), "VirtualBuffer(): chunk_size"),
+    (lambda bad: stridex.DevicePtr(0x1000, device=0).align_up(bad), "align_up(): alignment"),
+    (lambda bad: stridex.DevicePtr(0x1000, device=0).align_down(bad), "align_down(): alignment"),
+    (lambda bad: stridex.DevicePtr(0x1000, device=0).is_aligned(bad), "is_aligned(): alignment"),
+]
+BAD_SIZES = [
+    (-1, ValueError, "must be >= 0, found -1"),
+    (-(2**63), ValueError, "must be >= 0"),
+    (2**63, ValueError, "does not fit in int64"),
+    (2**64, ValueError, "does not fit in int64"),
+    (True, TypeError, "must be an int, found bool"),
+    (1.5, TypeError, "must be an int, found float"),
+    ("16", TypeError, "must be an int, found str"),
+    (None, TypeError, "must be an int, found NoneType"),
+]
+
+
+@pytest.mark.parametrize("call,fragment,bad,error,says", [
+    (call, fragment, *case) for call, fragment in SIZE_ARGUMENTS for case in BAD_SIZES
+    # None is the default of capacity (the size) and chunk_size (capacity / 64)
+    if not (case[0] is None and ("capacity" in fragment or "chunk_size" in fragment))
+])
+def test_sizes_are_int64_at_least_zero(call, fragment, bad, error, says):
+    with pytest.raises(error) as e:
+        call(bad)
+    assert fragment in str(e.value) and says in str(e.value)
+
+
+def test_alignments_take_int_likes():
+    p = stridex.DevicePtr(0x1001, device=0)
+    for kind in INT_LIKES:
+        assert p.align_up(kind(256)) == 0x1100
+        assert p.align_down(kind(256)) == 0x1000
+        assert p.align_up(kind(256)).is_aligned(kind(256))
+
+
+@pytest.mark.skipif(stridex.cuda_available(), reason="shows the sizes got past parsing by the driver's absence")
+def test_virtual_buffer_takes_int_like_sizes():
+    for kind in INT_LIKES:
+        with pytest.raises(RuntimeError, match="libcuda.so.1"):  # parsed: then the driver is missing
+            stridex.VirtualBuffer(kind(1 << 20), capacity=kind(1 << 21), chunk_size=kind(1 << 20))
+
+
+@pytest.mark.parametrize("bad,error,says", [
+    (0, ValueError, "0 is forbidden"),
+    (-2, ValueError, "must be -1 (no ordering), 1, 2 or a stream handle, found -2"),
+    (2**63, ValueError, "does not fit in int64"),
+    (True, TypeError, "must be an int, found bool"),
+    (1.5, TypeError, "must be an int, found float"),
+    (None, TypeError, "must be an int, found NoneType"),
+])
+def test_with_stream_takes_stream_ints_as_dlpack_does(bad, error, says):
+    with pytest.raises(error) as e:
+        VIEW._with_stream(bad)
+    assert "View._with_stream(): stream" in str(e.value) and says in str(e.value)
+
+
+def test_with_stream_takes_int_likes():
+    for kind in INT_LIKES:
+        assert VIEW._with_stream(kind(7)).stream == 7
+    assert VIEW._with_stream(np.int64(-1)).stream is None  # -1: nothing pending
+
+
+ANY_DEVICE = [  # arguments that may name any kind of memory: a bare int says which kind nowhere
+    lambda d: stridex.from_pointer(0, (0,), "uint8", device=d),
+    lambda d: stridex.empty(2, "uint8", device=d),
+    lambda d: VIEW.copy(device=d),
+    lambda d: VIEW.to(d),
+]
+CUDA_DEVICE = [  # arguments that name CUDA devices anyway: an int is a CUDA ordinal
+    lambda d: stridex.DevicePtr(16, device=d),
+    lambda d: stridex.VirtualBuffer(0, 1 << 20, device=d),
+    lambda d: stridex.VirtualBuffer(0, 1 << 20, devices=[d]),
+]
+BAD_DEVICES = [
+    (True, TypeError, "must be a device"),
+    (1.5, TypeError, "must be a device"),
+    ([1, 0], TypeError, "must be a device"),  # a pair is a tuple, as __dlpack_device__ gives
+    ((2**31, 0), ValueError, "[0]"),
+    ((1, 2**40), ValueError, "[1]"),
+    ((True, 0), TypeError, "[0] must be an int"),
+    ("gpu:0", ValueError, "invalid device"),
+    ((99, 0), BufferError, "unsupported DLPack device type 99"),  # as __dlpack_device__ answers are
+    ((2, -1), ValueError, "device id must be >= 0"),
+]
+
+
+@pytest.mark.parametrize("make,bad,error,says", [
+    *[(make, *case) for make in ANY_DEVICE + CUDA_DEVICE for case in BAD_DEVICES],
+    *[(make, 0, TypeError, "must be a device") for make in ANY_DEVICE],
+    *[(make, 2**40, ValueError, "does not fit in int32") for make in CUDA_DEVICE],
+    *[(make, -1, ValueError, "ordinal must be >= 0") for make in CUDA_DEVICE],
+])
+def test_devices_are_parsed_alike_everywhere(make, bad, error, says):
+    # One parser for every device argument: it used to be three, each taking its own spellings.
+    with pytest.raises(error) as e:
+        make(bad)
+    assert says in str(e.value)
+
+
+def test_device_spellings_agree():
+    # A stridex.Device, a name and a DLPack pair say the same; an int is a CUDA ordinal.
+    for spelling in (stridex.Device("cpu"), "cpu", (1, 0), (np.int32(1), np.int64(0))):
+        assert stridex.empty(2, "uint8", device=spelling).device == stridex.Device("cpu")
+        assert VIEW.to(spelling) is VIEW
+        assert VIEW.copy(device=spelling).device == stridex.Device("cpu")
+    for ordinal in (3, np.int64(3)):
+        assert stridex.DevicePtr(16, device=ordinal).device == stridex.Device("cuda:3")
+        assert stridex.DevicePtr(16, device=(2, ordinal)).device == stridex.Device("cuda:3")
+    with pytest.raises(ValueError, match="must be a CUDA device, found cpu"):
+        stridex.VirtualBuffer(0, 1 << 20, device=(1, 0))
+
+
 # ---- dtypes: byte order is never guessed ------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [">f4", np.dtype(">i8"), np.dtype(">c8"), np.zeros(1, ">f8")])

@@ -213,6 +213,28 @@ def test_result_records_the_stream_and_device():
 
 
 @gpu
+@pytest.mark.parametrize("strided_host", [False, True])
+def test_staged_copies_wrap_the_stage_pool(strided_host):
+    # Pageable and strided host memory moves through 4 pinned stages of 16 MiB each: 100 MiB is 7
+    # pieces, so every stage is reused and a reuse that did not wait for its last DMA would show as
+    # wrong bytes. Both directions, checked element by element.
+    n = 25 << 20  # 100 MiB of uint32
+    if strided_host:
+        backing = np.zeros((n, 2), dtype=np.uint32)
+        host = backing[:, 1]
+    else:
+        host = np.zeros(n, dtype=np.uint32)
+    host[...] = np.arange(n, dtype=np.uint32) * np.uint32(2654435761)  # no two pieces alike
+    g = stridex.view(host).to("cuda:0")
+    back_backing = np.full((n, 2) if strided_host else (n,), 0xFFFFFFFF, dtype=np.uint32)
+    back = back_backing[:, 0] if strided_host else back_backing
+    stridex.copy(back, g, stream=stridex.NO_SYNC)
+    np.testing.assert_array_equal(back, host)
+    if strided_host:
+        assert (back_backing[:, 1] == 0xFFFFFFFF).all()  # the gaps are left alone
+
+
+@gpu
 def test_dlpack_copies_across_devices():
     host = np.arange(24, dtype=np.int32).reshape(4, 6)
     g = stridex.view(host).to("cuda:0")

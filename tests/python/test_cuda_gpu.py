@@ -182,6 +182,40 @@ def test_failed_grow_rolls_back_on_real_out_of_memory(torch):
     buf.close()
 
 
+@pytest.mark.parametrize("bad,error,says", [
+    (-1, ValueError, "must be >= 0, found -1"),
+    (2**64, ValueError, "does not fit in int64"),
+    (True, TypeError, "must be an int, found bool"),
+    (1.5, TypeError, "must be an int, found float"),
+    (None, TypeError, "must be an int, found NoneType"),
+])
+def test_sizes_of_a_live_buffer_are_checked_by_name(bad, error, says):
+    # The same rules as every size from Python (arguments.hpp), and the buffer is left as it was.
+    with stridex.VirtualBuffer(size=2 * MiB, capacity=8 * MiB, chunk_size=2 * MiB) as buf:
+        for method in ("grow", "shrink", "resize"):
+            with pytest.raises(error) as e:
+                getattr(buf, method)(bad)
+            assert f"VirtualBuffer.{method}(): new_size" in str(e.value) and says in str(e.value)
+        with pytest.raises(error) as e:
+            buf.view("uint8", (16,), byte_offset=bad)
+        # A negative offset is an int64: the buffer's own bounds check names it.
+        expected = ["exceeds the buffer's size"] if bad == -1 else ["VirtualBuffer.view(): byte_offset", says]
+        assert all(part in str(e.value) for part in expected)
+        assert buf.size == 2 * MiB and buf.mapped_bytes == 2 * MiB
+
+
+def test_live_buffer_takes_int_like_sizes(torch):
+    with stridex.VirtualBuffer(size=np.int64(2 * MiB), capacity=np.uint64(8 * MiB), chunk_size=2 * MiB) as buf:
+        buf.grow(np.int64(4 * MiB))
+        buf.resize(np.uint32(6 * MiB))
+        buf.shrink(np.int32(2 * MiB))
+        assert buf.size == 2 * MiB
+        t = torch.from_dlpack(buf.view("uint8", (MiB,), byte_offset=np.int64(MiB)))
+        t.fill_(7)
+        assert t.data_ptr() == int(buf.base) + MiB
+        del t
+
+
 # ---- sleep and wake --------------------------------------------------------------------------------
 
 

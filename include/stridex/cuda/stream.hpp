@@ -21,7 +21,7 @@ namespace stridex::cuda {
 class StreamRef {
 public:
     static constexpr std::intptr_t kNone = kNoStream;  // the core's "nothing pending" (view.hpp)
-    static constexpr std::intptr_t kLegacy = 1;
+    static constexpr std::intptr_t kLegacy = kDefaultStream;  // 1, the core's default (view.hpp)
     static constexpr std::intptr_t kPerThread = 2;
 
     constexpr explicit StreamRef(std::intptr_t encoded) noexcept : encoded_(encoded) {}

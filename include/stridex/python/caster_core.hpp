@@ -160,9 +160,9 @@ inline std::intptr_t stream_of(PyObject* view) {
 
 // A versioned capsule's tensor, taken over (renamed used_*, as the protocol wants).
 inline View import_capsule(PyObject* capsule) {
-    auto* t = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
+    auto* t = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, dlpack::kVersionedCapsule));
     if (t == nullptr) throw PythonError{};
-    if (PyCapsule_SetName(capsule, "used_dltensor_versioned") != 0) throw PythonError{};
+    if (PyCapsule_SetName(capsule, dlpack::kUsedVersionedCapsule) != 0) throw PythonError{};
     return dlpack::import_managed(t);
 }
 
@@ -178,7 +178,8 @@ inline View from_stridex_view(PyObject* obj, std::intptr_t stream) {
     } else {
         // An older stridex.View: __dlpack__(stream=-1) exports without ordering anything.
         Ref method = checked(PyObject_GetAttrString(obj, "__dlpack__"));
-        Ref kwargs = checked(Py_BuildValue("{s:i,s:(ii)}", "stream", -1, "max_version", dlpack::kMajorVersion, 3));
+        Ref kwargs = checked(Py_BuildValue("{s:i,s:(ii)}", "stream", static_cast<int>(kNoStream), "max_version",
+                                           dlpack::kMajorVersion, dlpack::kMinorVersion));
         Ref args = checked(PyTuple_New(0));
         Ref capsule = checked(PyObject_Call(method.get(), args.get(), kwargs.get()));
         view = import_capsule(capsule.get());
@@ -195,15 +196,14 @@ inline Ref caller_stream_of(PyObject* obj) {
     Ref device = checked(PyObject_CallMethod(obj, "__dlpack_device__", nullptr));
     int type = 0, id = 0;
     if (!PyArg_ParseTuple(device.get(), "ii", &type, &id)) throw PythonError{};
-    if (type != static_cast<int>(DeviceType::kCUDA) && type != static_cast<int>(DeviceType::kCUDAManaged))
-        return Ref();
+    if (!Device{static_cast<DeviceType>(type), id}.is_cuda_device_or_managed()) return Ref();
     void* stream = nullptr;
     if (api->current_work_stream(type, id, &stream) != 0) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "current_work_stream of the exchange API failed");
         throw PythonError{};
     }
     // The NULL handle is the legacy default stream; the protocols spell it 1, never 0.
-    return checked(PyLong_FromVoidPtr(stream ? stream : reinterpret_cast<void*>(std::intptr_t{1})));
+    return checked(PyLong_FromVoidPtr(stream ? stream : reinterpret_cast<void*>(kDefaultStream)));
 }
 
 // Python argument -> View meeting `r`. False (no Python error set) when `src` cannot be converted:
@@ -266,10 +266,10 @@ inline Ref to_stridex_view(const View& view) {
         if (l->api->managed_tensor_to_py_object_no_sync(t, &py) != 0) throw PythonError{};
         out = Ref(static_cast<PyObject*>(py));
     } else {
-        Ref capsule(PyCapsule_New(t, "dltensor_versioned", [](PyObject* c) noexcept {
+        Ref capsule(PyCapsule_New(t, dlpack::kVersionedCapsule, [](PyObject* c) noexcept {
             // Renamed used_* when consumed: the consumer owns the deleter then.
-            if (!PyCapsule_IsValid(c, "dltensor_versioned")) return;
-            auto* m = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, "dltensor_versioned"));
+            if (!PyCapsule_IsValid(c, dlpack::kVersionedCapsule)) return;
+            auto* m = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, dlpack::kVersionedCapsule));
             m->deleter(m);
         }));
         if (!capsule) {

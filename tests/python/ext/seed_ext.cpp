@@ -52,7 +52,7 @@ View cpu_matrix_t(std::int64_t rows, std::int64_t cols, bool readonly) {
 View cpu_labelled_cuda(std::int64_t n) {
     auto* data = new float[static_cast<std::size_t>(n)]();
     Owner owner = Owner::from_callback([](void* p) noexcept { delete[] static_cast<float*>(p); }, data);
-    return View(data, 0, vector_layout(n), dtypes::float32, Device::cuda(0), false, std::move(owner));
+    return View(data, 0, vector_layout(n), dtypes::float32, Device::cuda(0), /*readonly=*/false, std::move(owner));
 }
 
 // ---- GPU: cuMemAlloc / cuMemFree straight from the driver ----------------------------------------
@@ -114,7 +114,7 @@ View gpu_iota(std::int64_t n, int ordinal) {
 // constructor. The caster must refuse to hand it to Python.
 View gpu_mislabelled(std::int64_t n, int ordinal, const std::string& device) {
     auto [ptr, owner] = device_iota(n, ordinal);
-    return View(ptr, 0, vector_layout(n), dtypes::float32, Device::parse(device), false, std::move(owner));
+    return View(ptr, 0, vector_layout(n), dtypes::float32, Device::parse(device), /*readonly=*/false, std::move(owner));
 }
 
 // GPU memory whose contents are still pending on a stream of ours: the Python View must say so.
