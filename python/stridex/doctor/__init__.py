@@ -279,7 +279,7 @@ def main(args: argparse.Namespace) -> int:
             from . import transports
 
             moved = transports.run(session.env["chosen"])
-            if transports.failed(moved):
+            if transports.failed_names(moved):
                 result["exit_status"] = EXIT_CLAIMED_FAILURE
         if args.json:
             options = {"frameworks": args.frameworks, "device": args.device, "devices": session.env["chosen"],
@@ -290,7 +290,8 @@ def main(args: argparse.Namespace) -> int:
             json.dump(document, out, indent=1, ensure_ascii=False)
             out.write("\n")
         else:
-            write_text(out, render_text(**result, stream=out, verbose=args.verbose))
+            failed = [] if moved is None else transports.failed_names(moved)
+            write_text(out, render_text(**result, stream=out, verbose=args.verbose, failed_transports=failed))
             if moved is not None:
                 write_text(out, transports.render_text(moved))
         out.flush()

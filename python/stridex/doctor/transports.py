@@ -212,5 +212,6 @@ def to_json(results: list[Transport]) -> list[dict]:
     return [asdict(r) for r in results]
 
 
-def failed(results: list[Transport]) -> bool:
-    return any(r.status == FAIL for r in results)
+def failed_names(results: list[Transport]) -> list[str]:
+    """The transports that failed, by name (the doctor's exit line names them)."""
+    return [r.name for r in results if r.status == FAIL]

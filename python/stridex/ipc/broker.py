@@ -39,7 +39,7 @@ _DIES_WITH_EXPORTER = {"cuda_ipc"}
 
 
 class _Ticket:
-    __slots__ = ("view", "export", "fds", "kind", "in_flight", "opened")
+    __slots__ = ("view", "export", "fds", "kind", "in_flight", "opened", "sent")
 
     def __init__(self, view: View, export: object, fds: list[int], kind: str, in_flight: bool):
         self.view = view  # keeps the memory alive
@@ -47,7 +47,8 @@ class _Ticket:
         self.fds = fds
         self.kind = kind
         self.in_flight = in_flight  # pickled by multiprocessing: on its way to another process
-        self.opened = False
+        self.opened = False  # an importer asked for it (a second ask is refused)
+        self.sent = False  # ... and its reply, fds included, is in the importer's socket
 
 
 def _exit_timeout() -> float:
@@ -64,6 +65,11 @@ class Broker:
         self.address = b"\0stridex-ipc-%d-%s" % (os.getpid(), secrets.token_hex(8).encode())
         self._tickets: dict[bytes, _Ticket] = {}
         self._cond = threading.Condition()
+        # Server threads at work on tickets. They are daemon threads: one that drops a View while
+        # the interpreter finalizes dies inside the drop (an mmap or driver call that releases the
+        # GIL), which aborts the process. So exit waits until none is at work, and then closes.
+        self._busy = 0
+        self._closed = False
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._server.bind(self.address)
         self._server.listen(64)
@@ -101,15 +107,33 @@ class Broker:
             return kinds
 
     def clear(self) -> None:
-        """Drops every ticket: at exit, once waiting is over (the memory goes with the process)."""
+        """Drops every ticket: at exit, once waiting is over (the memory goes with the process).
+        Server threads take no more work, and those at work finish first (see _busy)."""
         with self._cond:
+            self._closed = True
             tickets, self._tickets = self._tickets, {}
             self._cond.notify_all()
         del tickets
+        with self._cond:
+            self._cond.wait_for(lambda: self._busy == 0, 10.0)
 
     def _blocking(self) -> int:
-        return sum(1 for t in self._tickets.values()
-                   if (t.opened and t.kind in _DIES_WITH_EXPORTER) or (t.in_flight and not t.opened))
+        # Not yet sent, rather than not yet opened: exit must not cut the reply off mid-way.
+        return self._busy + sum(1 for t in self._tickets.values()
+                                if (t.opened and t.kind in _DIES_WITH_EXPORTER) or (t.in_flight and not t.sent))
+
+    def _begin(self) -> bool:
+        """A server thread starts work on tickets; False once exit closed the broker."""
+        with self._cond:
+            if self._closed:
+                return False
+            self._busy += 1
+            return True
+
+    def _end(self) -> None:
+        with self._cond:
+            self._busy -= 1
+            self._cond.notify_all()
 
     def wait(self, timeout: float | None) -> bool:
         """Waits until no importer still needs this process; True when none does."""
@@ -136,33 +160,48 @@ class Broker:
                 msg = conn.recv(1 + TICKET_BYTES)
                 if len(msg) != 1 + TICKET_BYTES:
                     return  # EOF or a malformed message: drop the connection
-                op, ticket = msg[:1], msg[1:]
-                if op == b"O":
-                    self._open(conn, ticket, opened)
-                elif op == b"R":
-                    opened.discard(ticket)
-                    self.release(ticket)
-                else:
+                if msg[:1] not in (b"O", b"R") or not self._begin():
                     return
+                try:
+                    self._handle(conn, msg[:1], msg[1:], opened)
+                finally:
+                    self._end()
         except OSError:
             pass
         finally:
             conn.close()
-            for ticket in opened:  # the importer is gone: whatever it opened is free
-                self.release(ticket)
+            if opened and self._begin():
+                try:
+                    for ticket in opened:  # the importer is gone: whatever it opened is free
+                        self.release(ticket)
+                finally:
+                    self._end()
+
+    def _handle(self, conn: socket.socket, op: bytes, ticket: bytes, opened: set[bytes]) -> None:
+        # A function of its own: every reference it took to a ticket is gone when it returns.
+        if op == b"O":
+            self._open(conn, ticket, opened)
+        else:
+            opened.discard(ticket)
+            self.release(ticket)
 
     def _open(self, conn: socket.socket, ticket: bytes, opened: set[bytes]) -> None:
         with self._cond:
             t = self._tickets.get(ticket)
             if t is not None and not t.opened:
                 t.opened = True
-                self._cond.notify_all()
             else:
                 t = None
         if t is None:
             conn.send(b"er" + b"unknown ticket: the View was already unpickled once, or released")
             return
-        socket.send_fds(conn, [b"ok"], list(t.fds))
+        try:
+            socket.send_fds(conn, [b"ok"], list(t.fds))
+        finally:
+            # Once queued in the importer's socket, the reply (fds included) outlives this process.
+            with self._cond:
+                t.sent = True
+                self._cond.notify_all()
         if t.kind == "host":
             self.release(ticket)  # the importer holds its own fd now
         else:
@@ -178,12 +217,6 @@ def broker() -> Broker:
     with _lock:
         if _broker is None:
             _broker = Broker()
-            # multiprocessing's children leave through os._exit, past atexit: its own finalizers run.
-            # Priority -10: after the queues' feeder threads were joined (-5), which may pickle (so
-            # export) Views put just before exit.
-            import multiprocessing.util
-
-            multiprocessing.util.Finalize(None, _at_exit, exitpriority=-10)
         return _broker
 
 
@@ -249,7 +282,9 @@ def release_ticket(address: bytes, ticket: bytes) -> None:
         pass  # the exporter is gone; so is what it kept
 
 
-def _at_exit() -> None:
+def wait_at_exit() -> None:
+    """Exit's wait for importers (atexit here; multiprocessing's finalizers, registered with the
+    View reducer in stridex._post_import, in its children and after its queues' feeders)."""
     b = _broker
     if b is None:
         return
@@ -263,5 +298,5 @@ def _at_exit() -> None:
     b.clear()
 
 
-atexit.register(_at_exit)
+atexit.register(wait_at_exit)
 os.register_at_fork(after_in_child=_after_fork_in_child)
