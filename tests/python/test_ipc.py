@@ -14,6 +14,7 @@ import pytest
 
 import stridex
 import stridex.ipc
+from conftest import cuda_device_count
 from stridex.ipc import _rebuild
 
 import ipc_harness
@@ -203,6 +204,40 @@ def test_unknown_ticket_is_refused(shm):
         broker.open_ticket(payload["broker"], payload["pid"], payload["ticket"])
 
 
+def _pending_soon(expected, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while stridex.ipc.pending() != expected and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return stridex.ipc.pending()
+
+
+def test_work_overlapping_an_open_comes_back_with_the_reply_or_releases_the_ticket(shm):
+    from stridex.ipc import broker
+
+    v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
+    b = broker.broker()
+    # A ticket that lives until released, as a CUDA IPC handle's does (no fds to pass).
+    ticket = b.add(v, None, [], "cuda_ipc", False)
+    assert broker.open_ticket(b.address, 0, ticket, lambda: "made") == ([], "made")
+    assert stridex.ipc.pending() == {"cuda_ipc opened": 1}
+    broker.release_ticket(b.address, ticket)
+    assert _pending_soon({}) == {}
+
+    ticket = b.add(v, None, [], "cuda_ipc", False)
+
+    def fails():
+        raise RuntimeError("the import failed")
+
+    with pytest.raises(RuntimeError, match="the import failed"):
+        broker.open_ticket(b.address, 0, ticket, fails)
+    assert _pending_soon({}) == {}  # opened for nothing: released at once
+
+    made = []
+    with pytest.raises(BufferError, match="unknown ticket"):  # refused: what was made is dropped
+        broker.open_ticket(b.address, 0, ticket, lambda: made.append(1) or "dropped")
+    assert made == [1]
+
+
 def test_reducer_is_registered_with_multiprocessing():
     from multiprocessing.reduction import ForkingPickler
 
@@ -222,6 +257,9 @@ def test_a_producer_that_exits_at_once_waits_until_its_view_was_opened(start, pi
     # began, so the exit wait must be in place before any export exists (forked children, which
     # leave through os._exit, included). send_delay: the importer asked, and the producer must not
     # leave before the reply with the fds is on its way.
+    if start == "fork" and cuda_device_count():
+        pytest.skip("CUDA is initialized in this process, and a forked child cannot use it: stridex's pointer "
+                    "classification (cuPointerGetAttributes) fails there with CUDA_ERROR_NOT_INITIALIZED")
     ctx = mp.get_context(start)
     replies = ctx.Queue()
     p = ctx.Process(target=ipc_worker.produce_and_exit, args=(replies, pickling_delay, send_delay))

@@ -25,10 +25,13 @@ import socket
 import struct
 import sys
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from .._stridex import View
+
+_T = TypeVar("_T")
 
 TICKET_BYTES = 16
 _MAX_FDS = 4096  # chunks of one VMM export; a View of 4096 chunks is far beyond any real use
@@ -251,15 +254,36 @@ def _connection(address: bytes, pid: int) -> tuple[socket.socket, threading.RLoc
         return entry
 
 
-def open_ticket(address: bytes, pid: int, ticket: bytes) -> list[int]:
-    """Asks the exporter for a ticket's fds (the caller owns and closes them)."""
+def open_ticket(address: bytes, pid: int, ticket: bytes,
+                meanwhile: Callable[[], _T] | None = None) -> tuple[list[int], _T | None]:
+    """Asks the exporter for a ticket's fds (the caller owns and closes them). `meanwhile` (work
+    that needs no fds: opening a CUDA IPC handle) runs between the request and the reply, so the
+    exporter's round trip overlaps it; its result comes back with the fds, or is dropped when the
+    exporter refuses the ticket."""
     s, lock = _connection(address, pid)
-    with lock:
+    with lock:  # a request and its reply, with no other request between them
         try:
             s.send(b"O" + ticket)
-            reply, fds, _flags, _addr = socket.recv_fds(s, 1024, _MAX_FDS)
         except OSError as e:
             raise BufferError(f"the process that pickled this stridex.View (pid {pid}) went away: {e}") from None
+        try:
+            made = meanwhile() if meanwhile is not None else None
+        except BaseException:
+            try:
+                for fd in _reply(s, pid):
+                    os.close(fd)
+                s.send(b"R" + ticket)  # opened for nothing
+            except (BufferError, OSError):
+                pass
+            raise
+        return _reply(s, pid), made
+
+
+def _reply(s: socket.socket, pid: int) -> list[int]:
+    try:
+        reply, fds, _flags, _addr = socket.recv_fds(s, 1024, _MAX_FDS)
+    except OSError as e:
+        raise BufferError(f"the process that pickled this stridex.View (pid {pid}) went away: {e}") from None
     if reply != b"ok":
         for fd in fds:
             os.close(fd)
