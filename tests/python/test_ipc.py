@@ -250,13 +250,16 @@ def test_import_stridex_imports_neither_dask_nor_the_ipc_machinery():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")  # JAX's; the child uses no JAX
 @pytest.mark.parametrize("start, pickling_delay, send_delay", [
-    ("spawn", 0.0, 0.0), ("fork", 0.0, 0.0), ("spawn", 0.5, 0.0), ("fork", 0.5, 0.0), ("spawn", 0.0, 0.5)])
+    ("spawn", 0.0, 0.0), ("forkserver", 0.0, 0.0), ("fork", 0.0, 0.0),
+    ("spawn", 0.5, 0.0), ("forkserver", 0.5, 0.0), ("fork", 0.5, 0.0), ("spawn", 0.0, 0.5)])
 def test_a_producer_that_exits_at_once_waits_until_its_view_was_opened(start, pickling_delay, send_delay):
     # pickling_delay: the queue's feeder thread exports the View only after the producer's exit
-    # began, so the exit wait must be in place before any export exists (forked children, which
-    # leave through os._exit, included). send_delay: the importer asked, and the producer must not
-    # leave before the reply with the fds is on its way.
+    # began, so the exit wait must be in place before any export exists (children of fork and
+    # forkserver, which leave through os._exit, included; fork also inherits stridex already
+    # imported). send_delay: the importer asked, and the producer must not leave before the reply
+    # with the fds is on its way.
     if start == "fork" and cuda_device_count():
         pytest.skip("CUDA is initialized in this process, and a forked child cannot use it: stridex's pointer "
                     "classification (cuPointerGetAttributes) fails there with CUDA_ERROR_NOT_INITIALIZED")
