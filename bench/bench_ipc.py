@@ -120,7 +120,12 @@ def dask_bandwidth(protocols, nbytes: int, repeats: int) -> list[tuple]:
 
     from distributed import Client, Nanny, Scheduler, SpecCluster, wait
 
+    import dask
+
     with ExitStack() as stack:
+        # UCX finds its CUDA transports only with a context made before it starts (as dask-cuda
+        # does); the Nannies pass this configuration on to their workers.
+        stack.enter_context(dask.config.set({"distributed-ucxx.create-cuda-context": True}))
         pairs, base = [], {}
         for protocol in protocols:
             workers = {f"gpu{i}": {"cls": Nanny, "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}}}

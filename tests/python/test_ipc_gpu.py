@@ -116,7 +116,12 @@ def test_dask_over_ucx_moves_device_views_between_two_gpus(torch):
     workers = {f"gpu{i}": {"cls": Nanny, "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}}}
                for i in range(2)}
     scheduler = {"cls": Scheduler, "options": {"protocol": "ucxx", "dashboard_address": None}}
-    with SpecCluster(workers=workers, scheduler=scheduler) as cluster, Client(cluster) as client:
+    import dask
+
+    # UCX finds its CUDA transports only with a context made before it starts (as dask-cuda does);
+    # the Nannies pass this configuration on to their workers.
+    with dask.config.set({"distributed-ucxx.create-cuda-context": True}), \
+            SpecCluster(workers=workers, scheduler=scheduler) as cluster, Client(cluster) as client:
         a, b = list(client.scheduler_info()["workers"])
 
         def make():
