@@ -45,7 +45,8 @@ cells: native then stridex. A check mark: pass; a cross with n: failed (reason n
 matrix); a dash: does not apply (one side cannot represent the case on that device; -v says why);
 *: not claimed. Where stdout cannot print those symbols: ok, Xn, - instead.
 
-exit status: 0 when every claimed stridex cell passed, 1 when one failed, 2 on a usage error, 3
+exit status: 0 when every claimed stridex cell passed, 1 when one (or, with --transports, a
+transport) failed -- the last line names which --, 2 on a usage error, 3
 when nothing was checked or a framework or device named in --frameworks/--device is not usable
 here. Native failures never change it. See docs/doctor.md.
 """
