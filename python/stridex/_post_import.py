@@ -68,6 +68,30 @@ def _register_multiprocessing(reduction: ModuleType) -> None:
         return _reduce(view, in_flight=True)
 
     reduction.ForkingPickler.register(_stridex.View, reduce_view)
+    _register_exit_wait()
+    import multiprocessing.util
+
+    # A forked child starts with multiprocessing's finalizers cleared (Process._bootstrap): again.
+    multiprocessing.util.register_after_fork(_register_exit_wait, lambda _: _register_exit_wait())
+
+
+def _register_exit_wait() -> None:
+    """Registers, now, the exit step that waits for importers of what this process exported.
+
+    Now, not when the first View is exported: a multiprocessing queue pickles in its feeder
+    thread, which exit joins (priority -5) after it took its list of finalizers, so a View put
+    just before exit could be exported -- and a finalizer registered -- too late to be waited for.
+    Priority -10 runs after those joins; multiprocessing's children leave through os._exit,
+    past atexit, and run these finalizers instead."""
+    import multiprocessing.util
+
+    multiprocessing.util.Finalize(None, _exit_wait, exitpriority=-10)
+
+
+def _exit_wait() -> None:
+    broker = sys.modules.get("stridex.ipc.broker")
+    if broker is not None:  # else nothing was ever exported
+        broker.wait_at_exit()
 
 
 def _register_dask(_protocol: ModuleType) -> None:

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "py_owner.hpp"
 #include "stridex/copy.hpp"
@@ -46,11 +47,37 @@ std::optional<cuda::IpcHandle> event_arg(const std::optional<nb::bytes>& event) 
     return fixed_bytes<cuda::IpcHandle>(*event, "event handle");
 }
 
-cuda::ipc::Shape shape_arg(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides,
-                           const std::string& dtype, bool readonly) {
-    if (shape.size() != strides.size())
-        fail(ErrorKind::value, "shape and strides differ in length: ", shape.size(), " and ", strides.size());
-    return {shape, strides, Dtype::from_name(dtype), readonly};
+cuda::ipc::Shape shape_arg(nb::handle shape, nb::handle strides, nb::handle dtype, bool readonly, const char* fn) {
+    const std::string name(fn);
+    std::vector<std::int64_t> extents = int64_list_arg(shape.ptr(), (name + ": shape").c_str());
+    std::vector<std::int64_t> steps = int64_list_arg(strides.ptr(), (name + ": strides").c_str());
+    if (extents.size() != steps.size())
+        fail(ErrorKind::value, "shape and strides differ in length: ", extents.size(), " and ", steps.size());
+    return {std::move(extents), std::move(steps), dtype_arg(dtype.ptr(), (name + ": dtype").c_str()), readonly};
+}
+
+// A byte count or offset: an int in [0, 2**63) (arguments.hpp's rules).
+std::uint64_t bytes_arg(nb::handle o, const char* what) {
+    const std::int64_t v = int64_arg(o.ptr(), what);
+    if (v < 0) fail(ErrorKind::value, what, " must be >= 0, found ", v);
+    return static_cast<std::uint64_t>(v);
+}
+
+// File descriptors received over the socket, in chunk order: a sequence of ints in [0, 2**31).
+std::vector<int> fds_arg(nb::handle o) {
+    constexpr const char* what = "_ipc_import_fds(): fds";
+    if (!PySequence_Check(o.ptr()) || PyUnicode_Check(o.ptr()) || PyBytes_Check(o.ptr()))
+        fail(ErrorKind::type, what, " must be a sequence of ints, found ", type_name(o.ptr()));
+    const nb::object items = nb::steal(PySequence_Fast(o.ptr(), "fds"));
+    if (!items.is_valid()) throw nb::python_error();
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(items.ptr());
+    std::vector<int> out(static_cast<std::size_t>(n));
+    for (Py_ssize_t k = 0; k < n; ++k) {
+        const std::int32_t fd = int32_arg(PySequence_Fast_GET_ITEM(items.ptr(), k), what);
+        if (fd < 0) fail(ErrorKind::value, what, " must be open file descriptors (>= 0), found ", fd);
+        out[static_cast<std::size_t>(k)] = fd;
+    }
+    return out;
 }
 
 // The exporter's record of one export (held by its ticket): what travels, plus the event and fds
@@ -103,20 +130,22 @@ void bind_ipc(nb::module_& m) {
     m.def("_ipc_export", [](const PyView& v) { return PyExport{Export::of(v.view)}; }, "view"_a,
           "The CUDA export of a View's memory (stridex.ipc). BufferError naming why when it cannot be shared.");
 
+    // Every integer goes through arguments.hpp: these are private, yet fed from a pickle.
     m.def(
         "_ipc_import_handle",
-        [](nb::bytes handle, nb::bytes device, std::uint64_t offset, std::uint64_t extent,
-           std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
-           std::string dtype, bool readonly, std::optional<nb::bytes> event, nb::object keep) {
+        [](nb::bytes handle, nb::bytes device, nb::handle offset, nb::handle extent, nb::handle shape,
+           nb::handle strides, nb::handle dtype, bool readonly, std::optional<nb::bytes> event, nb::object keep) {
             const auto h = fixed_bytes<cuda::IpcHandle>(handle, "memory handle");
             const auto uuid = fixed_bytes<DeviceUuid>(device, "device UUID");
             const auto ev = event_arg(event);
-            const auto sh = shape_arg(shape, strides, dtype, readonly);
+            const std::uint64_t off = bytes_arg(offset, "_ipc_import_handle(): offset");
+            const std::uint64_t ext = bytes_arg(extent, "_ipc_import_handle(): extent");
+            const auto sh = shape_arg(shape, strides, dtype, readonly, "_ipc_import_handle()");
             Owner owner = owner_of(keep);
             View v;
             {
                 nb::gil_scoped_release release;  // cuIpcOpenMemHandle takes milliseconds the first time
-                v = cuda::ipc::import_handle(h, uuid, offset, extent, sh, ev, std::move(owner));
+                v = cuda::ipc::import_handle(h, uuid, off, ext, sh, ev, std::move(owner));
             }
             return wrap_view(std::move(v), keep);
         },
@@ -125,17 +154,19 @@ void bind_ipc(nb::module_& m) {
 
     m.def(
         "_ipc_import_fds",
-        [](std::vector<int> fds, std::uint64_t chunk_size, nb::bytes device, std::uint64_t offset,
-           std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
-           std::string dtype, bool readonly, std::optional<nb::bytes> event, nb::object keep) {
+        [](nb::handle fds, nb::handle chunk_size, nb::bytes device, nb::handle offset, nb::handle shape,
+           nb::handle strides, nb::handle dtype, bool readonly, std::optional<nb::bytes> event, nb::object keep) {
+            const std::vector<int> files = fds_arg(fds);
+            const std::uint64_t chunk = bytes_arg(chunk_size, "_ipc_import_fds(): chunk_size");
             const auto uuid = fixed_bytes<DeviceUuid>(device, "device UUID");
             const auto ev = event_arg(event);
-            const auto sh = shape_arg(shape, strides, dtype, readonly);
+            const std::uint64_t off = bytes_arg(offset, "_ipc_import_fds(): offset");
+            const auto sh = shape_arg(shape, strides, dtype, readonly, "_ipc_import_fds()");
             Owner owner = owner_of(keep);
             View v;
             {
                 nb::gil_scoped_release release;
-                v = cuda::ipc::import_fds(fds, chunk_size, uuid, offset, sh, ev, std::move(owner));
+                v = cuda::ipc::import_fds(files, chunk, uuid, off, sh, ev, std::move(owner));
             }
             return wrap_view(std::move(v), keep);
         },
@@ -169,9 +200,13 @@ void bind_ipc(nb::module_& m) {
     }, "device"_a, "host"_a);
 
     m.def("_ipc_open_handles", &cuda::ipc::open_handles, "CUDA IPC handles this process has open (stridex.ipc).");
-    m.def("device_uuid", [](int ordinal) { return cuda::ipc::uuid_string(cuda::ipc::device_uuid(ordinal)); },
-          "ordinal"_a, "The UUID of a CUDA device, as nvidia-smi spells it ('GPU-...').");
-    m.def("_device_uuid_bytes", [](int ordinal) { return as_bytes(cuda::ipc::device_uuid(ordinal)); }, "ordinal"_a);
+    m.def("device_uuid", [](nb::handle ordinal) {
+        return cuda::ipc::uuid_string(cuda::ipc::device_uuid(int32_arg(ordinal.ptr(), "device_uuid(): ordinal")));
+    }, "ordinal"_a, nb::sig("def device_uuid(ordinal: typing.SupportsIndex) -> str"),
+          "The UUID of a CUDA device, as nvidia-smi spells it ('GPU-...').");
+    m.def("_device_uuid_bytes", [](nb::handle ordinal) {
+        return as_bytes(cuda::ipc::device_uuid(int32_arg(ordinal.ptr(), "_device_uuid_bytes(): ordinal")));
+    }, "ordinal"_a);
 }
 
 }  // namespace stridex::python

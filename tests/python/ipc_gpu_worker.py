@@ -2,6 +2,8 @@
 
 import gc
 
+import ipc_harness
+
 
 def _handle(torch, stridex, held, cmd, args):
     """One command. A function of its own, so the Views it received die when it returns."""
@@ -46,14 +48,4 @@ def serve(requests, replies):
     import stridex.ipc
 
     held = []
-    while True:
-        cmd, *args = requests.get()
-        if cmd == "exit":
-            return  # exit then waits for importers of what this process exported
-        try:
-            reply = _handle(torch, stridex, held, cmd, args)
-        except Exception as e:  # noqa: BLE001 - the test reads the error
-            reply = ("error", type(e).__name__, str(e))
-        del args
-        replies.put(reply)
-        del reply
+    ipc_harness.serve(requests, replies, lambda cmd, args: _handle(torch, stridex, held, cmd, args))

@@ -28,3 +28,21 @@ def test_transports_section_reports_the_mechanism_of_each():
 def test_without_the_flag_there_is_no_transports_section():
     proc = run_cli(*ARGS[:-1], "--json")
     assert "transports" not in json.loads(proc.stdout)
+
+
+def test_a_failed_transport_is_the_cause_the_exit_line_names(monkeypatch, capfd):
+    import argparse
+
+    from stridex import doctor
+    from stridex.doctor import transports
+
+    failed = transports.Transport("multiprocessing (cuda:0, VirtualBuffer)", transports.FAIL, "-", 0.1,
+                                  "TypeError: incompatible function arguments")
+    monkeypatch.setattr(transports, "run", lambda devices: [failed])
+    parser = argparse.ArgumentParser()
+    doctor.add_arguments(parser)
+    assert doctor.main(parser.parse_args([*ARGS[1:], "--in-process"])) == 1
+    out = capfd.readouterr().out
+    assert ("exit status 1: 1 transport(s) failed: multiprocessing (cuda:0, VirtualBuffer) (transports, below)"
+            in out)
+    assert "claimed stridex check(s) failed" not in out

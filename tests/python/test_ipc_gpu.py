@@ -14,6 +14,7 @@ import stridex.ipc
 from conftest import cuda_device_count
 
 import ipc_gpu_worker
+import ipc_harness
 
 pytestmark = pytest.mark.skipif(cuda_device_count() == 0, reason="no CUDA device (stridex.cuda_available() is False)")
 
@@ -28,28 +29,12 @@ def torch():
     return torch
 
 
-def _start():
-    ctx = mp.get_context("spawn")
-    requests, replies = ctx.Queue(), ctx.Queue()
-    p = ctx.Process(target=ipc_gpu_worker.serve, args=(requests, replies), daemon=True)
-    p.start()
-
-    def ask(*cmd):
-        requests.put(cmd)
-        reply = replies.get(timeout=120)
-        if isinstance(reply, tuple) and reply and reply[0] == "error":
-            raise AssertionError(f"worker raised {reply[1]}: {reply[2]}")
-        return reply
-
-    return p, requests, ask
-
-
 @pytest.fixture(scope="module")
 def worker(torch):
-    p, requests, ask = _start()
-    yield ask
-    requests.put(("exit",))
-    p.join(timeout=60)
+    w = ipc_harness.Worker(ipc_gpu_worker.serve, timeout=60)
+    yield w
+    w.stop()
+    w.process.join(timeout=60)
 
 
 def _buffers(torch, kind):
@@ -94,10 +79,11 @@ def test_view_attributes_and_offset_travel(torch, worker):
 
 @pytest.mark.parametrize("kind", ["torch", "vmm"])
 def test_producer_exits_first_memory_valid_until_released(torch, kind):
-    p, requests, ask = _start()
-    v = ask("make", kind, N, 4.0)
+    w = ipc_harness.Worker(ipc_gpu_worker.serve, timeout=60)
+    p = w.process
+    v = w("make", kind, N, 4.0)
     assert float(torch.from_dlpack(v).double().sum()) == 4.0 * N
-    requests.put(("exit",))
+    w.stop()
     if kind == "torch":
         # Legacy IPC memory dies with its process: the producer waits at exit for our release.
         time.sleep(2.0)
@@ -130,7 +116,12 @@ def test_dask_over_ucx_moves_device_views_between_two_gpus(torch):
     workers = {f"gpu{i}": {"cls": Nanny, "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}}}
                for i in range(2)}
     scheduler = {"cls": Scheduler, "options": {"protocol": "ucxx", "dashboard_address": None}}
-    with SpecCluster(workers=workers, scheduler=scheduler) as cluster, Client(cluster) as client:
+    import dask
+
+    # UCX finds its CUDA transports only with a context made before it starts (as dask-cuda does);
+    # the Nannies pass this configuration on to their workers.
+    with dask.config.set({"distributed-ucxx.create-cuda-context": True}), \
+            SpecCluster(workers=workers, scheduler=scheduler) as cluster, Client(cluster) as client:
         a, b = list(client.scheduler_info()["workers"])
 
         def make():

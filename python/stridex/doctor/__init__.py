@@ -45,7 +45,8 @@ cells: native then stridex. A check mark: pass; a cross with n: failed (reason n
 matrix); a dash: does not apply (one side cannot represent the case on that device; -v says why);
 *: not claimed. Where stdout cannot print those symbols: ok, Xn, - instead.
 
-exit status: 0 when every claimed stridex cell passed, 1 when one failed, 2 on a usage error, 3
+exit status: 0 when every claimed stridex cell passed, 1 when one (or, with --transports, a
+transport) failed -- the last line names which --, 2 on a usage error, 3
 when nothing was checked or a framework or device named in --frameworks/--device is not usable
 here. Native failures never change it. See docs/doctor.md.
 """
@@ -279,7 +280,7 @@ def main(args: argparse.Namespace) -> int:
             from . import transports
 
             moved = transports.run(session.env["chosen"])
-            if transports.failed(moved):
+            if transports.failed_names(moved):
                 result["exit_status"] = EXIT_CLAIMED_FAILURE
         if args.json:
             options = {"frameworks": args.frameworks, "device": args.device, "devices": session.env["chosen"],
@@ -290,7 +291,8 @@ def main(args: argparse.Namespace) -> int:
             json.dump(document, out, indent=1, ensure_ascii=False)
             out.write("\n")
         else:
-            write_text(out, render_text(**result, stream=out, verbose=args.verbose))
+            failed = [] if moved is None else transports.failed_names(moved)
+            write_text(out, render_text(**result, stream=out, verbose=args.verbose, failed_transports=failed))
             if moved is not None:
                 write_text(out, transports.render_text(moved))
         out.flush()

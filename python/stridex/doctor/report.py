@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import textwrap
 import time
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .cases import Case
@@ -139,7 +140,8 @@ def failure_refs(cells: list[Cell]) -> dict[str, int]:
 
 def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[FrameworkInfo], devices: DeviceReport,
                 features: dict[str, bool], header: dict[str, str], summary: dict, exit_status: int,
-                stream: TextIO, verbose: bool = False, unusable: list[str] | None = None) -> str:
+                stream: TextIO, verbose: bool = False, unusable: list[str] | None = None,
+                failed_transports: Sequence[str] = ()) -> str:
     sym = symbols_for(stream)
     arrow = "→" if sym is SYMBOLS_UNICODE else "->"
     lines: list[str] = []
@@ -264,10 +266,15 @@ def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[Framew
                  f"{s[NA]} {sym[NA]}    native: {n[PASS]} {sym[PASS]}  {n[FAIL]} {sym[FAIL]}  {n[NA]} {sym[NA]}")
     if unusable and exit_status != 1:
         lines.append(f"exit status {exit_status}: --frameworks names what is not usable here: {'; '.join(unusable)}")
+    elif failed_transports and not s["claimed_failures"]:
+        lines.append(f"exit status {exit_status}: {len(failed_transports)} transport(s) failed: "
+                     f"{', '.join(failed_transports)} (transports, below)")
     elif not s[PASS] + s[FAIL]:
         lines.append(f"exit status {exit_status}: nothing was checked (no producer {arrow} consumer pair applies here)")
     elif exit_status:
-        lines.append(f"exit status {exit_status}: {s['claimed_failures']} claimed stridex check(s) failed")
+        lines.append(f"exit status {exit_status}: {s['claimed_failures']} claimed stridex check(s) failed"
+                     + (f"; {len(failed_transports)} transport(s) failed: {', '.join(failed_transports)}"
+                        if failed_transports else ""))
     else:
         lines.append("exit status 0: every claimed stridex check passed")
     return "\n".join(lines) + "\n"

@@ -171,8 +171,13 @@ def _dask(protocol: str, devices: list[str]) -> list[Transport]:
     out = []
     start = time.perf_counter()
     try:
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol=protocol,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+        import dask
+
+        # UCX finds its CUDA transports only with a context made before it starts (as dask-cuda
+        # does); the workers get this configuration from the cluster.
+        with dask.config.set({"distributed-ucxx.create-cuda-context": protocol == "ucxx" or None}), \
+                LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol=protocol,
+                             dashboard_address=None) as cluster, Client(cluster) as client:
             a, b = list(client.scheduler_info()["workers"])
             for kind in kinds:
                 t0 = time.perf_counter()
@@ -212,5 +217,6 @@ def to_json(results: list[Transport]) -> list[dict]:
     return [asdict(r) for r in results]
 
 
-def failed(results: list[Transport]) -> bool:
-    return any(r.status == FAIL for r in results)
+def failed_names(results: list[Transport]) -> list[str]:
+    """The transports that failed, by name (the doctor's exit line names them)."""
+    return [r.name for r in results if r.status == FAIL]

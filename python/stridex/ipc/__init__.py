@@ -172,7 +172,18 @@ def _rebuild(payload: Payload) -> _stridex.View:
     local = _broker.current()
     if payload["pid"] == os.getpid() and local is not None and local.address == payload["broker"]:
         return local.take_local(payload["ticket"])
-    fds = _broker.open_ticket(payload["broker"], payload["pid"], payload["ticket"])
+    if kind == "cuda_ipc":
+        # No fds to wait for: the handle is opened while the exporter answers the open request.
+        keep = _Release(payload["broker"], payload["ticket"])
+        fds, view = _broker.open_ticket(payload["broker"], payload["pid"], payload["ticket"], lambda: (
+            _stridex._ipc_import_handle(payload["handle"], payload["device_uuid"], payload["offset"],
+                                        payload["extent"], payload["shape"], payload["strides"], payload["dtype"],
+                                        payload["readonly"], payload["event"], keep)))
+        for fd in fds:
+            os.close(fd)
+        assert view is not None
+        return view
+    fds, _ = _broker.open_ticket(payload["broker"], payload["pid"], payload["ticket"])
     try:
         if kind == "host":
             from .host import import_host
@@ -188,11 +199,6 @@ def _rebuild(payload: Payload) -> _stridex.View:
             finally:
                 # Mapped (or failed): the chunks no longer need the exporter, nor does its event.
                 _broker.release_ticket(payload["broker"], payload["ticket"])
-        if kind == "cuda_ipc":
-            keep = _Release(payload["broker"], payload["ticket"])
-            return _stridex._ipc_import_handle(payload["handle"], payload["device_uuid"], payload["offset"],
-                                               payload["extent"], payload["shape"], payload["strides"],
-                                               payload["dtype"], payload["readonly"], payload["event"], keep)
         raise AssertionError(kind)  # _check_payload knows every kind
     finally:
         for fd in fds:

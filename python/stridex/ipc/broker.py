@@ -25,10 +25,13 @@ import socket
 import struct
 import sys
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from .._stridex import View
+
+_T = TypeVar("_T")
 
 TICKET_BYTES = 16
 _MAX_FDS = 4096  # chunks of one VMM export; a View of 4096 chunks is far beyond any real use
@@ -39,7 +42,7 @@ _DIES_WITH_EXPORTER = {"cuda_ipc"}
 
 
 class _Ticket:
-    __slots__ = ("view", "export", "fds", "kind", "in_flight", "opened")
+    __slots__ = ("view", "export", "fds", "kind", "in_flight", "opened", "sent")
 
     def __init__(self, view: View, export: object, fds: list[int], kind: str, in_flight: bool):
         self.view = view  # keeps the memory alive
@@ -47,7 +50,8 @@ class _Ticket:
         self.fds = fds
         self.kind = kind
         self.in_flight = in_flight  # pickled by multiprocessing: on its way to another process
-        self.opened = False
+        self.opened = False  # an importer asked for it (a second ask is refused)
+        self.sent = False  # ... and its reply, fds included, is in the importer's socket
 
 
 def _exit_timeout() -> float:
@@ -64,6 +68,11 @@ class Broker:
         self.address = b"\0stridex-ipc-%d-%s" % (os.getpid(), secrets.token_hex(8).encode())
         self._tickets: dict[bytes, _Ticket] = {}
         self._cond = threading.Condition()
+        # Server threads at work on tickets. They are daemon threads: one that drops a View while
+        # the interpreter finalizes dies inside the drop (an mmap or driver call that releases the
+        # GIL), which aborts the process. So exit waits until none is at work, and then closes.
+        self._busy = 0
+        self._closed = False
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._server.bind(self.address)
         self._server.listen(64)
@@ -101,15 +110,33 @@ class Broker:
             return kinds
 
     def clear(self) -> None:
-        """Drops every ticket: at exit, once waiting is over (the memory goes with the process)."""
+        """Drops every ticket: at exit, once waiting is over (the memory goes with the process).
+        Server threads take no more work, and those at work finish first (see _busy)."""
         with self._cond:
+            self._closed = True
             tickets, self._tickets = self._tickets, {}
             self._cond.notify_all()
         del tickets
+        with self._cond:
+            self._cond.wait_for(lambda: self._busy == 0, 10.0)
 
     def _blocking(self) -> int:
-        return sum(1 for t in self._tickets.values()
-                   if (t.opened and t.kind in _DIES_WITH_EXPORTER) or (t.in_flight and not t.opened))
+        # Not yet sent, rather than not yet opened: exit must not cut the reply off mid-way.
+        return self._busy + sum(1 for t in self._tickets.values()
+                                if (t.opened and t.kind in _DIES_WITH_EXPORTER) or (t.in_flight and not t.sent))
+
+    def _begin(self) -> bool:
+        """A server thread starts work on tickets; False once exit closed the broker."""
+        with self._cond:
+            if self._closed:
+                return False
+            self._busy += 1
+            return True
+
+    def _end(self) -> None:
+        with self._cond:
+            self._busy -= 1
+            self._cond.notify_all()
 
     def wait(self, timeout: float | None) -> bool:
         """Waits until no importer still needs this process; True when none does."""
@@ -136,33 +163,48 @@ class Broker:
                 msg = conn.recv(1 + TICKET_BYTES)
                 if len(msg) != 1 + TICKET_BYTES:
                     return  # EOF or a malformed message: drop the connection
-                op, ticket = msg[:1], msg[1:]
-                if op == b"O":
-                    self._open(conn, ticket, opened)
-                elif op == b"R":
-                    opened.discard(ticket)
-                    self.release(ticket)
-                else:
+                if msg[:1] not in (b"O", b"R") or not self._begin():
                     return
+                try:
+                    self._handle(conn, msg[:1], msg[1:], opened)
+                finally:
+                    self._end()
         except OSError:
             pass
         finally:
             conn.close()
-            for ticket in opened:  # the importer is gone: whatever it opened is free
-                self.release(ticket)
+            if opened and self._begin():
+                try:
+                    for ticket in opened:  # the importer is gone: whatever it opened is free
+                        self.release(ticket)
+                finally:
+                    self._end()
+
+    def _handle(self, conn: socket.socket, op: bytes, ticket: bytes, opened: set[bytes]) -> None:
+        # A function of its own: every reference it took to a ticket is gone when it returns.
+        if op == b"O":
+            self._open(conn, ticket, opened)
+        else:
+            opened.discard(ticket)
+            self.release(ticket)
 
     def _open(self, conn: socket.socket, ticket: bytes, opened: set[bytes]) -> None:
         with self._cond:
             t = self._tickets.get(ticket)
             if t is not None and not t.opened:
                 t.opened = True
-                self._cond.notify_all()
             else:
                 t = None
         if t is None:
             conn.send(b"er" + b"unknown ticket: the View was already unpickled once, or released")
             return
-        socket.send_fds(conn, [b"ok"], list(t.fds))
+        try:
+            socket.send_fds(conn, [b"ok"], list(t.fds))
+        finally:
+            # Once queued in the importer's socket, the reply (fds included) outlives this process.
+            with self._cond:
+                t.sent = True
+                self._cond.notify_all()
         if t.kind == "host":
             self.release(ticket)  # the importer holds its own fd now
         else:
@@ -178,12 +220,6 @@ def broker() -> Broker:
     with _lock:
         if _broker is None:
             _broker = Broker()
-            # multiprocessing's children leave through os._exit, past atexit: its own finalizers run.
-            # Priority -10: after the queues' feeder threads were joined (-5), which may pickle (so
-            # export) Views put just before exit.
-            import multiprocessing.util
-
-            multiprocessing.util.Finalize(None, _at_exit, exitpriority=-10)
         return _broker
 
 
@@ -218,15 +254,36 @@ def _connection(address: bytes, pid: int) -> tuple[socket.socket, threading.RLoc
         return entry
 
 
-def open_ticket(address: bytes, pid: int, ticket: bytes) -> list[int]:
-    """Asks the exporter for a ticket's fds (the caller owns and closes them)."""
+def open_ticket(address: bytes, pid: int, ticket: bytes,
+                meanwhile: Callable[[], _T] | None = None) -> tuple[list[int], _T | None]:
+    """Asks the exporter for a ticket's fds (the caller owns and closes them). `meanwhile` (work
+    that needs no fds: opening a CUDA IPC handle) runs between the request and the reply, so the
+    exporter's round trip overlaps it; its result comes back with the fds, or is dropped when the
+    exporter refuses the ticket."""
     s, lock = _connection(address, pid)
-    with lock:
+    with lock:  # a request and its reply, with no other request between them
         try:
             s.send(b"O" + ticket)
-            reply, fds, _flags, _addr = socket.recv_fds(s, 1024, _MAX_FDS)
         except OSError as e:
             raise BufferError(f"the process that pickled this stridex.View (pid {pid}) went away: {e}") from None
+        try:
+            made = meanwhile() if meanwhile is not None else None
+        except BaseException:
+            try:
+                for fd in _reply(s, pid):
+                    os.close(fd)
+                s.send(b"R" + ticket)  # opened for nothing
+            except (BufferError, OSError):
+                pass
+            raise
+        return _reply(s, pid), made
+
+
+def _reply(s: socket.socket, pid: int) -> list[int]:
+    try:
+        reply, fds, _flags, _addr = socket.recv_fds(s, 1024, _MAX_FDS)
+    except OSError as e:
+        raise BufferError(f"the process that pickled this stridex.View (pid {pid}) went away: {e}") from None
     if reply != b"ok":
         for fd in fds:
             os.close(fd)
@@ -249,7 +306,9 @@ def release_ticket(address: bytes, ticket: bytes) -> None:
         pass  # the exporter is gone; so is what it kept
 
 
-def _at_exit() -> None:
+def wait_at_exit() -> None:
+    """Exit's wait for importers (atexit here; multiprocessing's finalizers, registered with the
+    View reducer in stridex._post_import, in its children and after its queues' feeders)."""
     b = _broker
     if b is None:
         return
@@ -263,5 +322,5 @@ def _at_exit() -> None:
     b.clear()
 
 
-atexit.register(_at_exit)
+atexit.register(wait_at_exit)
 os.register_at_fork(after_in_child=_after_fork_in_child)
