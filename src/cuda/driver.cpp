@@ -72,7 +72,11 @@ std::string Driver::describe(CUresult r) const {
 }
 
 void Driver::fail_call(const char* name, CUresult r) const {
-    throw DriverError(std::string(name) + ": " + describe(r), r);
+    std::string what = std::string(name) + ": " + describe(r);
+    // cuInit succeeded in this process's image, so "not initialised" now means a fork inherited it.
+    if (r == result::not_initialized)
+        what += "; a process forked after CUDA was initialised cannot use CUDA (start it with 'spawn')";
+    throw DriverError(std::move(what), r);
 }
 
 void Driver::check_ordinal(int ordinal) const {

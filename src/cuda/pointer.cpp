@@ -63,6 +63,11 @@ PointerInfo pointer_info(std::uintptr_t ptr) {
         const ContextGuard guard(d, 0);
         r = q.run(d, ptr);
     }
+    // A child forked after its parent initialised CUDA inherits the parent's driver state, and the
+    // driver refuses every call there (CUDA_ERROR_NOT_INITIALIZED). No CUDA memory is usable in
+    // such a process, so whatever the pointer is, it is host memory here (torch's DataLoader
+    // forks its workers, which hand plain host arrays around).
+    if (r == result::not_initialized || r == result::deinitialized) return {};
     if (r != result::success) d.fail_call("cuPointerGetAttributes", r);
 
     PointerInfo info;

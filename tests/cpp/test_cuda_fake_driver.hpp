@@ -165,6 +165,7 @@ public:
     }
     CUresult pointer_attributes(unsigned n, int* attrs, void** data, CUdeviceptr p) {
         if (pointer_attributes_need_context && !current) return result::invalid_context;
+        if (CUresult r = injected("cuPointerGetAttributes")) return r;
         log.push_back("pointer_attributes 0x" + hex(p));
         const Range* hit = nullptr;
         for (auto& r : ranges_)

@@ -190,6 +190,19 @@ TEST(PointerInfo, RetriesUnderAContextOnlyWhenTheDriverAsks) {
     EXPECT_EQ(fake->current, nullptr);
 }
 
+TEST(PointerInfo, ADriverThatRefusesThisProcessMeansHost) {
+    // What a child forked after CUDA was initialised sees: every call is NOT_INITIALIZED.
+    FakeCuda fake;
+    fake->add_pointer_range(0x7000000000, MiB, cu::kMemoryTypeDevice, false, 0);
+    for (CUresult refused : {result::not_initialized, result::deinitialized}) {
+        fake->fail_nth("cuPointerGetAttributes", 1, refused);
+        EXPECT_EQ(pointer_info(0x7000000000).memory_type, MemoryType::host);
+    }
+    // Any other failure is still an error.
+    fake->fail_nth("cuPointerGetAttributes", 1, result::invalid_value);
+    EXPECT_THROW((void)pointer_info(0x7000000000), DriverError);
+}
+
 TEST(PointerInfo, NoDevicesMeansHost) {
     FakeCuda fake(0);
     EXPECT_EQ(pointer_info(0x7000000000).memory_type, MemoryType::host);

@@ -305,3 +305,41 @@ def test_buffers_alive_at_interpreter_exit_do_not_crash():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_a_child_forked_after_cuda_init_views_host_memory():
+    # torch's DataLoader forks its workers after the parent has used CUDA: the driver refuses
+    # every call in the child, and host arrays must still import there (as cpu).
+    code = textwrap.dedent(
+        """
+        import multiprocessing as mp
+        import numpy as np
+        import stridex
+
+        def child(conn):
+            a = np.arange(6.0).reshape(2, 3)
+            v = stridex.view(a)
+            np.from_dlpack(v)[1, 2] = 42.0
+            try:
+                stridex.empty((4,), "float32", device="cuda:0")
+                refused = "no error"
+            except Exception as e:
+                refused = f"{type(e).__name__}: {e}"
+            conn.send((str(v.device), v.shape, float(a[1, 2]), refused))
+
+        if __name__ == "__main__":
+            on_gpu = stridex.empty((4,), "float32", device="cuda:0")  # CUDA initialised here
+            parent, end = mp.Pipe()
+            p = mp.get_context("fork").Process(target=child, args=(end,))
+            p.start()
+            print(parent.recv())
+            p.join(30)
+            print(p.exitcode)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result, exitcode = done.stdout.strip().splitlines()
+    device, shape, written, refused = eval(result)  # noqa: S307 - our own repr of plain values
+    assert (device, shape, written, exitcode) == ("cpu", (2, 3), 42.0, "0")
+    assert "forked after CUDA was initialised" in refused and refused.startswith("RuntimeError"), refused
