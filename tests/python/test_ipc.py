@@ -14,7 +14,6 @@ import pytest
 
 import stridex
 import stridex.ipc
-from conftest import cuda_device_count
 from stridex.ipc import _rebuild
 
 import ipc_harness
@@ -260,9 +259,6 @@ def test_a_producer_that_exits_at_once_waits_until_its_view_was_opened(start, pi
     # forkserver, which leave through os._exit, included; fork also inherits stridex already
     # imported). send_delay: the importer asked, and the producer must not leave before the reply
     # with the fds is on its way.
-    if start == "fork" and cuda_device_count():
-        pytest.skip("CUDA is initialized in this process, and a forked child cannot use it: stridex's pointer "
-                    "classification (cuPointerGetAttributes) fails there with CUDA_ERROR_NOT_INITIALIZED")
     ctx = mp.get_context(start)
     replies = ctx.Queue()
     p = ctx.Process(target=ipc_worker.produce_and_exit, args=(replies, pickling_delay, send_delay))
