@@ -7,8 +7,6 @@
 // exchange API's extra ordering on the legacy stream (the caster states the stream it gets).
 #include "stridex/python/caster_api.hpp"
 
-#include <cinttypes>
-
 #include "bindings.hpp"
 #include "export.hpp"
 #include "import.hpp"
@@ -29,8 +27,8 @@ int import_tensor(PyObject* obj, PyObject* stream, std::uint64_t flags, DLManage
     }
     *out = nullptr;
     if (flags != 0) {
-        PyErr_Format(PyExc_ValueError, "stridex caster API: unknown flags 0x%" PRIx64 " (this stridex defines none)",
-                     flags);
+        PyErr_Format(PyExc_ValueError, "stridex caster API: unknown flags %llu (this stridex defines none)",
+                     static_cast<unsigned long long>(flags));
         return -1;
     }
     try {
