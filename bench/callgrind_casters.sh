@@ -5,12 +5,15 @@
 # count is not blurred by other processes on a shared machine). Each candidate runs N calls and 0
 # calls; the difference per call is reported, total and per function (top 25).
 #   PYTHONPATH=$(tools/dev-python build/py) bash bench/callgrind_casters.sh [N]
-# (bench/bench_casters.py builds the modules into build/bench-casters on first use.)
+# (bench/bench_casters.py builds the modules into build/bench-casters on first use.) CANDIDATES
+# picks some of "stridex/nb python/nb ndarray/nb"; CASTERS_BUILD names another build of
+# bench/casters, e.g. one configured with RelWithDebInfo, whose functions callgrind can name
+# (nanobind strips Release modules). INPUT=jax takes a JAX CPU array instead of a NumPy one.
 # OPENBLAS_NUM_THREADS=1: NumPy's BLAS threads spin while idle, and callgrind would count them.
 set -euo pipefail
 n=${1:-20000}
 here=$(cd "$(dirname "$0")" && pwd)
-modules="$here/../build/bench-casters"
+modules="${CASTERS_BUILD:-$here/../build/bench-casters}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The interpreter itself, not a wrapper script (pyenv shims would hide it from valgrind).
@@ -25,6 +28,9 @@ f = {"stridex/nb": casters_nb.stridex_cpu, "python/nb": casters_nb.stridex_cpu,
      "ndarray/nb": casters_nb.ndarray_cpu}[candidate]
 casters_nb.python_path(candidate == "python/nb")
 a = np.arange(1000, dtype=np.float32)
+if "${INPUT:-numpy}" == "jax":
+    import jax
+    a = jax.device_put(a, jax.devices("cpu")[0])
 f(a)  # the first call fills caches
 for _ in range(int(sys.argv[2])):
     f(a)
@@ -33,7 +39,7 @@ count() {  # candidate calls -> total instructions, profile in $work/<candidate>
   OPENBLAS_NUM_THREADS=1 valgrind --tool=callgrind --callgrind-out-file="$work/${1//\//_}.$2" "$python" \
     "$work/loop.py" "$1" "$2" 2>&1 | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
-for candidate in stridex/nb python/nb ndarray/nb; do
+for candidate in ${CANDIDATES:-stridex/nb python/nb ndarray/nb}; do
   base=$(count "$candidate" 0)
   full=$(count "$candidate" "$n")
   echo "$candidate: $(( (full - base) / n )) instructions per call (loop included)"

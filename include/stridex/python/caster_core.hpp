@@ -108,13 +108,28 @@ inline Ref checked(PyObject* p) {
     return Ref(p);
 }
 
+// What the casters need of the stridex Python module, looked up once (under the GIL). A plain
+// pointer rather than a function-local static object: the lookup imports a module, which may
+// release the GIL, and a C++ static guard held across that can deadlock with another thread.
+struct Link {
+    PyObject* view_type = nullptr;  // stridex.View
+    PyObject* view_fn = nullptr;    // stridex.view
+    // Attribute names, interned once rather than made from C strings on every call.
+    PyObject* stream_name = nullptr;            // "stream"
+    PyObject* dlpack_device_name = nullptr;     // "__dlpack_device__"
+    PyObject* exchange_api_name = nullptr;      // "__dlpack_c_exchange_api__" (DLPack 1.3, a capsule)
+    PyObject* exchange_api_int_name = nullptr;  // "__c_dlpack_exchange_api__" (DLPack 1.2, an int)
+    const dlpack::DLPackExchangeAPI* api = nullptr;  // nullptr when the API's major is not ours
+    const python::CasterApi* caster_api = nullptr;    // nullptr when absent or of another major
+};
+
 // The newest DLPack exchange API of major 1 that `type` offers (the 1.3 capsule, else the 1.2
 // int), or nullptr.
-inline const dlpack::DLPackExchangeAPI* exchange_api_of(PyObject* type) {
+inline const dlpack::DLPackExchangeAPI* exchange_api_of(PyObject* type, const Link& l) {
     const dlpack::DLPackExchangeAPI* api = nullptr;
-    if (Ref capsule{PyObject_GetAttrString(type, "__dlpack_c_exchange_api__")}) {
+    if (Ref capsule{PyObject_GetAttr(type, l.exchange_api_name)}) {
         api = static_cast<const dlpack::DLPackExchangeAPI*>(PyCapsule_GetPointer(capsule.get(), "dlpack_exchange_api"));
-    } else if (Ref address{(PyErr_Clear(), PyObject_GetAttrString(type, "__c_dlpack_exchange_api__"))}) {
+    } else if (Ref address{(PyErr_Clear(), PyObject_GetAttr(type, l.exchange_api_int_name))}) {
         api = static_cast<const dlpack::DLPackExchangeAPI*>(PyLong_AsVoidPtr(address.get()));
     }
     PyErr_Clear();
@@ -122,17 +137,6 @@ inline const dlpack::DLPackExchangeAPI* exchange_api_of(PyObject* type) {
         api = reinterpret_cast<const dlpack::DLPackExchangeAPI*>(api->header.prev_api);
     return api && api->header.version.major == dlpack::kMajorVersion ? api : nullptr;
 }
-
-// What the casters need of the stridex Python module, looked up once (under the GIL). A plain
-// pointer rather than a function-local static object: the lookup imports a module, which may
-// release the GIL, and a C++ static guard held across that can deadlock with another thread.
-struct Link {
-    PyObject* view_type = nullptr;  // stridex.View
-    PyObject* view_fn = nullptr;    // stridex.view
-    PyObject* stream_name = nullptr;  // "stream", interned
-    const dlpack::DLPackExchangeAPI* api = nullptr;  // nullptr when the API's major is not ours
-    const python::CasterApi* caster_api = nullptr;    // nullptr when absent or of another major
-};
 
 // The caster API in `capsule` if the casters compiled here can use it: our major, and every slot
 // we call present. nullptr otherwise (no Python error set).
@@ -152,17 +156,23 @@ inline Link* link() {
     Ref module = checked(PyImport_ImportModule("stridex"));
     Ref type = checked(PyObject_GetAttrString(module.get(), "View"));
     Ref fn = checked(PyObject_GetAttrString(module.get(), "view"));
-    Ref name = checked(PyUnicode_InternFromString("stream"));
+    Ref names[] = {checked(PyUnicode_InternFromString("stream")),
+                   checked(PyUnicode_InternFromString("__dlpack_device__")),
+                   checked(PyUnicode_InternFromString("__dlpack_c_exchange_api__")),
+                   checked(PyUnicode_InternFromString("__c_dlpack_exchange_api__"))};
     // An older wheel has no caster API: the Python path then.
     Ref caster_api{PyObject_GetAttrString(module.get(), "_stridex")};
     if (caster_api) caster_api = Ref{PyObject_GetAttrString(caster_api.get(), "_caster_api")};
     PyErr_Clear();
     auto* l = new Link();  // kept for the life of the process, as are the references
-    l->api = exchange_api_of(type.get());
+    l->stream_name = names[0].release();
+    l->dlpack_device_name = names[1].release();
+    l->exchange_api_name = names[2].release();
+    l->exchange_api_int_name = names[3].release();
+    l->api = exchange_api_of(type.get(), *l);
     if (caster_api) l->caster_api = caster_api_of(caster_api.release());  // the module keeps it alive too
     l->view_type = type.release();
     l->view_fn = fn.release();
-    l->stream_name = name.release();
     cached = l;
     return l;
 }
@@ -212,9 +222,10 @@ inline View from_stridex_view(PyObject* obj, std::intptr_t stream) {
 // The stream the framework of `obj` currently works on, for obj's CUDA device, as a Python int in
 // the protocol encoding; a null Ref when obj's type has no exchange API or obj is not on a GPU.
 inline Ref caller_stream_of(PyObject* obj) {
-    const dlpack::DLPackExchangeAPI* api = exchange_api_of(reinterpret_cast<PyObject*>(Py_TYPE(obj)));
+    Link* l = link();
+    const dlpack::DLPackExchangeAPI* api = exchange_api_of(reinterpret_cast<PyObject*>(Py_TYPE(obj)), *l);
     if (!api || !api->current_work_stream) return Ref();
-    Ref device = checked(PyObject_CallMethod(obj, "__dlpack_device__", nullptr));
+    Ref device = checked(PyObject_CallMethodNoArgs(obj, l->dlpack_device_name));
     int type = 0, id = 0;
     if (!PyArg_ParseTuple(device.get(), "ii", &type, &id)) throw PythonError{};
     if (type != static_cast<int>(DeviceType::kCUDA) && type != static_cast<int>(DeviceType::kCUDAManaged))
