@@ -19,7 +19,7 @@ import stridex
 import stridex_testing as _testing
 from quirky_producers import Conformant, address, make_capsule
 from stridex._stridex import _caster_api
-from test_export_support import DLManagedTensorVersioned
+from test_export_support import DLManagedTensorVersioned, cuda_device_count, optional, requires_cuda
 
 CUDA = (2, 0)
 H = 0x1234  # a stream handle
@@ -321,3 +321,29 @@ def test_both_paths_return_the_same_view(ext, path):
     assert (out.ptr, out.shape, out.strides, out.stream, out.readonly) == (v.ptr, (3,), (-2,), None, False)
     # (A returned View's stream goes along through view_from_tensor, tested above; on a GPU,
     # test_export_ext.py's gpu_pending checks it end to end.)
+
+
+# ---- on a GPU: real CUDA producers through both paths ---------------------------------------------
+
+
+def _cuda_inputs():
+    out = []
+    torch = optional("torch")
+    if torch is not None and torch.cuda.is_available():
+        out.append(("torch", lambda: torch.arange(5, dtype=torch.float32, device="cuda")))
+    cupy = optional("cupy")
+    if cupy is not None and cuda_device_count() > 0:
+        out.append(("cupy", lambda: cupy.arange(5, dtype=cupy.float32)))
+    return out
+
+
+@requires_cuda
+@both_paths
+@pytest.mark.parametrize("make", [m for _, m in _cuda_inputs()], ids=[n for n, _ in _cuda_inputs()])
+def test_cuda_arrays_arrive_the_same_on_both_paths(ext, path, make):
+    _testing.capture_orders(False)  # real orderings on a real driver
+    x = make()
+    d = ext.describe(x)
+    v = stridex.view(x)
+    assert (d["ptr"], d["device_type"], d["device_id"], d["stream"]) == (v.ptr, 2, 0, 1)  # legacy stream
+    assert ext.sum(x) == 10.0
