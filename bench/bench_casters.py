@@ -10,7 +10,11 @@ busy machine is the closest to the unloaded cost):
   ndarray/nb    nb::ndarray<float, nb::ndim<1>, nb::device::cpu|cuda>, the same constraints
   stridex/pb    the same Arg through include/stridex/python/pybind11.hpp
   array_t/pb    py::array_t<float> (noconvert), NumPy inputs only: pybind11 takes nothing else
+  python/nb     stridex/nb with the wheel's caster API switched off: stridex.view() and the exchange
+                API, the path every argument took before the caster API (and still the fallback)
   ratio         stridex/nb over ndarray/nb, of the medians and of the best rounds (the goal: <= 1.0)
+Then the return path: a stridex.View argument returned as a new stridex.View (to_stridex_view),
+through the caster API (api) and through the Python path (python).
 Inputs, where installed: NumPy, torch CPU, torch CUDA, CuPy, JAX (its default backend). The
 modules (bench/casters) are built with CMake into build/bench-casters on first use.
 """
@@ -83,7 +87,27 @@ def inputs():
 
 
 def per_call_ns(fn, x, number):
+    if isinstance(fn, PythonPath):
+        with fn:
+            return per_call_ns(fn.fn, x, number)
     return timeit.timeit(lambda: fn(x), number=number) / number * 1e9
+
+
+class PythonPath:
+    """A function of casters_nb called with the caster API switched off (for one timing)."""
+
+    def __init__(self, module, fn):
+        self.module, self.fn = module, fn
+
+    def __call__(self, x):
+        with self:
+            return self.fn(x)
+
+    def __enter__(self):
+        self.module.python_path(True)
+
+    def __exit__(self, *exc):
+        self.module.python_path(False)
 
 
 def main():
@@ -94,7 +118,7 @@ def main():
     args = parser.parse_args()
 
     nb, pb = build_modules()
-    columns = ["stridex/nb", "ndarray/nb", "stridex/pb", "array_t/pb"]
+    columns = ["stridex/nb", "ndarray/nb", "stridex/pb", "array_t/pb", "python/nb"]
     cases = {}
     for name, (kind, x) in inputs().items():
         fns = {"stridex/nb": getattr(nb, f"stridex_{kind}"), "ndarray/nb": getattr(nb, f"ndarray_{kind}")}
@@ -102,9 +126,14 @@ def main():
             fns["stridex/pb"] = getattr(pb, f"stridex_{kind}")
             if name == "numpy":
                 fns["array_t/pb"] = pb.pyarray_cpu
+        fns["python/nb"] = PythonPath(nb, getattr(nb, f"stridex_{kind}"))
         for column, fn in fns.items():
             fn(x)  # every call must succeed before it is timed (and warms the caches)
         cases[name] = (x, fns)
+    import stridex
+
+    returned = stridex.view(np.arange(1000, dtype=np.float32))
+    cases["return"] = (returned, {"api": nb.stridex_return, "python": PythonPath(nb, nb.stridex_return)})
 
     samples = {(name, c): [] for name, (_, fns) in cases.items() for c in fns}
     # Interleaved: every column of one input in each round, the order rotated from round to round
@@ -126,6 +155,8 @@ def main():
     print(f"{'input':<12}" + "".join(f"{c:>29}" for c in columns) + f"{'ratio':>12}")
     results = {}
     for name, (_, fns) in cases.items():
+        if name == "return":
+            continue
         row, cells = {}, []
         for column in columns:
             if column not in fns:
@@ -139,6 +170,10 @@ def main():
         row["ratio"], row["ratio_best"] = ratio, ratio_best
         results[name] = row
         print(f"{name:<12}" + "".join(cells) + f"{ratio:>6.2f} {ratio_best:>5.2f}")
+    row = {c: dict(zip(("median", "p10", "p90", "best"), summary(samples[("return", c)]))) for c in ("api", "python")}
+    results["return"] = row
+    print("return a stridex.View: " + ", ".join(
+        f"{c} {row[c]['median']:.0f} [{row[c]['p10']:.0f}-{row[c]['p90']:.0f}] {row[c]['best']:.0f}" for c in row))
     for note in NOTES:
         print("note:", note)
     if args.json:

@@ -9,6 +9,7 @@ void bind_errors(nanobind::module_& m);  // errors.cpp: stridex::Error -> Python
 void bind_types(nanobind::module_& m);   // types.cpp: Dtype, Device
 void bind_view(nanobind::module_& m);    // view.cpp: the View type, indexing, repr
 void bind_import(nanobind::module_& m);  // import.cpp: stridex.view(obj, stream=...)
+void bind_caster_api(nanobind::module_& m);  // caster_api.cpp: _caster_api, the casters' C table
 void bind_export(nanobind::module_& m);  // export.cpp: __dlpack__, CAI, array interface, buffer
 void bind_cuda(nanobind::module_& m);    // bind_cuda.cpp: cuda_available, device_count, pointer_info,
                                          // and the two below

@@ -185,34 +185,41 @@ PyObject* optional_attr(PyObject* obj, PyObject* name) {
     return out;
 }
 
-// The stridex.View object under construction: allocated first, so that the View is built once,
-// in place (from the importers' prvalues), and never moved.
+// Where an import builds its View: inside a new stridex.View object (stridex.view()), or in C++
+// storage the caller owns (the caster API: no Python object at all). Either way the View is built
+// once, in place (from the importers' prvalues), and never moved.
 class Result {
 public:
     Result() : object_(nb::inst_alloc(nb::handle(reinterpret_cast<PyObject*>(g_view_type)))) {
         slot_ = nb::inst_ptr<PyView>(object_);
+        view_ = &slot_->view;
     }
+    explicit Result(View* storage) noexcept : view_(storage) {}  // raw memory for one View
     Result(const Result&) = delete;
     Result& operator=(const Result&) = delete;
     ~Result() {
-        if (built_ && !done_) slot_->view.~View();  // a failure after the View was built
+        if (built_ && !done_) view_->~View();  // a failure after the View was built
     }
-    View* storage() noexcept { return &slot_->view; }
+    View* storage() noexcept { return view_; }
     void built() noexcept { built_ = true; }
-    View& view() noexcept { return slot_->view; }
-    // Hands the built View to Python: sets its source object and the producer's description of
-    // opaque elements (PyView::element, or empty), and marks the instance ready.
+    View& view() noexcept { return *view_; }
+    // Hands the built View over. To Python: sets its source object and the producer's description
+    // of opaque elements (PyView::element, or empty), marks the instance ready and returns it. In
+    // C++ storage: the caller owns the View from here (nullptr is returned; source and element
+    // exist only on the Python side).
     PyObject* publish(PyObject* source, nb::object element = {}) {
+        done_ = true;
+        if (!slot_) return nullptr;
         new (&slot_->source) nb::object(nb::borrow(source));
         new (&slot_->element) nb::object(std::move(element));
-        done_ = true;
         nb::inst_mark_ready(object_);
         return object_.release().ptr();
     }
 
 private:
     nb::object object_;
-    PyView* slot_;  // not yet a PyView: its members are constructed one by one
+    PyView* slot_ = nullptr;  // not yet a PyView: its members are constructed one by one
+    View* view_;
     bool built_ = false, done_ = false;
 };
 
@@ -403,11 +410,9 @@ void intern(PyObject*& slot, const char* text) {
     if (!slot) throw nb::python_error();
 }
 
-}  // namespace
-
-PyObject* import_object(PyObject* obj, const StreamRequest& request) {
+// The whole import into `result`.
+PyObject* import_into(PyObject* obj, const StreamRequest& request, Result& result) {
     const Depth depth;
-    Result result;
     PyTypeObject* type = Py_TYPE(obj);
     if (type == g_view_type) {
         // Same memory, same owner: a copy of the View, ordered for the caller's stream.
@@ -425,6 +430,18 @@ PyObject* import_object(PyObject* obj, const StreamRequest& request) {
         return result.publish(obj);
     }
     return import_protocols(obj, request, result);
+}
+
+}  // namespace
+
+PyObject* import_object(PyObject* obj, const StreamRequest& request) {
+    Result result;
+    return import_into(obj, request, result);
+}
+
+void import_view_into(PyObject* obj, const StreamRequest& request, View* storage) {
+    Result result(storage);
+    import_into(obj, request, result);
 }
 
 CacheStats cache_stats() noexcept { return g_stats; }

@@ -89,6 +89,9 @@ View import_buffer(PyObject* obj, nanobind::object* element);
 // ---- import.cpp ----
 // The whole import: a new stridex.View object (a new reference).
 PyObject* import_object(PyObject* obj, const StreamRequest& request);
+// The same import without the Python object, for the caster API (caster_api.cpp): the View is
+// constructed at `storage` (raw memory; the caller destroys it) only if the import succeeds.
+void import_view_into(PyObject* obj, const StreamRequest& request, View* storage);
 
 // Per-type cache statistics (stridex._stridex._internals.cache_stats).
 struct CacheStats {

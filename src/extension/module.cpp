@@ -10,6 +10,7 @@ NB_MODULE(_stridex, m) {
     bind_types(m);
     bind_view(m);
     bind_import(m);
+    bind_caster_api(m);
     bind_export(m);
     bind_cuda(m);
     bind_ipc(m);

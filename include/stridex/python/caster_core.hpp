@@ -10,8 +10,11 @@
 //
 // The extension and the stridex wheel are separate modules, possibly built by different compilers
 // with different stridex versions, so nothing C++ crosses between them: values travel as DLPack
-// tensors through stridex.View's C exchange API (a versioned C struct), with a versioned capsule
-// as the fallback when the API does not match.
+// tensors through versioned C structs. Arguments go through the wheel's caster API
+// (caster_api.hpp: stridex.view()'s import straight into a tensor, no Python object on the way)
+// and returns through its view_from_tensor; when the wheel has no caster API of our major, through
+// stridex.view() and stridex.View's C exchange API, and when that does not match either, through a
+// versioned capsule.
 //
 // The stream contract is stridex.view()'s (docs/import.md): an argument is imported with
 // stridex.view(obj), so a CUDA producer's pending work is ordered before the legacy default stream
@@ -35,6 +38,7 @@
 #include "stridex/array.hpp"
 #include "stridex/constraints.hpp"
 #include "stridex/cuda/from_pointer.hpp"
+#include "stridex/python/caster_api.hpp"
 #include "stridex/python/errors.hpp"
 #include "stridex/dlpack.hpp"
 #include "stridex/view.hpp"
@@ -104,13 +108,28 @@ inline Ref checked(PyObject* p) {
     return Ref(p);
 }
 
+// What the casters need of the stridex Python module, looked up once (under the GIL). A plain
+// pointer rather than a function-local static object: the lookup imports a module, which may
+// release the GIL, and a C++ static guard held across that can deadlock with another thread.
+struct Link {
+    PyObject* view_type = nullptr;  // stridex.View
+    PyObject* view_fn = nullptr;    // stridex.view
+    // Attribute names, interned once rather than made from C strings on every call.
+    PyObject* stream_name = nullptr;            // "stream"
+    PyObject* dlpack_device_name = nullptr;     // "__dlpack_device__"
+    PyObject* exchange_api_name = nullptr;      // "__dlpack_c_exchange_api__" (DLPack 1.3, a capsule)
+    PyObject* exchange_api_int_name = nullptr;  // "__c_dlpack_exchange_api__" (DLPack 1.2, an int)
+    const dlpack::DLPackExchangeAPI* api = nullptr;  // nullptr when the API's major is not ours
+    const python::CasterApi* caster_api = nullptr;    // nullptr when absent or of another major
+};
+
 // The newest DLPack exchange API of major 1 that `type` offers (the 1.3 capsule, else the 1.2
 // int), or nullptr.
-inline const dlpack::DLPackExchangeAPI* exchange_api_of(PyObject* type) {
+inline const dlpack::DLPackExchangeAPI* exchange_api_of(PyObject* type, const Link& l) {
     const dlpack::DLPackExchangeAPI* api = nullptr;
-    if (Ref capsule{PyObject_GetAttrString(type, "__dlpack_c_exchange_api__")}) {
+    if (Ref capsule{PyObject_GetAttr(type, l.exchange_api_name)}) {
         api = static_cast<const dlpack::DLPackExchangeAPI*>(PyCapsule_GetPointer(capsule.get(), "dlpack_exchange_api"));
-    } else if (Ref address{(PyErr_Clear(), PyObject_GetAttrString(type, "__c_dlpack_exchange_api__"))}) {
+    } else if (Ref address{(PyErr_Clear(), PyObject_GetAttr(type, l.exchange_api_int_name))}) {
         api = static_cast<const dlpack::DLPackExchangeAPI*>(PyLong_AsVoidPtr(address.get()));
     }
     PyErr_Clear();
@@ -119,15 +138,17 @@ inline const dlpack::DLPackExchangeAPI* exchange_api_of(PyObject* type) {
     return api && api->header.version.major == dlpack::kMajorVersion ? api : nullptr;
 }
 
-// What the casters need of the stridex Python module, looked up once (under the GIL). A plain
-// pointer rather than a function-local static object: the lookup imports a module, which may
-// release the GIL, and a C++ static guard held across that can deadlock with another thread.
-struct Link {
-    PyObject* view_type = nullptr;  // stridex.View
-    PyObject* view_fn = nullptr;    // stridex.view
-    PyObject* stream_name = nullptr;  // "stream", interned
-    const dlpack::DLPackExchangeAPI* api = nullptr;  // nullptr when the API's major is not ours
-};
+// The caster API in `capsule` if the casters compiled here can use it: our major, and every slot
+// we call present. nullptr otherwise (no Python error set).
+inline const python::CasterApi* caster_api_of(PyObject* capsule) noexcept {
+    auto* api = static_cast<const python::CasterApi*>(PyCapsule_GetPointer(capsule, python::kCasterApiCapsule));
+    if (api == nullptr) {
+        PyErr_Clear();
+        return nullptr;
+    }
+    if (api->major != python::kCasterApiMajor || api->size < sizeof(python::CasterApi)) return nullptr;
+    return api;
+}
 
 inline Link* link() {
     static Link* cached = nullptr;  // constant-initialised: no guard
@@ -135,12 +156,23 @@ inline Link* link() {
     Ref module = checked(PyImport_ImportModule("stridex"));
     Ref type = checked(PyObject_GetAttrString(module.get(), "View"));
     Ref fn = checked(PyObject_GetAttrString(module.get(), "view"));
-    Ref name = checked(PyUnicode_InternFromString("stream"));
+    Ref names[] = {checked(PyUnicode_InternFromString("stream")),
+                   checked(PyUnicode_InternFromString("__dlpack_device__")),
+                   checked(PyUnicode_InternFromString("__dlpack_c_exchange_api__")),
+                   checked(PyUnicode_InternFromString("__c_dlpack_exchange_api__"))};
+    // An older wheel has no caster API: the Python path then.
+    Ref caster_api{PyObject_GetAttrString(module.get(), "_stridex")};
+    if (caster_api) caster_api = Ref{PyObject_GetAttrString(caster_api.get(), "_caster_api")};
+    PyErr_Clear();
     auto* l = new Link();  // kept for the life of the process, as are the references
-    l->api = exchange_api_of(type.get());
+    l->stream_name = names[0].release();
+    l->dlpack_device_name = names[1].release();
+    l->exchange_api_name = names[2].release();
+    l->exchange_api_int_name = names[3].release();
+    l->api = exchange_api_of(type.get(), *l);
+    if (caster_api) l->caster_api = caster_api_of(caster_api.release());  // the module keeps it alive too
     l->view_type = type.release();
     l->view_fn = fn.release();
-    l->stream_name = name.release();
     cached = l;
     return l;
 }
@@ -191,9 +223,10 @@ inline View from_stridex_view(PyObject* obj, std::intptr_t stream) {
 // The stream the framework of `obj` currently works on, for obj's CUDA device, as a Python int in
 // the protocol encoding; a null Ref when obj's type has no exchange API or obj is not on a GPU.
 inline Ref caller_stream_of(PyObject* obj) {
-    const dlpack::DLPackExchangeAPI* api = exchange_api_of(reinterpret_cast<PyObject*>(Py_TYPE(obj)));
+    Link* l = link();
+    const dlpack::DLPackExchangeAPI* api = exchange_api_of(reinterpret_cast<PyObject*>(Py_TYPE(obj)), *l);
     if (!api || !api->current_work_stream) return Ref();
-    Ref device = checked(PyObject_CallMethod(obj, "__dlpack_device__", nullptr));
+    Ref device = checked(PyObject_CallMethodNoArgs(obj, l->dlpack_device_name));
     int type = 0, id = 0;
     if (!PyArg_ParseTuple(device.get(), "ii", &type, &id)) throw PythonError{};
     if (!Device{static_cast<DeviceType>(type), id}.is_cuda_device_or_managed()) return Ref();
@@ -204,6 +237,38 @@ inline Ref caller_stream_of(PyObject* obj) {
     }
     // The NULL handle is the legacy default stream; the protocols spell it 1, never 0.
     return checked(PyLong_FromVoidPtr(stream ? stream : reinterpret_cast<void*>(kDefaultStream)));
+}
+
+// Python argument -> View through the wheel's caster API: stridex.view(src, stream=stream)'s import
+// as one DLPack tensor (`stream` may be null: the default contract).
+inline View import_through_api(const python::CasterApi& api, PyObject* src, PyObject* stream) {
+    dlpack::DLManagedTensorVersioned* t = nullptr;
+    std::intptr_t ready = kNoStream;
+    if (api.import_tensor(src, stream, 0, &t, &ready) != 0) throw PythonError{};
+    View view = dlpack::import_managed(t);
+    view.set_stream(ready);
+    return view;
+}
+
+// The same through Python, for a wheel without a caster API of our major: stridex.view(src), then
+// the new stridex.View's tensor through its exchange API (a stridex.View with nothing pending
+// needs no new import).
+inline View import_through_python(PyObject* src, bool is_view, PyObject* stream) {
+    Link* l = link();
+    Ref imported;
+    std::intptr_t ready = is_view ? stream_of(src) : kNoStream;
+    if (is_view && ready == kNoStream) {
+        imported = Ref::borrow(src);  // nothing pending: nothing to order
+    } else if (stream) {
+        PyObject* args[] = {src, stream};
+        Ref names = checked(PyTuple_Pack(1, l->stream_name));
+        imported = checked(PyObject_Vectorcall(l->view_fn, args, 1, names.get()));
+    } else {
+        PyObject* args[] = {nullptr, src};  // a slot before args[0]: vectorcall may use it
+        imported = checked(PyObject_Vectorcall(l->view_fn, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+    }
+    if (imported.get() != src) ready = stream_of(imported.get());
+    return from_stridex_view(imported.get(), ready);
 }
 
 // Python argument -> View meeting `r`. False (no Python error set) when `src` cannot be converted:
@@ -220,20 +285,8 @@ inline bool import_arg(PyObject* src, bool convert, const Requirements& r, View&
         const bool is_view = is_stridex_view(src);
         if (!is_view && !convert) return false;
         Ref stream = (r.caller_stream && !is_view) ? caller_stream_of(src) : Ref();
-        Ref imported;
-        std::intptr_t ready = is_view ? stream_of(src) : kNoStream;
-        if (is_view && ready == kNoStream) {
-            imported = Ref::borrow(src);  // nothing pending: nothing to order
-        } else if (stream) {
-            PyObject* args[] = {src, stream.get()};
-            Ref names = checked(PyTuple_Pack(1, l->stream_name));
-            imported = checked(PyObject_Vectorcall(l->view_fn, args, 1, names.get()));
-        } else {
-            PyObject* args[] = {nullptr, src};  // a slot before args[0]: vectorcall may use it
-            imported = checked(PyObject_Vectorcall(l->view_fn, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
-        }
-        if (imported.get() != src) ready = stream_of(imported.get());
-        View view = from_stridex_view(imported.get(), ready);
+        View view = l->caster_api ? import_through_api(*l->caster_api, src, stream.get())
+                                  : import_through_python(src, is_view, stream.get());
         if (satisfies(r, view)) {
             out = std::move(view);
             return true;
@@ -259,6 +312,12 @@ inline Ref to_stridex_view(const View& view) {
     if (!view.layout().empty()) (void)cuda::resolve_device(view.ptr(), view.byte_span(), view.device());
     Link* l = link();
     dlpack::DLManagedTensorVersioned* t = dlpack::export_versioned(view);
+    if (l->caster_api) {
+        PyObject* py = nullptr;
+        // Steals t in every outcome; the stream goes along in the same call.
+        if (l->caster_api->view_from_tensor(t, view.stream(), &py) != 0) throw PythonError{};
+        return Ref(py);
+    }
     Ref out;
     if (l->api) {
         void* py = nullptr;

@@ -170,6 +170,18 @@ void fill(const View& v, float value) {
 
 View identity(const View& v) { return v; }
 
+// ---- The caster's path (caster_core.hpp): the wheel's caster API, or the Python fallback ---------
+
+const char* caster_path() { return interop::link()->caster_api ? "caster API" : "Python"; }
+
+// Installs the caster API in `capsule` as link() would find it (None: none), so that the fallback
+// and the version check can be tested; returns whether the casters took it.
+bool use_caster_api(nb::handle capsule) {
+    interop::Link* l = interop::link();
+    l->caster_api = capsule.is_none() ? nullptr : interop::caster_api_of(capsule.ptr());
+    return l->caster_api != nullptr;
+}
+
 }  // namespace
 
 NB_MODULE(stridex_seed_ext, m) {
@@ -184,4 +196,6 @@ NB_MODULE(stridex_seed_ext, m) {
     m.def("fill", &fill, nb::arg("view"), nb::arg("value"));
     m.def("identity", &identity, nb::arg("view"));
     m.def("identity_strict", &identity, nb::arg("view").noconvert());
+    m.def("caster_path", &caster_path);
+    m.def("use_caster_api", &use_caster_api, nb::arg("capsule").none());
 }
