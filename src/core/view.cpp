@@ -12,6 +12,34 @@ namespace stridex {
 // bytes, the byte span and the storage size fit in int64, and data + byte_offset + span stays
 // inside the address space. Imported layouts come from foreign code, so nothing here may
 // overflow while checking: each step is an overflow-checked builtin.
+void View::check_bytes() const {
+    // Every import runs this: the one-pass sufficient check answers for all but extreme views;
+    // the exact checks below decide the rest (and packed sub-byte views) and name the broken rule.
+    if (bytes_fit()) [[likely]]
+        return;
+    const std::int64_t item = itemsize();
+    for (int a = 0; a < ndim(); ++a) {
+        std::int64_t bytes = 0;
+        if (__builtin_mul_overflow(layout_.strides()[static_cast<std::size_t>(a)], item, &bytes))
+            fail(ErrorKind::value, "stride ", layout_.strides()[static_cast<std::size_t>(a)], " of axis ", a,
+                 " times the item size ", item, " overflows int64");
+    }
+    std::int64_t storage = 0;
+    if (!is_packed_subbyte() && __builtin_mul_overflow(size(), item, &storage))
+        fail(ErrorKind::value, "a view of ", size(), " elements of ", item, " bytes overflows int64");
+    const Span span = byte_span();  // Error(value) when it overflows
+    // Address of element 0, then of the lowest and one past the highest byte, in uintptr_t.
+    const auto base = reinterpret_cast<std::uintptr_t>(data_);
+    const auto offset = static_cast<std::uintptr_t>(byte_offset_);  // two's complement
+    std::uintptr_t first = 0, low = 0, end = 0;
+    const bool wraps = byte_offset_ >= 0 ? __builtin_add_overflow(base, offset, &first)
+                                         : __builtin_sub_overflow(base, std::uintptr_t{0} - offset, &first);
+    if (wraps || __builtin_sub_overflow(first, std::uintptr_t{0} - static_cast<std::uintptr_t>(span.lo), &low) ||
+        __builtin_add_overflow(first, static_cast<std::uintptr_t>(span.hi), &end))
+        fail(ErrorKind::value, "data ", hex(base), " + byte_offset ", byte_offset_, " with bytes [", span.lo, ", ",
+             span.hi, ") leaves the address space");
+}
+
 bool View::bytes_fit() const noexcept {
     if (is_packed_subbyte()) return false;
     // Sufficient, not exact: every quantity check_bytes() multiplies by the item size (each
@@ -45,34 +73,6 @@ bool View::bytes_fit() const noexcept {
     wraps |= __builtin_sub_overflow(first, std::uintptr_t{0} - static_cast<std::uintptr_t>(span.lo), &start);
     wraps |= __builtin_add_overflow(first, static_cast<std::uintptr_t>(span.hi), &end);
     return !wraps;
-}
-
-void View::check_bytes() const {
-    // Every import runs this: the one-pass sufficient check answers for all but extreme views;
-    // the exact checks below decide the rest (and packed sub-byte views) and name the broken rule.
-    if (bytes_fit()) [[likely]]
-        return;
-    const std::int64_t item = itemsize();
-    for (int a = 0; a < ndim(); ++a) {
-        std::int64_t bytes = 0;
-        if (__builtin_mul_overflow(layout_.strides()[static_cast<std::size_t>(a)], item, &bytes))
-            fail(ErrorKind::value, "stride ", layout_.strides()[static_cast<std::size_t>(a)], " of axis ", a,
-                 " times the item size ", item, " overflows int64");
-    }
-    std::int64_t storage = 0;
-    if (!is_packed_subbyte() && __builtin_mul_overflow(size(), item, &storage))
-        fail(ErrorKind::value, "a view of ", size(), " elements of ", item, " bytes overflows int64");
-    const Span span = byte_span();  // Error(value) when it overflows
-    // Address of element 0, then of the lowest and one past the highest byte, in uintptr_t.
-    const auto base = reinterpret_cast<std::uintptr_t>(data_);
-    const auto offset = static_cast<std::uintptr_t>(byte_offset_);  // two's complement
-    std::uintptr_t first = 0, low = 0, end = 0;
-    const bool wraps = byte_offset_ >= 0 ? __builtin_add_overflow(base, offset, &first)
-                                         : __builtin_sub_overflow(base, std::uintptr_t{0} - offset, &first);
-    if (wraps || __builtin_sub_overflow(first, std::uintptr_t{0} - static_cast<std::uintptr_t>(span.lo), &low) ||
-        __builtin_add_overflow(first, static_cast<std::uintptr_t>(span.hi), &end))
-        fail(ErrorKind::value, "data ", hex(base), " + byte_offset ", byte_offset_, " with bytes [", span.lo, ", ",
-             span.hi, ") leaves the address space");
 }
 
 View::View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, bool readonly,
