@@ -201,6 +201,42 @@ def ratio(row, a, b):
     return f"{r[0]:.2f}× ({r[1]:.2f}–{r[2]:.2f})" if r else "–"
 
 
+def breakdown(producers_, peer, only, budget, repeats):
+    """--breakdown: where the time of stridex.view(x) goes, piece by piece, per producer (ns per
+    call, interleaved like the main table). Each piece is a call a user could make, so the
+    differences between columns are the costs of the steps in between:
+      dlpack()        x.__dlpack__()                      the producer's own export, no keywords
+      dlpack(mv)      x.__dlpack__(max_version=(1, 3))    what stridex and nb_peer ask for
+      view(capsule)   stridex.view(x.__dlpack__(max_version=(1, 3)))  export + capsule import
+      view            stridex.view(x)                     the whole import (exchange API if offered)
+      view NO_SYNC    stridex.view(x, stream=NO_SYNC)     without any stream ordering
+      view stream=1   stridex.view(x, stream=1)           an explicit legacy stream (__dlpack_device__ asked)
+      nb_peer         the nanobind peer
+    and which protocol the type offers first (exchange API, __dlpack__, CAI)."""
+    print("\n# breakdown: ns per call (median); see bench_import.py breakdown()\n")
+    cols = ["dlpack()", "dlpack(mv)", "view(capsule)", "view", "view NO_SYNC", "view stream=1", "nb_peer"]
+    print("| producer | first protocol | " + " | ".join(cols) + " |")
+    print("|---|---|" + "---:|" * len(cols))
+    for name, x in producers_:
+        if only and name.split(" ")[0] not in only:
+            continue
+        t = type(x)
+        first = ("exchange API" if hasattr(t, "__dlpack_c_exchange_api__") or hasattr(t, "__c_dlpack_exchange_api__")
+                 else "__dlpack__" if hasattr(t, "__dlpack__") else "CAI" if hasattr(t, "__cuda_array_interface__")
+                 else "other")
+        mv = (1, 3)
+        r = measure({
+            "dlpack()": lambda: x.__dlpack__(),
+            "dlpack(mv)": lambda: x.__dlpack__(max_version=mv),
+            "view(capsule)": lambda: stridex.view(x.__dlpack__(max_version=mv)),
+            "view": lambda: stridex.view(x),
+            "view NO_SYNC": lambda: stridex.view(x, stream=stridex.NO_SYNC),
+            "view stream=1": lambda: stridex.view(x, stream=1),
+            "nb_peer": (lambda: peer(x)) if peer else None,
+        }, budget, repeats)
+        print(f"| {name} | {first} | " + " | ".join(cell(r.get(c)) for c in cols) + " |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="also write the numbers to this file")
@@ -208,6 +244,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=15, help="interleaved runs per cell (default 15)")
     parser.add_argument("--cpu", type=int, help="pin this process to one core (like taskset -c N)")
     parser.add_argument("--only", help="comma-separated producers to time (default: all), e.g. numpy")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also time the pieces of stridex.view per producer (see breakdown())")
     args = parser.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
@@ -218,7 +256,8 @@ def main():
     smv, smv_name = load_smv()
     rows = []
     only = {p.strip() for p in args.only.split(",")} if args.only else None
-    for name, x in producers():
+    arrays = producers()
+    for name, x in arrays:
         if only and name.split(" ")[0] not in only:
             continue
         r = {"producer": name}
@@ -260,6 +299,8 @@ def main():
         print(f"| {r['producer']} | {cell(r['stridex'])} | {cell(r['SMV'])} | {cell(r['nb_peer'])} "
               f"| {cell(r['np.from_dlpack'])} | {cell(r['__dlpack__'])} | {ratio(r, 'stridex', 'SMV')} "
               f"| {ratio(r, 'stridex', 'nb_peer')} | {ratio(r, 'stridex', 'np.from_dlpack')} |")
+    if args.breakdown:
+        breakdown(arrays, peer, only, args.budget, args.repeats)
     if NOTES:
         print("\nNotes:")
         for n in NOTES:

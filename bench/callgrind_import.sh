@@ -2,7 +2,8 @@
 # Instructions per call of stridex.view(numpy array) against the nanobind peer (bench/nb_peer),
 # counted by callgrind: unlike wall-clock time, a count is not blurred by other processes, so it
 # shows on a shared machine which instructions a change cut. Each candidate runs twice, N calls and
-# 0 calls, and the difference per call is reported, total and per function (top 25).
+# 0 calls, and the difference per call is reported, total and per function (self cost, top 25).
+# PYTHONHASHSEED=0: dict probes depend on the hash seed, which moved counts by +-30 a call.
 #   PYTHONPATH=$(tools/dev-python build/py) bash bench/callgrind_import.sh [N]
 # (bench/bench_import.py builds bench/nb_peer on first use.) OPENBLAS_NUM_THREADS=1: NumPy's BLAS
 # threads spin while idle, and callgrind would count their instructions too.
@@ -27,7 +28,7 @@ for _ in range(int(sys.argv[2])):
     f(a)
 PY
 count() {  # candidate calls -> total instructions, profile in $work/<candidate>.<calls>
-  OPENBLAS_NUM_THREADS=1 valgrind --tool=callgrind --callgrind-out-file="$work/$1.$2" "$python" "$work/loop.py" "$1" "$2" 2>&1 |
+  PYTHONHASHSEED=0 OPENBLAS_NUM_THREADS=1 valgrind --tool=callgrind --callgrind-out-file="$work/$1.$2" "$python" "$work/loop.py" "$1" "$2" 2>&1 |
     sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 for candidate in stridex.view nb_peer.take; do
@@ -37,12 +38,13 @@ for candidate in stridex.view nb_peer.take; do
   python3 - "$work/$candidate.0" "$work/$candidate.$n" "$n" <<'PY'
 import re, subprocess, sys
 def profile(path):
-    out = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", path],
+    out = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", "--auto=no", path],
                          capture_output=True, text=True).stdout
     d = {}
     for line in out.splitlines():
         m = re.match(r"\s*([\d,]+) \([^)]*\)\s+(.*)$", line)
-        if m and "PROGRAM TOTALS" not in line:
+        # "=> callee" lines are calls inside annotated source, not functions: skipped.
+        if m and "PROGRAM TOTALS" not in line and not m.group(2).startswith("=>"):
             name = re.sub(r"^\S*?:", "", m.group(2).split(" [")[0])
             d[name] = d.get(name, 0) + int(m.group(1).replace(",", ""))
     return d

@@ -95,8 +95,14 @@ private:
         if (block_) block_->refs.fetch_add(1, std::memory_order_relaxed);
     }
     void drop() noexcept {
-        // acq_rel: every write made through any reference happens-before the release action.
-        if (block_ && block_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) block_->destroy(block_);
+        if (!block_) return;
+        // The last reference (the common case: one View, one owner) needs no atomic
+        // read-modify-write: no other thread holds a reference to copy from, and the acquire load
+        // synchronizes with every earlier drop's release, as the fetch_sub would.
+        if (block_->refs.load(std::memory_order_acquire) == 1 ||
+            // acq_rel: every write made through any reference happens-before the release action.
+            block_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+            block_->destroy(block_);
     }
 
     Block* block_ = nullptr;

@@ -48,6 +48,10 @@ public:
     // Validates the dtype, the pointer and every byte the layout reaches (see check_bytes).
     View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, bool readonly,
          Owner owner, bool subbyte_padded = false);
+    // The same with the writability's origin given (importers that know more than a bool): built
+    // in place, where with_writability() would copy the View (and its Owner, two atomic updates).
+    View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, Writability writability,
+         Owner owner, bool subbyte_padded = false);
 
     void* data() const noexcept { return data_; }
     std::int64_t byte_offset() const noexcept { return byte_offset_; }
@@ -122,6 +126,10 @@ private:
     // Error(value) unless byte strides, byte span and storage fit in int64 and the span's
     // addresses do not wrap around the address space (docs/core.md).
     void check_bytes() const;
+    // The common case of check_bytes() in one pass: true only when every rule holds (false for
+    // packed sub-byte views, and for views near the int64 limits: check_bytes() decides those).
+    bool bytes_fit() const noexcept;
+    void check_construction() const;  // what both constructors validate
     void require_byte_addressable(const char* operation) const;
 
     void* data_ = nullptr;

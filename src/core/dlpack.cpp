@@ -59,9 +59,8 @@ View view_of(const DLTensor& t, Owner owner, DLTensorRules rules) {
     const Device device = Device::from_raw(t.device.device_type, t.device.device_id);
     if (t.byte_offset > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
         fail(ErrorKind::value, "DLPack byte_offset ", t.byte_offset, " does not fit in int64");
-    return View(t.data, static_cast<std::int64_t>(t.byte_offset), std::move(layout), dtype, device, /*readonly=*/false,
-                std::move(owner), rules.subbyte_padded)
-        .with_writability(rules.writability);
+    return View(t.data, static_cast<std::int64_t>(t.byte_offset), std::move(layout), dtype, device, rules.writability,
+                std::move(owner), rules.subbyte_padded);
 }
 
 View import_managed(DLManagedTensorVersioned* tensor) {

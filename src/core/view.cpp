@@ -1,6 +1,7 @@
 // stridex::View (view.hpp): the byte rules, derived views, and the checks behind typed element access.
 #include "stridex/view.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -13,6 +14,10 @@ namespace stridex {
 // inside the address space. Imported layouts come from foreign code, so nothing here may
 // overflow while checking: each step is an overflow-checked builtin.
 void View::check_bytes() const {
+    // Every import runs this: the one-pass sufficient check answers for all but extreme views;
+    // the exact checks below decide the rest (and packed sub-byte views) and name the broken rule.
+    if (bytes_fit()) [[likely]]
+        return;
     const std::int64_t item = itemsize();
     for (int a = 0; a < ndim(); ++a) {
         std::int64_t bytes = 0;
@@ -36,6 +41,41 @@ void View::check_bytes() const {
              span.hi, ") leaves the address space");
 }
 
+bool View::bytes_fit() const noexcept {
+    if (is_packed_subbyte()) return false;
+    // Sufficient, not exact: every quantity check_bytes() multiplies by the item size (each
+    // |stride|, the element count, -lo and hi + 1 of the element span) is at most `most`, so one
+    // product decides them all. The Layout's invariants make the sums below exact (no overflow).
+    const std::int64_t* shape = layout_.shape().data();
+    const std::int64_t* strides = layout_.strides().data();
+    std::int64_t size = 1, lo = 0, hi = 0;
+    std::uint64_t most = 0;
+    for (int a = 0; a < ndim(); ++a) {
+        const std::int64_t e = shape[a], s = strides[a];
+        const std::uint64_t magnitude = s < 0 ? std::uint64_t{0} - static_cast<std::uint64_t>(s) : std::uint64_t(s);
+        most = magnitude > most ? magnitude : most;
+        size *= e;
+        const std::int64_t step = s * (e > 1 ? e - 1 : 0);
+        lo += step < 0 ? step : 0;
+        hi += step > 0 ? step : 0;
+    }
+    const auto low = std::uint64_t{0} - static_cast<std::uint64_t>(lo), high = static_cast<std::uint64_t>(hi) + 1;
+    most = std::max({most, static_cast<std::uint64_t>(size), low, high});
+    const auto item = static_cast<std::uint64_t>(itemsize());
+    std::uint64_t product = 0;
+    if (__builtin_mul_overflow(most, item, &product) || product > std::uint64_t{INT64_MAX}) return false;
+    // The span in bytes (now known to fit) and the addresses, exactly as check_bytes() has them.
+    const Span span = size == 0 ? Span{} : Span{lo * itemsize(), (hi + 1) * itemsize()};
+    const auto base = reinterpret_cast<std::uintptr_t>(data_);
+    const auto offset = static_cast<std::uintptr_t>(byte_offset_);
+    std::uintptr_t first = 0, start = 0, end = 0;
+    bool wraps = byte_offset_ >= 0 ? __builtin_add_overflow(base, offset, &first)
+                                   : __builtin_sub_overflow(base, std::uintptr_t{0} - offset, &first);
+    wraps |= __builtin_sub_overflow(first, std::uintptr_t{0} - static_cast<std::uintptr_t>(span.lo), &start);
+    wraps |= __builtin_add_overflow(first, static_cast<std::uintptr_t>(span.hi), &end);
+    return !wraps;
+}
+
 View::View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, bool readonly,
            Owner owner, bool subbyte_padded)
     : data_(data),
@@ -46,6 +86,23 @@ View::View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Dev
       writability_(readonly ? Writability::readonly : Writability::writable),
       subbyte_padded_(subbyte_padded && dtype.is_subbyte()),
       owner_(std::move(owner)) {
+    check_construction();
+}
+
+View::View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, Writability writability,
+           Owner owner, bool subbyte_padded)
+    : data_(data),
+      byte_offset_(byte_offset),
+      layout_(std::move(layout)),
+      dtype_(dtype),
+      device_(device),
+      writability_(writability),
+      subbyte_padded_(subbyte_padded && dtype.is_subbyte()),
+      owner_(std::move(owner)) {
+    check_construction();
+}
+
+void View::check_construction() const {
     dtype_.validate();
     if (data_ == nullptr && !layout_.empty())
         fail(ErrorKind::value, "a view of ", layout_.size(), " elements needs a data pointer, found NULL");

@@ -55,6 +55,36 @@ TEST(ByteRules, AddressesNeverWrap) {
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(empty.ptr()), 9u);
 }
 
+TEST(ByteRules, ViewsAtTheLimitsAreDecidedByTheExactChecks) {
+    // The one-pass check is sufficient only: what it cannot vouch for, the exact checks decide,
+    // so a view right at the int64 limits is still taken, and one just past them still refused.
+    const std::int64_t min = INT64_MIN, max = INT64_MAX;
+    EXPECT_EQ(at(0x1000, 0, {1}, {min}, dtypes::uint8).byte_stride(0), min);  // |stride| is 2**63
+    EXPECT_EQ(at(0x1000, 0, {2}, {max / 2}, dtypes::uint8).byte_span(), (Span{0, max / 2 + 1}));
+    EXPECT_EQ(at(0x1000, 0, {1, 3}, {max / 8, 1}).byte_stride(0), max / 8 * 8);
+    EXPECT_TRUE(throws_error([] { at(0x1000, 0, {1}, {INT64_MAX / 8 + 1}); }, ErrorKind::value,
+                             "times the item size 8 overflows int64"));
+    // An empty view's span is never formed, whatever its strides.
+    EXPECT_EQ(at(0x1000, 0, {0, 2}, {1, max / 2}, dtypes::uint8).byte_span(), Span{});
+}
+
+TEST(ByteRules, WritabilityGivenAtConstruction) {
+    std::vector<float> data(4);
+    const std::int64_t shape[] = {4};
+    for (Writability w : {Writability::writable, Writability::readonly, Writability::unknown, Writability::immutable}) {
+        const View v(data.data(), 0, Layout::contiguous(shape), dtypes::float32, Device::cpu(), w, Owner());
+        EXPECT_EQ(v.writability(), w);
+        EXPECT_EQ(v.readonly(), w == Writability::readonly || w == Writability::immutable);
+    }
+    // Validated like the bool constructor, and the owner released exactly once when it throws.
+    int released = 0;
+    const Owner owner = Owner::from_action([&released]() noexcept { ++released; });
+    EXPECT_TRUE(throws_error([&] {
+        View(nullptr, 0, Layout::contiguous(shape), dtypes::float32, Device::cpu(), Writability::readonly, owner);
+    }, ErrorKind::value, "needs a data pointer"));
+    EXPECT_EQ(released, 0);  // `owner` still holds it
+}
+
 TEST(ByteRules, DerivedViewsAreChecked) {
     std::vector<double> none;
     const std::int64_t zero[] = {0};

@@ -49,6 +49,35 @@ TEST(Owner, ActionRunsExactlyOnceAcrossThreads) {
     EXPECT_EQ(released.load(), 1);
 }
 
+TEST(Owner, LastDropRacingOnManyThreadsReleasesOnceAndSeesEveryWrite) {
+    // The last reference skips the atomic decrement (owner.hpp): whichever thread drops last, the
+    // action runs once and sees what every other holder wrote before dropping its copy.
+    for (int round = 0; round < 20; ++round) {
+        int written[4] = {0, 0, 0, 0};
+        std::atomic<int> released{0}, seen{0}, ready{0};
+        {
+            Owner root = Owner::from_action([&]() noexcept {
+                released.fetch_add(1);
+                seen.store(written[0] + written[1] + written[2] + written[3]);
+            });
+            std::vector<std::thread> threads;
+            for (int t = 0; t < 4; ++t)
+                threads.emplace_back([copy = root, &written, &ready, t]() mutable {
+                    ready.fetch_add(1);
+                    while (ready.load() < 5) std::this_thread::yield();
+                    written[t] = t + 1;
+                    copy.reset();
+                });
+            ready.fetch_add(1);
+            while (ready.load() < 5) std::this_thread::yield();
+            root.reset();
+            for (auto& t : threads) t.join();
+        }
+        ASSERT_EQ(released.load(), 1);
+        ASSERT_EQ(seen.load(), 1 + 2 + 3 + 4);
+    }
+}
+
 TEST(Owner, AssignmentReleasesThePreviousKeepAlive) {
     int first = 0, second = 0;
     Owner owner = Owner::from_action([&first]() noexcept { ++first; });
