@@ -258,8 +258,12 @@ Owner get_bytes(PyObject* obj, Py_buffer** out) {
 View import_cai(PyObject* obj, PyObject* dict, std::intptr_t& ready, nb::object* element) {
     if (!PyDict_Check(dict)) fail(ErrorKind::value, kCAI, " must be a dict, found ", type_name(dict));
     const std::int64_t version = int64_of(required(dict, names.version, kCAI), kCAI, names.version, "an int");
-    if (version < 2 || version > 3)
-        fail(ErrorKind::unsupported, kCAI, " version ", version, " is not supported (stridex reads versions 2 and 3)");
+    // Versions 0 and 1 still circulate (RAPIDS' rmm.DeviceBuffer says 0, and Dask's UCX transport
+    // receives device frames into those) and CuPy, Numba and torch read them; they differ from v2
+    // only in what v2 made explicit (strides None is C order, ptr 0 for an empty array), which is
+    // how stridex reads every version.
+    if (version < 0 || version > 3)
+        fail(ErrorKind::unsupported, kCAI, " version ", version, " is not supported (stridex reads versions 0 to 3)");
     Described d;
     describe(obj, dict, kCAI, d);
     bool readonly = false;

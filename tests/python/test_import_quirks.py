@@ -439,10 +439,23 @@ def test_cai_missing_keys(missing):
         stridex.view(CAI(np.zeros(2), omit=(missing,)))
 
 
-@pytest.mark.parametrize("version", [0, 1, 4])
+@pytest.mark.parametrize("version", [-1, 4, 2**63 - 1])
 def test_cai_unsupported_versions(version):
-    with pytest.raises(BufferError, match="version"):
+    with pytest.raises(BufferError, match=f"version {version} is not supported .stridex reads versions 0 to 3"):
         stridex.view(CAI(np.zeros(2), version=version))
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_cai_versions_before_2_are_read_as_v2(version):
+    # rmm.DeviceBuffer (RAPIDS, and Dask's UCX receive buffers) says version 0, with strides None
+    # and typestr |u1; CuPy, Numba and torch read it.
+    a = np.arange(12, dtype=np.uint8)
+    v = stridex.view(CAI(a, version=version, strides=None, typestr="|u1"))
+    assert (v.shape, v.strides, v.dtype, v.ptr) == ((12,), (1,), "uint8", address(a))
+    np.from_dlpack(v)[3] = 200
+    assert a[3] == 200
+    m = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert stridex.view(CAI(m, version=version, strides=None)).strides == (3, 1)
 
 
 def test_cai_non_null_pointer_required_for_data():
