@@ -118,7 +118,7 @@ def dask_bandwidth(protocols, nbytes: int, repeats: int) -> list[tuple]:
     array) pair in turn -- interleaved, in alternating order."""
     from contextlib import ExitStack
 
-    from distributed import Client, Nanny, Scheduler, SpecCluster, wait
+    from distributed import Client, Nanny, Scheduler, SpecCluster
 
     import dask
 
@@ -146,7 +146,9 @@ def dask_bandwidth(protocols, nbytes: int, repeats: int) -> list[tuple]:
         for r in range(repeats + 1):  # the first of each is warm-up
             for protocol, kind, client, a, b in (pairs if r % 2 == 0 else pairs[::-1]):
                 made = client.submit(_make, kind, nbytes, r, workers=[a], pure=False)
-                wait(made)
+                # Made and settled on the producer (a task there that depends on it: no transfer, and
+                # no default client needed, which distributed.wait would want).
+                client.submit(_noop, made, workers=[a], pure=False).result()
                 start = time.perf_counter()
                 got, device = client.submit(_touch, made, workers=[b], pure=False).result()
                 took = time.perf_counter() - start - base[protocol]
