@@ -94,14 +94,19 @@ def test_serializers_register_when_distributed_is_imported_after_stridex():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_non_contiguous_device_views_are_refused_clearly():
+def test_non_contiguous_device_views_are_packed_by_the_copy_engine():
+    # What the packing does on a GPU is tested in test_ipc_gpu.py; here, that it asks for it.
     from stridex.ipc.dask import _packed_device
 
-    class FakeDeviceView:  # only the attributes the check reads
-        is_c_contiguous, device, shape, strides = False, "cuda:0", (4,), (2,)
+    class FakeDeviceView:  # only what the packing reads
+        is_c_contiguous = False
 
-    with pytest.raises(TypeError, match="non-contiguous cuda:0 stridex.View.*contiguous"):
-        _packed_device(FakeDeviceView())
+        def contiguous(self):
+            return "packed"
+
+    assert _packed_device(FakeDeviceView()) == "packed"
+    v = stridex.view(np.arange(4.0))
+    assert _packed_device(v) is v
 
 
 def test_scatter_and_gather_move_views_from_and_to_the_client(client):

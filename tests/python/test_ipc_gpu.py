@@ -107,6 +107,22 @@ def test_memory_without_ipc_support_is_refused(torch):
     assert stridex.ipc.pending() == {}
 
 
+def test_dask_serializers_pack_non_contiguous_device_views(torch):
+    pytest.importorskip("distributed")
+    from stridex.ipc import dask as d
+
+    t = torch.arange(4096, device="cuda", dtype=torch.float32).reshape(64, 64)
+    v = stridex.view(t[3:, 5::2])
+    expect = t[3:, 5::2].cpu()
+    for serialize, deserialize in ((d.cuda_serialize_view, d.cuda_deserialize_view),
+                                   (d.dask_serialize_view, d.dask_deserialize_view)):
+        header, frames = serialize(v)
+        out = deserialize(header, frames)
+        assert (out.shape, out.dtype, str(out.device)) == (v.shape, v.dtype, "cuda:0") and out.is_c_contiguous
+        torch.cuda.synchronize()
+        assert torch.equal(torch.from_dlpack(out).cpu(), expect)
+
+
 def test_dask_over_ucx_moves_device_views_between_two_gpus(torch):
     if cuda_device_count() < 2:
         pytest.skip(f"needs 2 CUDA devices, found {cuda_device_count()}")

@@ -6,10 +6,10 @@
   frame -- the View itself, a CUDA-array-interface object UCX reads without a host copy. Host
   Views decline (NotImplementedError) and travel through the ``dask`` family.
 
-Views that are not C-contiguous are packed first: host Views by stridex's host copy; device Views
-are refused with a clear error until stridex has a device copy engine (copy on the producer side,
-e.g. ``torch.Tensor.contiguous()``, then send). ``import stridex`` registers these only when
-distributed is imported (stridex._post_import).
+Views that are not C-contiguous are packed first: host Views by stridex's host copy, device Views
+by the copy engine (``View.contiguous()``, queued on the legacy default stream, which UCX
+synchronizes before it sends and the host staging copy follows). ``import stridex`` registers
+these only when distributed is imported (stridex._post_import).
 """
 
 from __future__ import annotations
@@ -39,11 +39,8 @@ def _bytes_view(v: _stridex.View) -> _stridex.View:
 
 
 def _packed_device(v: _stridex.View) -> _stridex.View:
-    if not v.is_c_contiguous:
-        raise TypeError(f"cannot send a non-contiguous {v.device} stridex.View (shape {v.shape}, strides {v.strides}) "
-                        "through Dask yet: stridex has no device copy engine; make it contiguous where it was "
-                        "produced (e.g. torch's .contiguous()) and send that")
-    return v
+    # The packed copy is pending on the legacy default stream (the copy engine's default).
+    return v if v.is_c_contiguous else v.contiguous()
 
 
 # ---- dask family -----------------------------------------------------------------------------------
