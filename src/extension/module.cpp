@@ -14,5 +14,6 @@ NB_MODULE(_stridex, m) {
     bind_export(m);
     bind_cuda(m);
     bind_ipc(m);
+    bind_ipc_tickets(m);
     bind_copy(m);
 }

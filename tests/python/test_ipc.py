@@ -341,3 +341,96 @@ def test_native_import_checks_every_argument_from_the_pickle(change, error, need
 def test_native_import_handle_and_device_uuid_check_their_arguments(call, error, needle):
     with pytest.raises(error, match=needle):
         call(stridex._stridex)
+
+
+def test_cuda_ipc_tickets_are_claimed_once_in_the_ticket_table(shm):
+    # A legacy CUDA IPC ticket needs no fds: the importer claims it in the exporter's shared ticket
+    # table (one compare-and-swap) and sends "claimed" without waiting for a reply.
+    from stridex.ipc import broker
+
+    v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
+    b = broker.broker()
+    ticket = b.add(v, None, [], "cuda_ipc", False)
+    slot, serial = b.claim_words(ticket)
+    assert 0 <= slot < stridex._stridex._IpcTicketTable.slots and serial >= 1
+    broker.claim_ticket(b.address, 0, ticket, slot, serial)
+    assert _pending_soon({"cuda_ipc opened": 1}) == {"cuda_ipc opened": 1}
+    with pytest.raises(BufferError, match="unknown ticket: the View was already unpickled once"):
+        broker.claim_ticket(b.address, 0, ticket, slot, serial)  # a second load of the same pickle
+    broker.release_ticket(b.address, ticket)
+    assert _pending_soon({}) == {}
+    # The slot is free again; the old serial never claims what comes next in it.
+    again = b.add(v, None, [], "cuda_ipc", False)
+    slot2, serial2 = b.claim_words(again)
+    assert serial2 > serial
+    with pytest.raises(BufferError, match="unknown ticket"):
+        broker.claim_ticket(b.address, 0, again, slot2, serial)
+    broker.claim_ticket(b.address, 0, again, slot2, serial2)
+    broker.release_ticket(b.address, again)
+    assert _pending_soon({}) == {}
+
+
+def test_a_release_counts_only_from_the_connection_that_opened(shm):
+    # A refused second load of a pickle must not release the first importer's ticket.
+    import socket
+
+    from stridex.ipc import broker
+
+    v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
+    b = broker.broker()
+    ticket = b.add(v, None, [], "cuda_ipc", False)
+    broker.claim_ticket(b.address, 0, ticket, *b.claim_words(ticket))
+    assert _pending_soon({"cuda_ipc opened": 1}) == {"cuda_ipc opened": 1}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as other:
+        other.connect(b.address)
+        other.send(b"R" + ticket)
+        other.send(b"O" + ticket)
+        assert other.recv(1024).startswith(b"er")  # and the R before it changed nothing
+    assert stridex.ipc.pending() == {"cuda_ipc opened": 1}
+    broker.release_ticket(b.address, ticket)
+    assert _pending_soon({}) == {}
+
+
+def test_a_full_ticket_table_falls_back_to_opening_over_the_socket(shm):
+    from stridex.ipc import broker
+
+    v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
+    b = broker.broker()
+    tickets = [b.add(v, None, [], "cuda_ipc", False) for _ in range(stridex._stridex._IpcTicketTable.slots + 1)]
+    try:
+        assert b.claim_words(tickets[-1])[0] == -1  # no slot left: the importer opens with "O"
+        assert sorted(b.claim_words(t)[0] for t in tickets[:-1]) == list(range(len(tickets) - 1))
+    finally:
+        for t in tickets:
+            b.release(t)
+    assert b.claim_words(b.add(v, None, [], "cuda_ipc", False))[0] >= 0
+    b.clear()  # the test's leftover ticket (clear also ends the broker, as at exit)
+
+
+@pytest.mark.parametrize("slot, serial, error", [
+    (-1, 1, "ticket slot must be >= 0"), (4096, 1, "outside the table"), (2**64, 1, "ticket slot"),
+    (0, 0, r"serial must be in \[1, 2\*\*62\)"), (0, 2**62, "serial must be"), (0, True, "ticket serial"),
+])
+def test_ticket_table_checks_slots_and_serials(slot, serial, error):
+    import os
+
+    fd = os.memfd_create("t")
+    try:
+        os.ftruncate(fd, stridex._stridex._IpcTicketTable.nbytes)
+        table = stridex._stridex._IpcTicketTable(fd)
+        with pytest.raises((ValueError, TypeError), match=error):
+            table.claim(slot, serial)
+    finally:
+        os.close(fd)
+
+
+def test_ticket_table_refuses_a_short_file():
+    import os
+
+    fd = os.memfd_create("t")
+    try:
+        os.ftruncate(fd, 100)
+        with pytest.raises(ValueError, match="ticket table file has 100 bytes"):
+            stridex._stridex._IpcTicketTable(fd)
+    finally:
+        os.close(fd)

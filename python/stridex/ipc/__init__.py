@@ -97,6 +97,8 @@ def _reduce(view: _stridex.View, in_flight: bool = False) -> Reduction:
                           "mapping and cuda device memory can be shared")
     b = _broker.broker()
     ticket = b.add(view, export, fds, kind, in_flight)
+    if kind == "cuda_ipc":
+        device["slot"], device["serial"] = b.claim_words(ticket)
     payload = {"v": _PAYLOAD_VERSION, "kind": kind, "pid": os.getpid(), "broker": b.address, "ticket": ticket,
                **meta, **device}
     return _rebuild, (payload,)
@@ -137,7 +139,7 @@ _DEVICE: _FieldTypes = {"device_uuid": bytes, "offset": int, "extent": int, "eve
 _FIELDS: dict[str, _FieldTypes] = {
     "empty": _COMMON,
     "host": {**_COMMON, **_REMOTE, "file_offset": int, "length": int, "lo": int, "writable": bool},
-    "cuda_ipc": {**_COMMON, **_REMOTE, **_DEVICE, "handle": bytes},
+    "cuda_ipc": {**_COMMON, **_REMOTE, **_DEVICE, "handle": bytes, "slot": int, "serial": int},
     "cuda_vmm": {**_COMMON, **_REMOTE, **_DEVICE, "chunk_size": int}}
 _UNSIGNED = ("offset", "extent", "chunk_size", "file_offset", "length")
 
@@ -172,8 +174,16 @@ def _rebuild(payload: Payload) -> _stridex.View:
     local = _broker.current()
     if payload["pid"] == os.getpid() and local is not None and local.address == payload["broker"]:
         return local.take_local(payload["ticket"])
+    if kind == "cuda_ipc" and payload["slot"] >= 0:
+        # No fds to wait for: claimed in the exporter's ticket table, with no round trip; the owner
+        # that releases it is made only once the claim is ours.
+        _broker.claim_ticket(payload["broker"], payload["pid"], payload["ticket"], payload["slot"], payload["serial"])
+        return _stridex._ipc_import_handle(payload["handle"], payload["device_uuid"], payload["offset"],
+                                           payload["extent"], payload["shape"], payload["strides"], payload["dtype"],
+                                           payload["readonly"], payload["event"],
+                                           _Release(payload["broker"], payload["ticket"]))
     if kind == "cuda_ipc":
-        # No fds to wait for: the handle is opened while the exporter answers the open request.
+        # The table was full: opened over the socket, the handle opened while the exporter answers.
         keep = _Release(payload["broker"], payload["ticket"])
         fds, view = _broker.open_ticket(payload["broker"], payload["pid"], payload["ticket"], lambda: (
             _stridex._ipc_import_handle(payload["handle"], payload["device_uuid"], payload["offset"],

@@ -10,6 +10,13 @@ its file descriptors). An importer sends
   importer's mapping no longer needs the exporter.
 * ``R`` + ticket: release. CUDA tickets end when the importer has no View of them left (legacy
   IPC memory) or once it has waited on the event (VMM memory, whose chunks the driver then keeps).
+  Only a ticket this connection opened or claimed is released by it.
+* ``T``: the ticket table, a shared file of one word per CUDA IPC ticket (once per connection).
+  A legacy IPC ticket needs no fds, so its importer *claims* it in the table with one atomic
+  compare-and-swap (exactly once, as an open would) and then sends
+* ``C`` + ticket: claimed, with no reply to wait for: the hand-over costs no round trip to this
+  server thread. The exporter learns of the claim before any release of it (one connection keeps
+  its messages in order), and a ticket without a slot (the table full) is opened with ``O``.
 
 A connection that closes releases every ticket it opened, so a crashed importer frees memory too.
 Only processes of the same user may connect (SO_PEERCRED), and a ticket is 16 random bytes that
@@ -28,6 +35,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from .. import _stridex
+
 if TYPE_CHECKING:
     from .._stridex import View
 
@@ -42,7 +51,7 @@ _DIES_WITH_EXPORTER = {"cuda_ipc"}
 
 
 class _Ticket:
-    __slots__ = ("view", "export", "fds", "kind", "in_flight", "opened", "sent")
+    __slots__ = ("view", "export", "fds", "kind", "in_flight", "opened", "sent", "slot", "serial")
 
     def __init__(self, view: View, export: object, fds: list[int], kind: str, in_flight: bool):
         self.view = view  # keeps the memory alive
@@ -52,6 +61,7 @@ class _Ticket:
         self.in_flight = in_flight  # pickled by multiprocessing: on its way to another process
         self.opened = False  # an importer asked for it (a second ask is refused)
         self.sent = False  # ... and its reply, fds included, is in the importer's socket
+        self.slot, self.serial = -1, 0  # its word in the ticket table (cuda_ipc tickets), if any
 
 
 def _exit_timeout() -> float:
@@ -73,6 +83,10 @@ class Broker:
         # GIL), which aborts the process. So exit waits until none is at work, and then closes.
         self._busy = 0
         self._closed = False
+        # The ticket table, made with the first CUDA IPC ticket (see _TicketTable).
+        self._table: _TicketTable | None = None
+        self._free_slots: list[int] = []
+        self._serial = 0
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._server.bind(self.address)
         self._server.listen(64)
@@ -81,15 +95,38 @@ class Broker:
     # ---- tickets -------------------------------------------------------------------------------
     def add(self, view: View, export: object, fds: list[int], kind: str, in_flight: bool) -> bytes:
         ticket = secrets.token_bytes(TICKET_BYTES)
+        t = _Ticket(view, export, fds, kind, in_flight)
         with self._cond:
-            self._tickets[ticket] = _Ticket(view, export, fds, kind, in_flight)
+            if kind == "cuda_ipc":
+                if self._table is None:
+                    self._table = _TicketTable.create()
+                    self._free_slots = list(range(self._table.words.slots - 1, -1, -1))
+                if self._free_slots:
+                    self._serial += 1
+                    t.slot, t.serial = self._free_slots.pop(), self._serial
+                    self._table.words.issue(t.slot, t.serial)
+            self._tickets[ticket] = t
         return ticket
+
+    def claim_words(self, ticket: bytes) -> tuple[int, int]:
+        """(slot, serial) of a ticket in the ticket table; slot -1 when it has none (open it)."""
+        with self._cond:
+            t = self._tickets[ticket]
+            return t.slot, t.serial
+
+    def _pop(self, ticket: bytes) -> _Ticket | None:
+        """Under the lock: the ticket leaves, and its table slot is free for another."""
+        t = self._tickets.pop(ticket, None)
+        if t is not None and t.slot >= 0 and self._table is not None:
+            self._table.words.clear(t.slot)
+            self._free_slots.append(t.slot)
+        self._cond.notify_all()
+        return t
 
     def take_local(self, ticket: bytes) -> View:
         """A View pickled and unpickled in this same process: the original, ticket consumed."""
         with self._cond:
-            t = self._tickets.pop(ticket, None)
-            self._cond.notify_all()
+            t = self._pop(ticket)
         if t is None:
             raise BufferError("this pickle of a stridex.View was already loaded, or its ticket released "
                               "(each pickle of a View is loaded once)")
@@ -97,8 +134,7 @@ class Broker:
 
     def release(self, ticket: bytes) -> None:
         with self._cond:
-            t = self._tickets.pop(ticket, None)
-            self._cond.notify_all()
+            t = self._pop(ticket)
         del t  # the View, fds and event go here, outside the lock
 
     def pending(self) -> dict[str, int]:
@@ -114,8 +150,8 @@ class Broker:
         Server threads take no more work, and those at work finish first (see _busy)."""
         with self._cond:
             self._closed = True
-            tickets, self._tickets = self._tickets, {}
-            self._cond.notify_all()
+            tickets = [self._pop(ticket) for ticket in list(self._tickets)]
+            self._table = None  # unmapped now, while the interpreter can still run its finalizer
         del tickets
         with self._cond:
             self._cond.wait_for(lambda: self._busy == 0, 10.0)
@@ -163,7 +199,7 @@ class Broker:
                 msg = conn.recv(1 + TICKET_BYTES)
                 if len(msg) != 1 + TICKET_BYTES:
                     return  # EOF or a malformed message: drop the connection
-                if msg[:1] not in (b"O", b"R") or not self._begin():
+                if msg[:1] not in (b"O", b"R", b"T", b"C") or not self._begin():
                     return
                 try:
                     self._handle(conn, msg[:1], msg[1:], opened)
@@ -184,7 +220,21 @@ class Broker:
         # A function of its own: every reference it took to a ticket is gone when it returns.
         if op == b"O":
             self._open(conn, ticket, opened)
-        else:
+        elif op == b"T":
+            with self._cond:
+                table = self._table
+            if table is None:
+                conn.send(b"er" + b"no CUDA IPC ticket was ever issued here")
+            else:
+                socket.send_fds(conn, [b"ok"], [table.fd])
+        elif op == b"C":
+            with self._cond:
+                t = self._tickets.get(ticket)
+                if t is not None and t.slot >= 0:
+                    t.opened = t.sent = True
+                    opened.add(ticket)
+                    self._cond.notify_all()
+        elif ticket in opened:  # R: only what this connection opened or claimed
             opened.discard(ticket)
             self.release(ticket)
 
@@ -211,6 +261,30 @@ class Broker:
             opened.add(ticket)
 
 
+class _TicketTable:
+    """The exporter's ticket table: a memfd (handed to importers over the socket) and its words."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.words = _stridex._IpcTicketTable(fd)
+
+    @classmethod
+    def create(cls) -> _TicketTable:
+        fd = os.memfd_create("stridex-ipc-tickets", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, _stridex._IpcTicketTable.nbytes)
+            return cls(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def __del__(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
 _lock = threading.Lock()
 _broker: Broker | None = None
 
@@ -232,11 +306,13 @@ def _after_fork_in_child() -> None:
     global _broker, _lock
     _broker, _lock = None, threading.Lock()
     _connections.clear()
+    _tables.clear()
 
 
 # ---- importer side: one connection per exporting process ----------------------------------------
 _connections: dict[bytes, tuple[socket.socket, threading.RLock]] = {}
 _connections_lock = threading.Lock()
+_tables: dict[bytes, _stridex._IpcTicketTable] = {}  # exporter's address -> its ticket table
 
 
 def _connection(address: bytes, pid: int) -> tuple[socket.socket, threading.RLock]:
@@ -277,6 +353,35 @@ def open_ticket(address: bytes, pid: int, ticket: bytes,
                 pass
             raise
         return _reply(s, pid), made
+
+
+def claim_ticket(address: bytes, pid: int, ticket: bytes, slot: int, serial: int) -> None:
+    """Claims a CUDA IPC ticket in its exporter's ticket table (exactly once, as an open would)
+    and tells the exporter, with no reply to wait for. BufferError when the claim fails: the
+    View was already loaded from this pickle, or released."""
+    s, lock = _connection(address, pid)
+    with lock:
+        table = _tables.get(address)
+        if table is None:
+            try:
+                s.send(b"T" + bytes(TICKET_BYTES))
+            except OSError as e:
+                raise BufferError(f"the process that pickled this stridex.View (pid {pid}) went away: {e}") from None
+            fds = _reply(s, pid)
+            try:
+                if len(fds) != 1:
+                    raise BufferError(f"expected 1 file descriptor for the ticket table, received {len(fds)}")
+                table = _tables[address] = _stridex._IpcTicketTable(fds[0])
+            finally:
+                for fd in fds:
+                    os.close(fd)
+        if not table.claim(slot, serial):
+            raise BufferError(f"process {pid} refused the View: unknown ticket: the View was already unpickled "
+                              "once, or released")
+        try:
+            s.send(b"C" + ticket)
+        except OSError as e:
+            raise BufferError(f"the process that pickled this stridex.View (pid {pid}) went away: {e}") from None
 
 
 def _reply(s: socket.socket, pid: int) -> list[int]:
@@ -323,4 +428,5 @@ def wait_at_exit() -> None:
 
 
 atexit.register(wait_at_exit)
+atexit.register(_tables.clear)  # importers' mappings of ticket tables, unmapped before teardown
 os.register_at_fork(after_in_child=_after_fork_in_child)
