@@ -43,21 +43,5 @@ for candidate in ${CANDIDATES:-stridex/nb python/nb ndarray/nb}; do
   base=$(count "$candidate" 0)
   full=$(count "$candidate" "$n")
   echo "$candidate: $(( (full - base) / n )) instructions per call (loop included)"
-  python3 - "$work/${candidate//\//_}.0" "$work/${candidate//\//_}.$n" "$n" <<'PY'
-import re, subprocess, sys
-def profile(path):
-    out = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", path],
-                         capture_output=True, text=True).stdout
-    d = {}
-    for line in out.splitlines():
-        m = re.match(r"\s*([\d,]+) \([^)]*\)\s+(.*)$", line)
-        if m and "PROGRAM TOTALS" not in line:
-            name = re.sub(r"^\S*?:", "", m.group(2).split(" [")[0])
-            d[name] = d.get(name, 0) + int(m.group(1).replace(",", ""))
-    return d
-a, b, n = profile(sys.argv[1]), profile(sys.argv[2]), int(sys.argv[3])
-rows = sorted(((b.get(k, 0) - a.get(k, 0)) / n, k) for k in set(a) | set(b))
-for per_call, name in reversed(rows[-25:]):
-    print(f"  {per_call:7.1f}  {name[:120]}")
-PY
+  python3 "$here/callgrind_profile.py" "$work/${candidate//\//_}.0" "$work/${candidate//\//_}.$n" "$n"
 done

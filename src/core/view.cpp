@@ -78,16 +78,8 @@ bool View::bytes_fit() const noexcept {
 
 View::View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, bool readonly,
            Owner owner, bool subbyte_padded)
-    : data_(data),
-      byte_offset_(byte_offset),
-      layout_(std::move(layout)),
-      dtype_(dtype),
-      device_(device),
-      writability_(readonly ? Writability::readonly : Writability::writable),
-      subbyte_padded_(subbyte_padded && dtype.is_subbyte()),
-      owner_(std::move(owner)) {
-    check_construction();
-}
+    : View(data, byte_offset, std::move(layout), dtype, device,
+           readonly ? Writability::readonly : Writability::writable, std::move(owner), subbyte_padded) {}
 
 View::View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, Writability writability,
            Owner owner, bool subbyte_padded)

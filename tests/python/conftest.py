@@ -34,6 +34,18 @@ def pytest_report_header(config):
 
 
 @pytest.fixture
+def recorded_orders():
+    """Streams ordered during the test are recorded (stridex_testing), never sent to a driver;
+    the record starts empty."""
+    import stridex_testing
+
+    stridex_testing.capture_orders(True)
+    stridex_testing.captured_orders()
+    yield
+    stridex_testing.capture_orders(False)
+
+
+@pytest.fixture
 def cuda():
     """Skips the test, with the reason, unless stridex sees a CUDA device."""
     if cuda_device_count() == 0:

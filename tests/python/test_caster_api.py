@@ -63,11 +63,8 @@ def release(tensor):
 
 
 @pytest.fixture(autouse=True)
-def recorded_orders():
-    _testing.capture_orders(True)
-    _testing.captured_orders()
+def _every_test_records_orders(recorded_orders):
     yield
-    _testing.capture_orders(False)
 
 
 # ---- the table itself ---------------------------------------------------------------------------

@@ -33,12 +33,9 @@ FLAG_SUBBYTE_PADDED = 4
 
 
 @pytest.fixture(autouse=True)
-def no_driver_calls():
+def no_driver_calls(recorded_orders):
     """Streams ordered during these tests are recorded, never sent to a driver."""
-    _testing.capture_orders(True)
-    _testing.captured_orders()
     yield
-    _testing.capture_orders(False)
     _testing.fake_cuda_pointers(False)
 
 

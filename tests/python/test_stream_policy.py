@@ -25,11 +25,8 @@ H = 0x1234  # a stream handle
 
 
 @pytest.fixture(autouse=True)
-def recorded_orders():
-    _testing.capture_orders(True)
-    _testing.captured_orders()
+def _every_test_records_orders(recorded_orders):
     yield
-    _testing.capture_orders(False)
 
 
 # ---- reading the stream argument ----------------------------------------------------------------
