@@ -51,6 +51,12 @@ struct Excerpt {
     }
 };
 inline Excerpt excerpt(std::string_view text) noexcept { return {text}; }
+// The excerpt as its own string (for C-style formatting, e.g. PyErr_Format's %s).
+inline std::string to_string(Excerpt e) {
+    std::ostringstream out;
+    out << e;
+    return out.str();
+}
 
 // fail(kind, "expected ", a, ", found ", b): builds the message from its parts and throws.
 // Kept out of line of hot code by [[gnu::cold]]; callers test first, then call fail.

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "arguments.hpp"
 #include "export.hpp"
 #include "stridex/copy.hpp"
 #include "stridex/cuda/stream.hpp"
@@ -84,7 +85,7 @@ void ready_on_work_stream(const View& v) {
 }
 
 int not_a_view(PyObject* o) noexcept {
-    PyErr_Format(PyExc_BufferError, "stridex exchange API: expected a stridex.View, found %s", Py_TYPE(o)->tp_name);
+    PyErr_Format(PyExc_BufferError, "stridex exchange API: expected a stridex.View, found %s", to_string(type_name(o)).c_str());
     return -1;
 }
 

@@ -58,13 +58,14 @@ void restore_exception(PyObject* exception) noexcept {
 // __cause__. A BufferError passes unchanged; so do errors that are not a refusal (MemoryError,
 // KeyboardInterrupt and other BaseExceptions that are not Exceptions).
 [[noreturn]] void raise_refusal(PyObject* obj, const char* what) {
-    if (!PyErr_Occurred()) PyErr_Format(PyExc_BufferError, "%s.%s failed without saying why", Py_TYPE(obj)->tp_name, what);
+    if (!PyErr_Occurred())
+        PyErr_Format(PyExc_BufferError, "%s.%s failed without saying why", to_string(type_name(obj)).c_str(), what);
     if (PyErr_ExceptionMatches(PyExc_BufferError) || !PyErr_ExceptionMatches(PyExc_Exception) ||
         PyErr_ExceptionMatches(PyExc_MemoryError))
         throw nb::python_error();
     PyObject* cause = fetch_exception();  // a new reference, normalized, with its traceback
-    PyErr_Format(PyExc_BufferError, "%s.%s refused to export: %s: %S", Py_TYPE(obj)->tp_name, what,
-                 Py_TYPE(cause)->tp_name, cause);
+    PyErr_Format(PyExc_BufferError, "%s.%s refused to export: %s: %S", to_string(type_name(obj)).c_str(), what,
+                 to_string(type_name(cause)).c_str(), cause);
     PyObject* refusal = fetch_exception();
     Py_INCREF(cause);
     PyException_SetContext(refusal, cause);  // each steals a reference

@@ -138,7 +138,7 @@ const PyType_Slot kViewSlots[] = {
 }  // namespace
 
 void fail_uninitialized(PyObject* o) {
-    fail(ErrorKind::type, "this ", Py_TYPE(o)->tp_name, " holds no view: it was made by __new__, not by stridex.view()");
+    fail(ErrorKind::type, "this ", type_name(o), " holds no view: it was made by __new__, not by stridex.view()");
 }
 
 void bind_view(nb::module_& m) {

@@ -278,6 +278,14 @@ def test_refusal_falls_through_to_the_next_protocol():
     assert v.ptr == arr.ctypes.data
 
 
+def test_a_refusal_cuts_a_long_type_name():
+    # Class names are foreign text too: messages echo at most 64 characters of them.
+    LongName = type("L" * 5000, (Refuses,), {})
+    with pytest.raises(BufferError) as info:
+        stridex.view(LongName(ValueError("no")))
+    assert str(info.value) == "L" * 64 + "... (5000 characters).__dlpack__() refused to export: ValueError: no"
+
+
 def test_dlpack_device_refusal_is_a_buffer_error():
     class DeviceFails:
         def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):

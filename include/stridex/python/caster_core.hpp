@@ -354,7 +354,7 @@ inline Ref from_dlpack_of(PyObject* like) {
     PyObject* fn = PyObject_GetAttrString(module.get(), "from_dlpack");
     if (!fn) {
         PyErr_Clear();
-        fail(ErrorKind::type, "cannot return an array like a ", Py_TYPE(like)->tp_name, ": ", root,
+        fail(ErrorKind::type, "cannot return an array like a ", excerpt(Py_TYPE(like)->tp_name), ": ", root,
              " has no from_dlpack");
     }
     return Ref(fn);
