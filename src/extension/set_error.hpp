@@ -4,8 +4,6 @@
 
 #include <nanobind/nanobind.h>
 
-#include <new>
-
 #include "stridex/python/errors.hpp"
 
 namespace stridex::python {
@@ -14,19 +12,7 @@ namespace stridex::python {
 // error restored as it was, bad_alloc as MemoryError, anything else RuntimeError. For every
 // entry point nanobind does not wrap (vectorcall methods, slots, C callbacks).
 inline void set_python_error_from_current_exception() noexcept {
-    try {
-        throw;
-    } catch (const Error& e) {
-        PyErr_SetString(python_exception_for(e.kind()), e.what());
-    } catch (nanobind::python_error& e) {
-        e.restore();
-    } catch (const std::bad_alloc&) {
-        PyErr_NoMemory();
-    } catch (const std::exception& e) {
-        PyErr_SetString(PyExc_RuntimeError, e.what());
-    } catch (...) {
-        PyErr_SetString(PyExc_RuntimeError, "stridex: unknown C++ exception");
-    }
+    set_python_error_for_current_exception<nanobind::python_error>([](nanobind::python_error& e) { e.restore(); });
 }
 
 }  // namespace stridex::python

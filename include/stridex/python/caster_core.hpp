@@ -371,19 +371,9 @@ inline Ref export_view(const View& view, PyObject* like = nullptr) {
 // Sets the Python error for the exception being handled (for noexcept caster entry points that
 // have no binding-library exception in flight).
 inline void set_python_error() noexcept {
-    try {
-        throw;
-    } catch (const PythonError&) {
+    python::set_python_error_for_current_exception<PythonError>([](PythonError&) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "stridex caster: unknown Python error");
-    } catch (const Error& e) {
-        PyErr_SetString(python::python_exception_for(e.kind()), e.what());
-    } catch (const std::bad_alloc&) {
-        PyErr_NoMemory();
-    } catch (const std::exception& e) {
-        PyErr_SetString(PyExc_RuntimeError, e.what());
-    } catch (...) {
-        PyErr_SetString(PyExc_RuntimeError, "stridex caster: unknown C++ exception");
-    }
+    });
 }
 
 }  // namespace interop

@@ -5,6 +5,9 @@
 
 #include <Python.h>
 
+#include <exception>
+#include <new>
+
 #include "stridex/error.hpp"
 
 namespace stridex::python {
@@ -20,6 +23,28 @@ inline PyObject* python_exception_for(ErrorKind kind) noexcept {
         case ErrorKind::cuda: return PyExc_RuntimeError;
     }
     return PyExc_RuntimeError;
+}
+
+// Sets the Python error for the C++ exception being handled, for entry points that no binding
+// library wraps (vectorcall methods, slots, C callbacks, noexcept caster entry points):
+// `Carrier`, the exception type that carries a Python error already (nanobind::python_error, the
+// casters' PythonError), goes back through `restore(e)`; stridex::Error by kind; bad_alloc as
+// MemoryError; anything else RuntimeError.
+template <class Carrier, class Restore>
+void set_python_error_for_current_exception(Restore restore) noexcept {
+    try {
+        throw;
+    } catch (Carrier& e) {
+        restore(e);
+    } catch (const Error& e) {
+        PyErr_SetString(python_exception_for(e.kind()), e.what());
+    } catch (const std::bad_alloc&) {
+        PyErr_NoMemory();
+    } catch (const std::exception& e) {
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (...) {
+        PyErr_SetString(PyExc_RuntimeError, "stridex: unknown C++ exception");
+    }
 }
 
 // Its name, for C interfaces that report errors as text (the exchange API's SetError).
