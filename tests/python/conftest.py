@@ -33,6 +33,15 @@ def pytest_report_header(config):
     return f"stridex {stridex.__version__} from {stridex.__file__}; CUDA devices: {cuda_device_count()}"
 
 
+@pytest.fixture(scope="session")
+def torch_with_cuda():
+    """torch, skipping the test (with the reason) unless it is installed with CUDA."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    return torch
+
+
 @pytest.fixture
 def recorded_orders():
     """Streams ordered during the test are recorded (stridex_testing), never sent to a driver;

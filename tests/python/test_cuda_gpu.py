@@ -24,11 +24,8 @@ MiB = 1 << 20
 
 
 @pytest.fixture
-def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA")
-    return torch
+def torch(torch_with_cuda):
+    return torch_with_cuda
 
 
 @pytest.fixture

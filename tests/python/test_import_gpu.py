@@ -59,11 +59,8 @@ def device_array(v) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA")
-    return torch
+def torch(torch_with_cuda):
+    return torch_with_cuda
 
 
 def test_torch_cuda_tensor(torch):

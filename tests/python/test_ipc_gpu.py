@@ -22,11 +22,8 @@ N = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA")
-    return torch
+def torch(torch_with_cuda):
+    return torch_with_cuda
 
 
 @pytest.fixture(scope="module")
