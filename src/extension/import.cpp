@@ -1,7 +1,8 @@
 // stridex.view(obj, *, stream=...): the entry point, the per-type cache and the protocol order.
 //
 // Order of preference (first that the object offers and that accepts it):
-//   0. a stridex.View (a cheap copy) or a raw DLPack capsule (consumed)
+//   0. a stridex.View (a cheap copy) or a raw DLPack capsule (consumed); numpy.ndarray read from
+//      its struct, where that gives exactly what __dlpack__ would (import_numpy.cpp)
 //   1. the DLPack C exchange API on the type (no Python call; ordering done here)
 //   2. __dlpack__ (versioned capsule asked, either accepted, decided by name)
 //   3. __cuda_array_interface__ (v2, v3)
@@ -142,6 +143,7 @@ TypeEntry probe(PyTypeObject* type) {
     e.buffer = type->tp_as_buffer && type->tp_as_buffer->bf_getbuffer;
     e.row = &producer_for(type);
     e.keywords = e.row->keywords;
+    e.numpy_struct = e.dlpack && numpy_struct_readable(type, *e.row);
     e.version_tag = version_tag(type);
     return e;
 }
@@ -292,6 +294,10 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
         return result.publish(obj, v.dtype().is_opaque_bytes() ? std::move(element) : nb::object());
     };
 
+    if (e.numpy_struct && import_numpy_struct(obj, result.storage())) {
+        result.built();
+        return done(/*order=*/false);  // host memory: no stream
+    }
     if (e.exchange) {
         offered = true;
         if (failures.attempt("DLPack exchange API", result,

@@ -2,6 +2,7 @@
 //
 // import.cpp         the entry point, the per-type cache and the order of the protocols
 // import_dlpack.cpp  the DLPack C exchange API, __dlpack__ and raw capsules
+// import_numpy.cpp   numpy.ndarray read from its struct (the fast path before __dlpack__)
 // import_interfaces.cpp  __cuda_array_interface__, __array_interface__ and the buffer protocol
 // internals.cpp      stridex._stridex._internals: the quirk table, stream rules and cache, read-only
 //
@@ -54,6 +55,7 @@ struct TypeEntry {
     bool ai_on_type = false;             // __array_interface__ defined on the type
     bool instance_attrs = false;         // instances have a __dict__: interfaces may live there
     bool buffer = false;                 // tp_as_buffer->bf_getbuffer
+    bool numpy_struct = false;           // numpy.ndarray: read from its struct (import_numpy.cpp)
     DlpackKeywords keywords = DlpackKeywords::full;  // from the row, lowered by a TypeError retry
     const ProducerRow* row = nullptr;
 };
@@ -77,6 +79,13 @@ View consume_capsule(PyObject* capsule, bool raw, bool immutable = false);
 // functions outside executable code (docs/import.md). `holder` receives a strong reference to
 // keep it alive.
 const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder);
+
+// ---- import_numpy.cpp ----
+// Whether instances of `type` (with its quirk-table row) are read from NumPy's struct.
+bool numpy_struct_readable(PyTypeObject* type, const ProducerRow& row) noexcept;
+// Builds at `at` the View __dlpack__ would give, and returns true; false (nothing built, no error)
+// where __dlpack__ must decide. Throws only what building that View would throw on either path.
+bool import_numpy_struct(PyObject* obj, View* at);
 
 // ---- import_interfaces.cpp ----
 // `interface` is the object's __cuda_array_interface__ / __array_interface__ value. Void and

@@ -74,6 +74,11 @@ void bind_internals(nb::module_& parent) {
         if (!PyType_Check(type.ptr())) fail(ErrorKind::type, "expected a type");
         return std::string(producer_for(reinterpret_cast<PyTypeObject*>(type.ptr())).name);
     }, "type"_a, "The quirk-table row stridex uses for a type.");
+    m.def("reads_numpy_struct", [](nb::handle type) {
+        if (!PyType_Check(type.ptr())) fail(ErrorKind::type, "expected a type");
+        auto* t = reinterpret_cast<PyTypeObject*>(type.ptr());
+        return PyObject_HasAttr(type.ptr(), names.dlpack) == 1 && numpy_struct_readable(t, producer_for(t));
+    }, "type"_a, "Whether stridex.view() reads instances of a type from NumPy's array struct (import_numpy.cpp).");
     m.def("dlpack_stream", [](const std::string& row_name, nb::handle stream, nb::object device) {
         const ProducerRow* row = producer_named(row_name.c_str());
         if (!row) fail(ErrorKind::value, "no producer row named '", row_name, "'");
