@@ -35,16 +35,16 @@ class CasterApi(ctypes.Structure):
                 ("import_tensor", ctypes.c_void_p), ("view_from_tensor", ctypes.c_void_p)]
 
 
-_capi = ctypes.pythonapi
-_capi.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_capi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_capi.PyCapsule_New.restype = ctypes.py_object
-_capi.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+# Private prototypes: ctypes.pythonapi's functions are shared, and other modules set their argtypes.
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+_new_capsule = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
+    ("PyCapsule_New", ctypes.pythonapi))
 NAME = b"stridex._stridex._caster_api"
 
 
 def table() -> CasterApi:
-    return CasterApi.from_address(_capi.PyCapsule_GetPointer(_caster_api, NAME))
+    return CasterApi.from_address(_capsule_pointer(_caster_api, NAME))
 
 
 def import_tensor(obj, stream=None, flags=0):
@@ -249,7 +249,7 @@ def test_the_casters_use_the_table(ext):
 def fake_table(major=1, size=ctypes.sizeof(CasterApi), name=NAME):
     """A capsule of a table that no caster may call (its slots are NULL)."""
     t = CasterApi(major=major, minor=0, size=size)
-    return _capi.PyCapsule_New(ctypes.addressof(t), name, None), t
+    return _new_capsule(ctypes.addressof(t), name, None), t
 
 
 @pytest.mark.parametrize("kind", ["major 2", "major 0", "too small", "another name"])
