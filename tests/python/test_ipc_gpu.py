@@ -97,6 +97,44 @@ def test_producer_exits_first_memory_valid_until_released(torch, kind):
         assert float(torch.from_dlpack(v).double().sum()) == 4.0 * N
 
 
+@pytest.mark.parametrize("kind", ["torch", "vmm"])
+def test_a_worker_that_numbers_the_gpus_otherwise_finds_the_memory_on_its_own_ordinal(torch, kind):
+    # The worker sees the GPUs in the other order (CUDA_VISIBLE_DEVICES=1,0): our cuda:1 is its
+    # cuda:0. A View carries the GPU's UUID, not our ordinal, so it arrives on the right GPU.
+    if cuda_device_count() < 2:
+        pytest.skip(f"needs 2 CUDA devices, found {cuda_device_count()}")
+    import os
+    saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = "1,0"  # read by the spawned child only: ours is initialised
+    try:
+        w = ipc_harness.Worker(ipc_gpu_worker.serve, timeout=60)
+    finally:
+        if saved is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = saved
+    try:
+        if kind == "torch":
+            keep = torch.full((N,), 3.0, device="cuda:1", dtype=torch.float32)
+            v = stridex.view(keep)
+        else:
+            keep = stridex.VirtualBuffer(N * 4, shareable=True, device=1)
+            v = keep.view("float32", (N,))
+            torch.from_dlpack(v).fill_(3.0)
+            torch.cuda.synchronize(1)
+        assert str(v.device) == "cuda:1"
+        total, device, _ = w("sum", v)
+        assert (total, device) == (3.0 * N, "cuda:0")
+        assert w("fill", v, 6.0) == "ok"
+        assert float(torch.from_dlpack(v).double().sum()) == 6.0 * N  # its write, on our cuda:1
+        del v
+        gc.collect()
+        assert stridex.ipc.wait_released(30)
+    finally:
+        w.stop()
+        w.process.join(timeout=60)
+
+
 def test_memory_without_ipc_support_is_refused(torch):
     buf = stridex.VirtualBuffer(1 << 21)  # not shareable: no fd handle type
     with pytest.raises(BufferError, match="cannot share"):
