@@ -280,8 +280,10 @@ inline Ref caller_stream_of(PyObject* obj) {
 // import described in C, its keep-alive handed over, so that the View built here releases the
 // producer's memory directly. The wheel's View constructor validated the description (the slot's
 // contract), so only what this stridex may know differently from the wheel's is checked again:
-// the dtype, the device and the number of axes.
-inline View import_through_array(python::StridexImportArray import_array, PyObject* src, PyObject* stream) {
+// the dtype, the device and the number of axes; a dtype or device type that `r` names is one this
+// stridex knows, so a description that matches it needs no lookup.
+inline View import_through_array(python::StridexImportArray import_array, PyObject* src, PyObject* stream,
+                                 const Requirements& r) {
     std::int64_t dims[2 * kMaxNdim];  // the slot writes 2 * ndim of them
     python::StridexArray a;
     a.dims = dims;
@@ -299,8 +301,12 @@ inline View import_through_array(python::StridexImportArray import_array, PyObje
     }
     const dlpack::DLTensor& t = a.tensor;
     if (t.ndim < 0 || t.ndim > kMaxNdim) fail(ErrorKind::value, "the caster API described ", t.ndim, " axes");
-    const Dtype dtype = Dtype::from_raw(t.dtype.code, t.dtype.bits, t.dtype.lanes);
-    const Device device = Device::from_raw(t.device.device_type, t.device.device_id);
+    const Dtype named{static_cast<DtypeCode>(t.dtype.code), t.dtype.bits, t.dtype.lanes};
+    const Dtype dtype = r.has_dtype && named == r.dtype ? named : Dtype::from_raw(t.dtype.code, t.dtype.bits, t.dtype.lanes);
+    const Device device = r.has_device && t.device.device_type == static_cast<std::int32_t>(r.device_type) &&
+                                  t.device.device_id >= 0
+                              ? Device{r.device_type, t.device.device_id}
+                              : Device::from_raw(t.device.device_type, t.device.device_id);
     const auto ndim = static_cast<std::size_t>(t.ndim);
     // The flags as import_managed reads them off the tensor import_tensor would have made.
     View view = View::unchecked(t.data, Layout::unchecked({dims, ndim}, {dims + ndim, ndim}), dtype, device,
@@ -313,9 +319,10 @@ inline View import_through_array(python::StridexImportArray import_array, PyObje
 // Python argument -> View through the wheel's caster API: import_array where the table has it,
 // else stridex.view(src, stream=stream)'s import as one DLPack tensor (`stream` may be null: the
 // default contract).
-inline View import_through_api(const python::CasterApi& api, PyObject* src, PyObject* stream) {
+inline View import_through_api(const python::CasterApi& api, PyObject* src, PyObject* stream,
+                               const Requirements& r) {
     if (python::StridexImportArray import_array = import_array_of(api))
-        return import_through_array(import_array, src, stream);
+        return import_through_array(import_array, src, stream, r);
     dlpack::DLManagedTensorVersioned* t = nullptr;
     std::intptr_t ready = kNoStream;
     if (api.import_tensor(src, stream, 0, &t, &ready) != 0) throw PythonError{};
@@ -360,7 +367,7 @@ inline bool import_arg(PyObject* src, bool convert, const Requirements& r, View&
         if (!is_view && !convert) return false;
         Ref stream = (r.caller_stream && !is_view) ? caller_stream_of(src) : Ref();
         // Straight into `out` (the caster's own value): no View is moved on the common path.
-        out = l->caster_api ? import_through_api(*l->caster_api, src, stream.get())
+        out = l->caster_api ? import_through_api(*l->caster_api, src, stream.get(), r)
                             : import_through_python(src, is_view, stream.get());
         if (satisfies(r, out)) return true;
         const View view = std::exchange(out, View());  // not the argument, whatever comes next
