@@ -10,9 +10,10 @@
 //
 // The extension and the stridex wheel are separate modules, possibly built by different compilers
 // with different stridex versions, so nothing C++ crosses between them: values travel as DLPack
-// tensors through versioned C structs. Arguments go through the wheel's caster API
-// (caster_api.hpp: stridex.view()'s import straight into a tensor, no Python object on the way)
-// and returns through its view_from_tensor; when the wheel has no caster API of our major, through
+// structs through versioned C tables. Arguments go through the wheel's caster API (caster_api.hpp:
+// stridex.view()'s import written into a C struct with a release callback by import_array, or
+// into a DLPack tensor by a minor-0 wheel's import_tensor; no Python object on the way) and returns
+// through its view_from_tensor; when the wheel has no caster API of our major, through
 // stridex.view() and stridex.View's C exchange API, and when that does not match either, through a
 // versioned capsule.
 //
