@@ -87,6 +87,10 @@ public:
     // The same view with its writability's origin replaced (importers that know more than a bool).
     View with_writability(Writability writability) const;
     const Owner& owner() const noexcept { return owner_; }
+    // The keep-alive moved out of a View that is going away (the caster API hands it across a C
+    // boundary without a copy, which would cost two atomic updates): the View keeps nothing alive
+    // afterwards, so only its destruction may follow.
+    Owner take_owner() && noexcept { return std::move(owner_); }
     std::intptr_t stream() const noexcept { return stream_; }
     void set_stream(std::intptr_t stream) noexcept { stream_ = stream; }
 

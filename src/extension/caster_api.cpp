@@ -22,7 +22,7 @@ namespace {
 using dlpack::DLManagedTensorVersioned;
 
 // What both import slots share: stridex.view()'s import of `obj`, handed to `use` as a View that
-// is destroyed afterwards. 0, or -1 with the Python error set.
+// is destroyed afterwards (so `use` may take its owner). 0, or -1 with the Python error set.
 template <class Use>
 int import_then(PyObject* obj, PyObject* stream, std::uint64_t flags, Use&& use) noexcept {
     if (flags != 0) {
@@ -43,7 +43,7 @@ int import_then(PyObject* obj, PyObject* stream, std::uint64_t flags, Use&& use)
             ~Destroy() { v.~View(); }
         } destroy{slot.view};
         require_dlpack_dtype(slot.view);
-        use(static_cast<const View&>(slot.view));
+        use(slot.view);
         return 0;
     } catch (...) {
         set_python_error_from_current_exception();
@@ -58,7 +58,7 @@ int import_tensor(PyObject* obj, PyObject* stream, std::uint64_t flags, DLManage
         return -1;
     }
     *out = nullptr;
-    return import_then(obj, stream, flags, [&](const View& view) {
+    return import_then(obj, stream, flags, [&](View& view) {
         *out = dlpack::export_versioned(view);
         *ready = view.stream();
     });
@@ -84,7 +84,7 @@ int import_array(PyObject* obj, PyObject* stream, std::uint64_t flags, StridexAr
         return -1;
     }
     Owner keep;
-    const int rc = import_then(obj, stream, flags, [&](const View& view) {
+    const int rc = import_then(obj, stream, flags, [&](View& view) {
         const int ndim = view.ndim();
         if (ndim > out->max_ndim)
             fail(ErrorKind::buffer, "the caller takes arrays of at most ", out->max_ndim, " axes, found ", ndim);
@@ -105,11 +105,11 @@ int import_array(PyObject* obj, PyObject* stream, std::uint64_t flags, StridexAr
         out->flags = (view.readonly() ? dlpack::kFlagReadOnly : 0) |
                      (view.subbyte_padded() ? dlpack::kFlagIsSubbyteTypePadded : 0);
         out->stream = view.stream();
-        keep = view.owner();
+        keep = std::move(view).take_owner();  // last: the View is destroyed next
     });
     if (rc != 0) return rc;  // `keep` releases what it holds
-    // The View is gone, so `keep` is the owner's only reference unless another View shares it:
-    // into_callback then hands over the producer's own release callback.
+    // `keep` is the owner's only reference unless another View shares it (a stridex.View
+    // argument's): into_callback then hands over the producer's own release callback.
     const Owner::Callback callback = keep.into_callback();
     out->release = callback.release;
     out->context = callback.context;

@@ -58,6 +58,19 @@ TEST(View, UncheckedBuildsWhatTheConstructorBuilds) {
     EXPECT_EQ(released, 0);  // `checked` still holds it
 }
 
+TEST(View, TakeOwnerMovesTheKeepAliveOut) {
+    auto buf = iota(4);
+    int released = 0;
+    const std::int64_t shape[] = {4};
+    View v(buf.data(), 0, Layout::contiguous(shape), dtypes::float32, Device::cpu(), false,
+           Owner::from_action([&released]() noexcept { ++released; }));
+    Owner owner = std::move(v).take_owner();
+    EXPECT_EQ(owner.use_count(), 1);  // moved, not shared: no count was touched
+    EXPECT_FALSE(v.owner());
+    owner.reset();
+    EXPECT_EQ(released, 1);
+}
+
 TEST(View, SlicingMovesTheByteOffset) {
     auto buf = iota(12);
     View v = matrix(buf, 3, 4);
