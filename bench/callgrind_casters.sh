@@ -3,7 +3,9 @@
 # vector: the stridex caster through the wheel's caster API, the same caster on the Python path
 # (caster API switched off) and nb::ndarray with the same constraints, counted by callgrind (a
 # count is not blurred by other processes on a shared machine). Each candidate runs N calls and 0
-# calls; the difference per call is reported, total and per function (top 25).
+# calls; the difference per call is reported, total and per function (top 25), and, where the
+# module has symbols (CASTERS_BUILD below), "in the call": inside the bound function's dispatch, which
+# the loop and other threads (JAX's) do not blur.
 #   PYTHONPATH=$(tools/dev-python build/py) bash bench/callgrind_casters.sh [N]
 # (bench/bench_casters.py builds the modules into build/bench-casters on first use.) CANDIDATES
 # picks some of "stridex/nb python/nb ndarray/nb"; CASTERS_BUILD names another build of

@@ -60,7 +60,34 @@ public:
         block_ = nullptr;
     }
 
+    // This reference as a plain C callback and context, for handing it across a C boundary (the
+    // caster API: another module builds its own Owner from it with from_callback). The Owner is
+    // empty afterwards, and release(context) must run exactly once, on any thread. The sole
+    // reference to a from_callback owner hands over that callback itself, so the receiver's owner
+    // runs it directly rather than through a second level; any other hands over the reference. An
+    // empty Owner gives {nullptr, nullptr}: nothing to release.
+    struct Callback {
+        void (*release)(void*) noexcept;
+        void* context;
+    };
+    Callback into_callback() noexcept {
+        Block* block = std::exchange(block_, nullptr);
+        if (!block) return {nullptr, nullptr};
+        // refs == 1: no other thread holds a reference to copy from (as in drop()).
+        if (block->destroy == &CallbackBlock::run && block->refs.load(std::memory_order_acquire) == 1) {
+            auto* callback = static_cast<CallbackBlock*>(block);
+            const Callback out{callback->release, callback->context};
+            delete callback;
+            return out;
+        }
+        return {&drop_reference, block};
+    }
+
 private:
+    static void drop_reference(void* block) noexcept {
+        Owner adopted(static_cast<Block*>(block));  // its destructor drops the reference
+    }
+
     struct Block {
         std::atomic<long> refs{1};
         void (*destroy)(Block*) noexcept;

@@ -53,6 +53,16 @@ public:
     View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, Writability writability,
          Owner owner, bool subbyte_padded = false);
 
+    // A View whose invariants its caller established already, built without checking them again:
+    // for the casters (caster_core.hpp), whose description the stridex wheel's own View constructor
+    // validated (the caster API's import_array contract). Precondition: everything the constructor
+    // checks holds, `layout` included; the caller checks what its stridex may know differently
+    // (dtype, device).
+    static View unchecked(void* data, Layout layout, Dtype dtype, Device device, Writability writability, Owner owner,
+                          bool subbyte_padded) noexcept {
+        return View(Unchecked{}, data, std::move(layout), dtype, device, writability, std::move(owner), subbyte_padded);
+    }
+
     void* data() const noexcept { return data_; }
     std::int64_t byte_offset() const noexcept { return byte_offset_; }
     // Address of element 0 (data + byte_offset).
@@ -77,6 +87,10 @@ public:
     // The same view with its writability's origin replaced (importers that know more than a bool).
     View with_writability(Writability writability) const;
     const Owner& owner() const noexcept { return owner_; }
+    // The keep-alive moved out of a View that is going away (the caster API hands it across a C
+    // boundary without a copy, which would cost two atomic updates): the View keeps nothing alive
+    // afterwards, so only its destruction may follow.
+    Owner take_owner() && noexcept { return std::move(owner_); }
     std::intptr_t stream() const noexcept { return stream_; }
     void set_stream(std::intptr_t stream) noexcept { stream_ = stream; }
 
@@ -122,6 +136,16 @@ public:
     TypedView<T, Rank> as() const;
 
 private:
+    struct Unchecked {};
+    View(Unchecked, void* data, Layout layout, Dtype dtype, Device device, Writability writability, Owner owner,
+         bool subbyte_padded) noexcept
+        : data_(data),
+          layout_(std::move(layout)),
+          dtype_(dtype),
+          device_(device),
+          writability_(writability),
+          subbyte_padded_(subbyte_padded && dtype.is_subbyte()),
+          owner_(std::move(owner)) {}
     View with_layout(Layout layout, std::int64_t extra_elements) const;
     // Error(value) unless byte strides, byte span and storage fit in int64 and the span's
     // addresses do not wrap around the address space (docs/core.md).

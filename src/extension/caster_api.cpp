@@ -5,6 +5,8 @@
 // storage), then one DLPack tensor for the extension. Compared with stridex.view(obj) followed by
 // the exchange API's export, it saves the stridex.View object, the `stream` attribute read and the
 // exchange API's extra ordering on the legacy stream (the caster states the stream it gets).
+// import_array (minor 1) is the same import written into the caster's C struct, with no tensor made
+// and the View's owner handed over as a callback: what the casters call where the table has it.
 #include "stridex/python/caster_api.hpp"
 
 #include "bindings.hpp"
@@ -19,13 +21,10 @@ namespace {
 
 using dlpack::DLManagedTensorVersioned;
 
-int import_tensor(PyObject* obj, PyObject* stream, std::uint64_t flags, DLManagedTensorVersioned** out,
-                  std::intptr_t* ready) noexcept {
-    if (obj == nullptr || out == nullptr || ready == nullptr) {
-        PyErr_SetString(PyExc_ValueError, "stridex caster API: NULL argument");
-        return -1;
-    }
-    *out = nullptr;
+// What both import slots share: stridex.view()'s import of `obj`, handed to `use` as a View that
+// is destroyed afterwards (so `use` may take its owner). 0, or -1 with the Python error set.
+template <class Use>
+int import_then(PyObject* obj, PyObject* stream, std::uint64_t flags, Use&& use) noexcept {
     if (flags != 0) {
         PyErr_Format(PyExc_ValueError, "stridex caster API: unknown flags %llu (this stridex defines none)",
                      static_cast<unsigned long long>(flags));
@@ -44,13 +43,77 @@ int import_tensor(PyObject* obj, PyObject* stream, std::uint64_t flags, DLManage
             ~Destroy() { v.~View(); }
         } destroy{slot.view};
         require_dlpack_dtype(slot.view);
-        *out = dlpack::export_versioned(slot.view);
-        *ready = slot.view.stream();
+        use(slot.view);
         return 0;
     } catch (...) {
         set_python_error_from_current_exception();
         return -1;
     }
+}
+
+int import_tensor(PyObject* obj, PyObject* stream, std::uint64_t flags, DLManagedTensorVersioned** out,
+                  std::intptr_t* ready) noexcept {
+    if (obj == nullptr || out == nullptr || ready == nullptr) {
+        PyErr_SetString(PyExc_ValueError, "stridex caster API: NULL argument");
+        return -1;
+    }
+    *out = nullptr;
+    return import_then(obj, stream, flags, [&](View& view) {
+        *out = dlpack::export_versioned(view);
+        *ready = view.stream();
+    });
+}
+
+// The View's fields written out, and its owner handed over as a callback rather than wrapped in an
+// exported tensor: the caster's View then releases the producer's memory directly (one owner level
+// where import_tensor has three: the caster's, the export's and the import's).
+int import_array(PyObject* obj, PyObject* stream, std::uint64_t flags, StridexArray* out) noexcept {
+    if (obj == nullptr || out == nullptr) {
+        PyErr_SetString(PyExc_ValueError, "stridex caster API: NULL argument");
+        return -1;
+    }
+    out->release = nullptr;
+    out->context = nullptr;
+    if (out->max_ndim < 0) {
+        PyErr_Format(PyExc_ValueError, "stridex caster API: max_ndim must be >= 0, found %d",
+                     static_cast<int>(out->max_ndim));
+        return -1;
+    }
+    if (out->max_ndim > 0 && out->dims == nullptr) {
+        PyErr_Format(PyExc_ValueError, "stridex caster API: NULL dims for max_ndim %d", static_cast<int>(out->max_ndim));
+        return -1;
+    }
+    Owner keep;
+    const int rc = import_then(obj, stream, flags, [&](View& view) {
+        const int ndim = view.ndim();
+        if (ndim > out->max_ndim)
+            fail(ErrorKind::buffer, "the caller takes arrays of at most ", out->max_ndim, " axes, found ", ndim);
+        for (int a = 0; a < ndim; ++a) {
+            out->dims[a] = view.shape()[static_cast<std::size_t>(a)];
+            out->dims[ndim + a] = view.strides()[static_cast<std::size_t>(a)];
+        }
+        dlpack::DLTensor& t = out->tensor;
+        t.data = view.ptr();
+        t.device = dlpack::DLDevice{static_cast<std::int32_t>(view.device().type), view.device().id};
+        t.ndim = ndim;
+        t.dtype = dlpack::DLDataType{static_cast<std::uint8_t>(view.dtype().code), view.dtype().bits,
+                                     view.dtype().lanes};
+        t.shape = ndim ? out->dims : nullptr;
+        t.strides = ndim ? out->dims + ndim : nullptr;
+        t.byte_offset = 0;
+        // The flags and stream an exported tensor and import_tensor's *ready would carry.
+        out->flags = (view.readonly() ? dlpack::kFlagReadOnly : 0) |
+                     (view.subbyte_padded() ? dlpack::kFlagIsSubbyteTypePadded : 0);
+        out->stream = view.stream();
+        keep = std::move(view).take_owner();  // last: the View is destroyed next
+    });
+    if (rc != 0) return rc;  // `keep` releases what it holds
+    // `keep` is the owner's only reference unless another View shares it (a stridex.View
+    // argument's): into_callback then hands over the producer's own release callback.
+    const Owner::Callback callback = keep.into_callback();
+    out->release = callback.release;
+    out->context = callback.context;
+    return 0;
 }
 
 int view_from_tensor(DLManagedTensorVersioned* tensor, std::intptr_t stream, PyObject** out) noexcept {
@@ -67,7 +130,8 @@ int view_from_tensor(DLManagedTensorVersioned* tensor, std::intptr_t stream, PyO
     }
 }
 
-const CasterApi kCasterApi{kCasterApiMajor, kCasterApiMinor, sizeof(CasterApi), &import_tensor, &view_from_tensor};
+const CasterApi kCasterApi{kCasterApiMajor, kCasterApiMinor, sizeof(CasterApi), &import_tensor, &view_from_tensor,
+                           &import_array};
 
 }  // namespace
 

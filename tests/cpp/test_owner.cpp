@@ -31,6 +31,54 @@ TEST(Owner, CallbackRunsOnceWhenLastCopyGoes) {
     EXPECT_EQ(released, 7);
 }
 
+// into_callback (the caster API's hand-over): the receiver's from_callback owner takes over.
+TEST(Owner, IntoCallbackHandsOverASoleCallbackItself) {
+    static int released = 0;
+    released = 0;
+    int token = 3;
+    auto release = [](void* ctx) noexcept { released += *static_cast<int*>(ctx); };
+    Owner a = Owner::from_callback(release, &token);
+    const Owner::Callback c = a.into_callback();
+    EXPECT_FALSE(a);
+    EXPECT_EQ(c.context, &token);  // the callback itself: no second level
+    {
+        Owner received = Owner::from_callback(c.release, c.context);
+        EXPECT_EQ(released, 0);
+    }
+    EXPECT_EQ(released, 3);
+}
+
+TEST(Owner, IntoCallbackOfASharedOwnerHandsOverItsReference) {
+    int released = 0;
+    Owner a = Owner::from_action([&released]() noexcept { ++released; });
+    Owner b = a;  // shared: the callback may not be taken out from under b
+    const Owner::Callback c = a.into_callback();
+    EXPECT_FALSE(a);
+    EXPECT_EQ(c.context, b.identity());
+    EXPECT_EQ(b.use_count(), 2);  // the handed-over reference still counts
+    b.reset();
+    EXPECT_EQ(released, 0);
+    c.release(c.context);
+    EXPECT_EQ(released, 1);
+
+    // A from_callback owner shared with another holder: its reference, not its callback.
+    Owner shared = Owner::from_callback([](void* ctx) noexcept { ++*static_cast<int*>(ctx); }, &released);
+    Owner keep = shared;
+    const Owner::Callback d = shared.into_callback();
+    EXPECT_EQ(d.context, keep.identity());
+    keep.reset();
+    EXPECT_EQ(released, 1);
+    d.release(d.context);
+    EXPECT_EQ(released, 2);
+}
+
+TEST(Owner, IntoCallbackOfAnEmptyOwnerHasNothingToRelease) {
+    Owner empty;
+    const Owner::Callback c = empty.into_callback();
+    EXPECT_EQ(c.release, nullptr);
+    EXPECT_EQ(c.context, nullptr);
+}
+
 TEST(Owner, ActionRunsExactlyOnceAcrossThreads) {
     std::atomic<int> released{0};
     {

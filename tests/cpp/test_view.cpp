@@ -31,6 +31,46 @@ TEST(View, TypedAccessFollowsStrides) {
     EXPECT_EQ(buf[0], 42.f);
 }
 
+// View::unchecked (the casters' construction from a description the wheel validated) builds the
+// View the checked constructor builds from the same fields.
+TEST(View, UncheckedBuildsWhatTheConstructorBuilds) {
+    auto buf = iota(12);
+    int released = 0;
+    const std::int64_t shape[] = {3, 2}, strides[] = {4, -2};
+    Owner owner = Owner::from_action([&released]() noexcept { ++released; });
+    const View checked(buf.data() + 2, 0, Layout(shape, strides), dtypes::float32, Device::cpu(), Writability::readonly,
+                       owner);
+    {
+        const View v = View::unchecked(buf.data() + 2, Layout::unchecked(shape, strides), dtypes::float32, Device::cpu(),
+                                       Writability::readonly, owner, /*subbyte_padded=*/true);
+        EXPECT_EQ(v.ptr(), checked.ptr());
+        EXPECT_EQ(v.byte_offset(), 0);
+        EXPECT_EQ(v.layout(), checked.layout());
+        EXPECT_EQ(v.dtype(), checked.dtype());
+        EXPECT_EQ(v.device(), checked.device());
+        EXPECT_EQ(v.writability(), Writability::readonly);
+        EXPECT_FALSE(v.subbyte_padded());  // only sub-byte dtypes are padded, as in the constructor
+        EXPECT_EQ(v.stream(), kNoStream);
+        EXPECT_EQ(v.owner().identity(), owner.identity());
+        EXPECT_EQ((v.as<const float, 2>()(2, 1)), 8.f);
+    }
+    owner.reset();
+    EXPECT_EQ(released, 0);  // `checked` still holds it
+}
+
+TEST(View, TakeOwnerMovesTheKeepAliveOut) {
+    auto buf = iota(4);
+    int released = 0;
+    const std::int64_t shape[] = {4};
+    View v(buf.data(), 0, Layout::contiguous(shape), dtypes::float32, Device::cpu(), false,
+           Owner::from_action([&released]() noexcept { ++released; }));
+    Owner owner = std::move(v).take_owner();
+    EXPECT_EQ(owner.use_count(), 1);  // moved, not shared: no count was touched
+    EXPECT_FALSE(v.owner());
+    owner.reset();
+    EXPECT_EQ(released, 1);
+}
+
 TEST(View, SlicingMovesTheByteOffset) {
     auto buf = iota(12);
     View v = matrix(buf, 3, 4);

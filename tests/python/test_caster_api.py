@@ -19,7 +19,7 @@ import stridex
 import stridex_testing as _testing
 from quirky_producers import Conformant, address, make_capsule
 from stridex._stridex import _caster_api
-from test_export_support import DLManagedTensorVersioned, cuda_device_count, optional, requires_cuda
+from test_export_support import DLManagedTensorVersioned, DLTensor, cuda_device_count, optional, requires_cuda
 
 CUDA = (2, 0)
 H = 0x1234  # a stream handle
@@ -30,9 +30,23 @@ ViewFromTensor = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLManagedTensorV
                                    ctypes.POINTER(ctypes.py_object))
 
 
+class StridexArray(ctypes.Structure):
+    _fields_ = [("dims", ctypes.POINTER(ctypes.c_int64)), ("max_ndim", ctypes.c_int32), ("reserved", ctypes.c_int32),
+                ("tensor", DLTensor), ("flags", ctypes.c_uint64), ("stream", ctypes.c_ssize_t),
+                ("release", ctypes.CFUNCTYPE(None, ctypes.c_void_p)), ("context", ctypes.c_void_p)]
+
+
+ImportArray = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p, ctypes.c_uint64,
+                                ctypes.POINTER(StridexArray))
+
+
 class CasterApi(ctypes.Structure):
     _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("size", ctypes.c_uint64),
-                ("import_tensor", ctypes.c_void_p), ("view_from_tensor", ctypes.c_void_p)]
+                ("import_tensor", ctypes.c_void_p), ("view_from_tensor", ctypes.c_void_p),
+                ("import_array", ctypes.c_void_p)]
+
+
+MINOR0_SIZE = CasterApi.import_array.offset  # a minor-0 table ends before import_array
 
 
 # Private prototypes: ctypes.pythonapi's functions are shared, and other modules set their argtypes.
@@ -187,6 +201,155 @@ def test_a_pending_stridex_view_is_ordered_like_stridex_view_orders_it():
     release(t)
 
 
+# ---- import_array (minor 1): the same import as a C description and a release callback --------
+
+
+def import_array(obj, stream=None, flags=0, max_ndim=64):
+    """The filled StridexArray (its dims buffer attached), or the exception the table set."""
+    dims = (ctypes.c_int64 * max(2 * max_ndim, 1))()
+    out = StridexArray(dims=dims, max_ndim=max_ndim)
+    out._dims = dims  # kept alive with the struct
+    keep = stream  # the table borrows it for the call
+    rc = ImportArray(table().import_array)(obj, None if keep is None else id(keep), flags, ctypes.byref(out))
+    assert rc == 0
+    return out
+
+
+def release_array(a):
+    if a.release:
+        a.release(a.context)
+
+
+def test_the_table_has_import_array_since_minor_1():
+    t = table()
+    assert t.minor >= 1 and t.size >= MINOR0_SIZE + ctypes.sizeof(ctypes.c_void_p) and t.import_array
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::-2],
+    lambda: np.arange(6.0).reshape(2, 3).T,
+    lambda: np.float64(2.5).reshape(()),
+    lambda: np.zeros((0, 3), dtype=np.int16),
+    lambda: stridex.view(np.arange(8, dtype=np.uint8))[1::3],
+], ids=["strided", "transposed", "0-d", "empty", "stridex.View"])
+def test_import_array_describes_what_import_tensor_exports(make):
+    x = make()
+    a = import_array(x)
+    t, ready = import_tensor(x)
+    d, e = a.tensor, t.contents.dl_tensor
+    assert (d.data, d.ndim, d.byte_offset) == (e.data, e.ndim, 0)
+    assert [d.shape[i] for i in range(d.ndim)] == [e.shape[i] for i in range(e.ndim)]
+    assert [d.strides[i] for i in range(d.ndim)] == [e.strides[i] for i in range(e.ndim)]
+    assert (d.dtype.code, d.dtype.bits, d.dtype.lanes) == (e.dtype.code, e.dtype.bits, e.dtype.lanes)
+    assert (d.device.device_type, d.device.device_id) == (e.device.device_type, e.device.device_id)
+    assert (a.flags, a.stream) == (t.contents.flags & 0b101, ready)  # READ_ONLY and padded, as exported
+    if d.ndim:
+        assert ctypes.addressof(d.shape.contents) == ctypes.addressof(a._dims)  # written into the caller's dims
+    release(t)
+    release_array(a)
+
+
+def test_import_array_flags_read_only_as_the_export_does():
+    a = np.arange(3.0)
+    a.flags.writeable = False
+    assert import_array(a).flags & 1
+    release_array(import_array(np.arange(3.0)))
+
+
+def test_import_array_hands_over_the_keep_alive_and_release_runs_it_once():
+    a = np.arange(5, dtype=np.float32)
+    before = sys.getrefcount(a)
+    out = import_array(a)
+    assert out.release and sys.getrefcount(a) == before + 1  # the producer's tensor keeps `a`
+    release_array(out)
+    assert sys.getrefcount(a) == before
+    capsule, counter = make_capsule(np.arange(3.0))
+    out = import_array(capsule)
+    del capsule
+    gc.collect()
+    assert counter.calls == 0
+    release_array(out)
+    assert counter.calls == 1
+
+
+def test_import_array_of_a_stridex_view_shares_its_owner():
+    a = np.arange(4.0)
+    before = sys.getrefcount(a)
+    v = stridex.view(a)
+    out = import_array(v)
+    assert out.tensor.data == v.ptr
+    del v
+    gc.collect()
+    assert sys.getrefcount(a) == before + 1  # still held, by the owner reference handed over
+    release_array(out)
+    assert sys.getrefcount(a) == before
+
+
+@pytest.mark.parametrize("bad,error", [(3, TypeError), (np.zeros(2, dtype="i4,f8"), BufferError)])
+def test_import_array_refuses_what_import_tensor_refuses(bad, error):
+    with pytest.raises(error) as ours:
+        import_array(bad)
+    with pytest.raises(error) as theirs:
+        import_tensor(bad)
+    assert str(ours.value) == str(theirs.value)
+
+
+@pytest.mark.parametrize("stream", [None, stridex.NO_SYNC, 1, 2, H])
+def test_import_array_keeps_the_stream_contract(stream):
+    p = Conformant(np.zeros(3), device=CUDA)
+    expected = stridex.view(p, stream=stream).stream
+    expected_orders = _testing.captured_orders()
+    out = import_array(p, stream=stream)
+    assert out.stream == (-1 if expected is None else expected)
+    assert _testing.captured_orders() == expected_orders
+    release_array(out)
+    gc.collect()
+    assert [c.calls for c in p.counters] == [1, 1]
+
+
+def test_import_array_refuses_more_axes_than_the_caller_takes_and_releases_them():
+    capsule, counter = make_capsule(np.zeros((1, 2, 3)))
+    out = StridexArray(dims=(ctypes.c_int64 * 4)(), max_ndim=2)
+    with pytest.raises(BufferError, match="at most 2 axes, found 3"):
+        ImportArray(table().import_array)(capsule, None, 0, ctypes.byref(out))
+    assert not out.release
+    del capsule
+    gc.collect()
+    assert counter.calls == 1  # the import was released, not leaked
+    release_array(import_array(np.float32(1.0).reshape(()), max_ndim=0))  # 0-d needs no dims
+
+
+@pytest.mark.parametrize("case,match", [
+    ("NULL out", "NULL argument"),
+    ("NULL dims", "NULL dims for max_ndim 2"),
+    ("negative max_ndim", "max_ndim must be >= 0, found -1"),
+    ("flags", "unknown flags 1 "),
+])
+def test_import_array_refuses_bad_arguments(case, match):
+    fn = ImportArray(table().import_array)
+    a = np.zeros(2)
+    before = sys.getrefcount(a)
+    out = StridexArray(dims=(ctypes.c_int64 * 4)(), max_ndim=2)
+    with pytest.raises(ValueError, match=match):
+        if case == "NULL out":
+            fn(a, None, 0, None)
+        elif case == "NULL dims":
+            fn(a, None, 0, ctypes.byref(StridexArray(max_ndim=2)))
+        elif case == "negative max_ndim":
+            fn(a, None, 0, ctypes.byref(StridexArray(max_ndim=-1)))
+        else:
+            fn(a, None, 1, ctypes.byref(out))
+    assert not out.release and sys.getrefcount(a) == before
+
+
+def test_import_array_refuses_a_null_object():
+    fn = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+                           ctypes.POINTER(StridexArray))(table().import_array)
+    out = StridexArray(dims=(ctypes.c_int64 * 2)(), max_ndim=1)
+    with pytest.raises(ValueError, match="NULL argument"):
+        fn(None, None, 0, ctypes.byref(out))
+
+
 # ---- view_from_tensor: the return path ------------------------------------------------------------
 
 
@@ -231,19 +394,47 @@ def ext():
     return importlib.import_module("stridex_seed_ext")
 
 
+def minor0_table(import_array_slot=None, size=MINOR0_SIZE):
+    """A capsule of the real table as a minor-0 wheel has it (import_tensor and view_from_tensor only),
+    and what keeps it alive. `import_array_slot` lies beyond `size`: no caster may read it."""
+    real = table()
+    t = CasterApi(major=1, minor=0, size=size, import_tensor=real.import_tensor,
+                  view_from_tensor=real.view_from_tensor, import_array=import_array_slot)
+    return _capi.PyCapsule_New(ctypes.addressof(t), NAME, None), t
+
+
 @pytest.fixture
 def path(ext, request):
-    """The caster path to test with: the table ("api") or the Python fallback ("python")."""
-    ext.use_caster_api(_caster_api if request.param == "api" else None)
+    """The caster path to test with: the table's import_array ("api"), a minor-0 table's
+    import_tensor ("api minor 0") or the Python fallback ("python")."""
+    keep = None
+    if request.param == "api minor 0":
+        capsule, keep = minor0_table(import_array_slot=table().import_array)
+        assert ext.use_caster_api(capsule) and ext.caster_slot() == "import_tensor"
+    else:
+        ext.use_caster_api(_caster_api if request.param == "api" else None)
     yield request.param
     assert ext.use_caster_api(_caster_api)
+    del keep
 
 
-both_paths = pytest.mark.parametrize("path", ["api", "python"], indirect=True)
+both_paths = pytest.mark.parametrize("path", ["api", "api minor 0", "python"], indirect=True)
 
 
 def test_the_casters_use_the_table(ext):
     assert ext.caster_path() == "caster API"
+    assert ext.caster_slot() == "import_array"
+
+
+def test_a_table_without_import_array_keeps_to_import_tensor(ext):
+    capsule, keep = minor0_table(size=ctypes.sizeof(CasterApi))  # minor-1 size, NULL import_array
+    try:
+        assert ext.use_caster_api(capsule) and ext.caster_slot() == "import_tensor"
+        a = np.arange(4, dtype=np.float32)
+        assert ext.describe(a)["ptr"] == address(a) and ext.sum(a) == 6
+    finally:
+        assert ext.use_caster_api(_caster_api)
+    del keep
 
 
 def fake_table(major=1, size=ctypes.sizeof(CasterApi), name=NAME):
@@ -318,6 +509,36 @@ def test_both_paths_return_the_same_view(ext, path):
     assert (out.ptr, out.shape, out.strides, out.stream, out.readonly) == (v.ptr, (3,), (-2,), None, False)
     # (A returned View's stream goes along through view_from_tensor, tested above; on a GPU,
     # test_export_ext.py's gpu_pending checks it end to end.)
+
+
+# (Not the Python path: without a CUDA driver, its export of a View pending on a stream handle
+# cannot run, whatever the caller stream.)
+@pytest.mark.parametrize("path", ["api", "api minor 0"], indirect=True)
+def test_caller_stream_asks_each_call_and_follows_a_changed_type(ext, path):
+    class Sub(_testing.ExchangeProducer):  # the exchange API's current_work_stream answers H
+        def __dlpack_device__(self):
+            return CUDA
+
+    p = Sub(np.zeros(3, np.float32), device=CUDA)
+    _testing.set_work_stream(H)
+    try:
+        counts = [_testing.exchange_calls()[1]]
+        for _ in range(3):
+            assert ext.caller_stream(p) == H
+            counts.append(_testing.exchange_calls()[1])
+        steps = {b - a for a, b in zip(counts, counts[1:])}
+        assert len(steps) == 1 and steps.pop() >= 1  # the current stream is asked on every call, alike
+        assert ext.caller_stream(np.zeros(2, np.float32)) == -1  # host memory: nothing to order
+        assert ext.caller_stream(Conformant(np.zeros(2, np.float32), device=CUDA)) == 1  # no API: legacy
+        Sub.__dlpack_c_exchange_api__ = None  # the type changed: its API is looked up again, and gone
+        calls = _testing.exchange_calls()[1]
+        try:
+            ext.caller_stream(p)
+        except TypeError:
+            pass  # (without the exchange API this producer may offer nothing else)
+        assert _testing.exchange_calls()[1] == calls
+    finally:
+        _testing.set_work_stream(0)
 
 
 # ---- on a GPU: real CUDA producers through both paths ---------------------------------------------

@@ -3,14 +3,17 @@
 // C++ View in the extension without a Python stridex.View being made and exported again.
 //
 // The extension and the wheel may be built by different compilers and stridex versions, so only C
-// crosses: a PyObject*, integers and DLPack structs (layout-checked in dlpack.hpp). The table is a
+// crosses: a PyObject*, integers, C function pointers, DLPack structs (layout-checked in dlpack.hpp)
+// and StridexArray (layout-checked below). The table is a
 // PyCapsule named kCasterApiCapsule, the attribute `_caster_api` of `stridex._stridex`; the struct
 // is static in the wheel and outlives every caller.
 //
 // Versioning: `major` and `size` are frozen at the start of the struct. A consumer uses the table
-// only when `major` is its own and `size` covers every slot it calls; otherwise it keeps to the
-// Python path (stridex.view and the DLPack exchange API). Slots are only ever added at the end,
-// raising `minor` and `size`; a change to an existing slot raises `major`.
+// only when `major` is its own, and calls a slot only when `size` covers it (the casters take
+// import_array where the table has it, else import_tensor); a table too small for import_tensor and
+// view_from_tensor leaves them on the Python path (stridex.view and the DLPack exchange API).
+// Slots are only ever added at the end, raising `minor` and `size`; a change to an existing slot
+// (or to a struct it fills) raises `major`.
 //
 // Every slot is called with the GIL held, never throws, and returns 0, or -1 with a Python
 // exception set.
@@ -27,7 +30,7 @@ namespace stridex::python {
 
 inline constexpr char kCasterApiCapsule[] = "stridex._stridex._caster_api";
 inline constexpr std::uint32_t kCasterApiMajor = 1;
-inline constexpr std::uint32_t kCasterApiMinor = 0;
+inline constexpr std::uint32_t kCasterApiMinor = 1;
 
 extern "C" {
 
@@ -49,6 +52,39 @@ typedef int (*StridexImportTensor)(PyObject* obj, PyObject* stream, std::uint64_
 typedef int (*StridexViewFromTensor)(dlpack::DLManagedTensorVersioned* tensor, std::intptr_t stream,
                                      PyObject** out);
 
+// What import_array fills: one imported array, described in DLPack's terms, and what keeps it
+// alive. The caller sets `dims` and `max_ndim`; the slot sets the rest.
+struct StridexArray {
+    std::int64_t* dims;      // (caller) room for 2 * max_ndim values: the slot writes shape, then strides
+    std::int32_t max_ndim;   // (caller) the most axes the caller takes
+    std::int32_t reserved;   // 0
+    // shape and strides point into dims, strides in elements; data addresses element 0
+    // (byte_offset 0); dtype and device are DLPack's.
+    dlpack::DLTensor tensor;
+    std::uint64_t flags;     // DLPack's: kFlagReadOnly, kFlagIsSubbyteTypePadded
+    std::intptr_t stream;    // the stream the data is ready on, as import_tensor's *ready
+    // The keep-alive: release(context) exactly once, on any thread, when the caller is done with
+    // the memory. NULL: the memory needs nothing kept alive.
+    void (*release)(void* context) noexcept;
+    void* context;
+};
+
+// Since minor 1. `obj` imported exactly as import_tensor imports it (the same protocols, stream
+// contract, validation and exceptions), described in `out` without a DLPack tensor being made: the
+// caster builds its View from it, owning `release`. `flags`: 0 (others raise ValueError).
+// The description holds what a stridex::View holds (docs/extensions.md, "How an argument
+// crosses"): 0 <= ndim <= max_ndim; every extent >= 0; the element count, the element span and the
+// byte span fit in int64 and do not leave the address space; data is not NULL unless an extent is
+// 0; the dtype is a scalar DLPack dtype (lanes 1, or one byte of packed sub-byte lanes; opaque
+// elements raise BufferError, as import_tensor); packed sub-byte data is C-contiguous. Callers
+// rely on this and build their View without checking it again (they check only what their own
+// stridex may know differently: the dtype and the device), so a wheel that cannot promise it must
+// not fill the struct. An array of more than max_ndim axes raises BufferError.
+// 0: the fields are set and the caller owns `release`. -1: Python exception set, out->release is
+// NULL (nothing to release); ValueError for a NULL obj or out, NULL dims with max_ndim > 0, a
+// negative max_ndim or unknown flags.
+typedef int (*StridexImportArray)(PyObject* obj, PyObject* stream, std::uint64_t flags, StridexArray* out);
+
 }  // extern "C"
 
 struct CasterApi {
@@ -57,9 +93,16 @@ struct CasterApi {
     std::uint64_t size;   // frozen: sizeof(CasterApi) as the wheel was built
     StridexImportTensor import_tensor;
     StridexViewFromTensor view_from_tensor;
+    StridexImportArray import_array;  // minor >= 1
 };
 
+// The size of a minor-0 table: import_tensor and view_from_tensor, no more.
+inline constexpr std::uint64_t kCasterApiSizeMinor0 = 32;
+
 static_assert(offsetof(CasterApi, size) == 8 && offsetof(CasterApi, import_tensor) == 16);
-static_assert(sizeof(CasterApi) == 32);
+static_assert(offsetof(CasterApi, import_array) == kCasterApiSizeMinor0 && sizeof(CasterApi) == 40);
+static_assert(offsetof(StridexArray, max_ndim) == 8 && offsetof(StridexArray, tensor) == 16);
+static_assert(offsetof(StridexArray, flags) == 64 && offsetof(StridexArray, stream) == 72);
+static_assert(offsetof(StridexArray, release) == 80 && sizeof(StridexArray) == 96);
 
 }  // namespace stridex::python

@@ -10,9 +10,10 @@
 //
 // The extension and the stridex wheel are separate modules, possibly built by different compilers
 // with different stridex versions, so nothing C++ crosses between them: values travel as DLPack
-// tensors through versioned C structs. Arguments go through the wheel's caster API
-// (caster_api.hpp: stridex.view()'s import straight into a tensor, no Python object on the way)
-// and returns through its view_from_tensor; when the wheel has no caster API of our major, through
+// structs through versioned C tables. Arguments go through the wheel's caster API (caster_api.hpp:
+// stridex.view()'s import written into a C struct with a release callback by import_array, or
+// into a DLPack tensor by a minor-0 wheel's import_tensor; no Python object on the way) and returns
+// through its view_from_tensor; when the wheel has no caster API of our major, through
 // stridex.view() and stridex.View's C exchange API, and when that does not match either, through a
 // versioned capsule.
 //
@@ -28,6 +29,7 @@
 
 #include <Python.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -52,6 +54,8 @@ public:
     ArgBase(View view, PyObject* source) : View(std::move(view)), source_(source) {}
     // The object the caller passed: borrowed, valid during the call only.
     PyObject* source() const noexcept { return source_; }
+    // For the casters, which import into the argument in place (import_arg) and then say from what.
+    void set_source(PyObject* source) noexcept { source_ = source; }
 
 private:
     PyObject* source_ = nullptr;
@@ -146,8 +150,13 @@ inline const python::CasterApi* caster_api_of(PyObject* capsule) noexcept {
         PyErr_Clear();
         return nullptr;
     }
-    if (api->major != python::kCasterApiMajor || api->size < sizeof(python::CasterApi)) return nullptr;
+    if (api->major != python::kCasterApiMajor || api->size < python::kCasterApiSizeMinor0) return nullptr;
     return api;
+}
+
+// The table's import_array if it has one (minor >= 1: its size covers the slot), else nullptr.
+inline python::StridexImportArray import_array_of(const python::CasterApi& api) noexcept {
+    return api.size >= offsetof(python::CasterApi, import_array) + sizeof(api.import_array) ? api.import_array : nullptr;
 }
 
 inline Link* link() {
@@ -220,11 +229,40 @@ inline View from_stridex_view(PyObject* obj, std::intptr_t stream) {
     return view;
 }
 
+// exchange_api_of(type), remembered per type while the type is unchanged, so that an argument of a
+// type without one (NumPy) does not pay two failed attribute lookups on every call. CPython resets
+// a type's tp_version_tag whenever the type or a base is modified and never reuses a tag (the
+// wheel's per-type cache, src/extension/import.cpp, relies on the same); a type without a tag is
+// looked up every time. An entry holds a strong reference to its type, so that its address cannot
+// be taken by another type while cached. Under the GIL, as everything here.
+inline const dlpack::DLPackExchangeAPI* exchange_api_of_type(PyTypeObject* type, const Link& l) {
+    struct Entry {
+        PyTypeObject* type;
+        unsigned int tag;
+        const dlpack::DLPackExchangeAPI* api;
+    };
+    static Entry cache[8];  // constant-initialised: no guard; direct-mapped by address
+    Entry& e = cache[(reinterpret_cast<std::uintptr_t>(type) >> 4) & 7];
+    if (e.type == type && e.tag != 0 && e.tag == type->tp_version_tag) return e.api;
+    const dlpack::DLPackExchangeAPI* api = exchange_api_of(reinterpret_cast<PyObject*>(type), l);
+    // The lookup assigned the type a tag, if it can have one (3.12 assigns on request).
+#if PY_VERSION_HEX >= 0x030C0000
+    if (type->tp_version_tag == 0) PyUnstable_Type_AssignVersionTag(type);
+#endif
+    if (const unsigned int tag = type->tp_version_tag; tag != 0) {
+        PyTypeObject* old = e.type;
+        Py_INCREF(type);
+        e = Entry{type, tag, api};
+        Py_XDECREF(old);  // after the entry is consistent: freeing a type may run code
+    }
+    return api;
+}
+
 // The stream the framework of `obj` currently works on, for obj's CUDA device, as a Python int in
 // the protocol encoding; a null Ref when obj's type has no exchange API or obj is not on a GPU.
 inline Ref caller_stream_of(PyObject* obj) {
     Link* l = link();
-    const dlpack::DLPackExchangeAPI* api = exchange_api_of(reinterpret_cast<PyObject*>(Py_TYPE(obj)), *l);
+    const dlpack::DLPackExchangeAPI* api = exchange_api_of_type(Py_TYPE(obj), *l);
     if (!api || !api->current_work_stream) return Ref();
     Ref device = checked(PyObject_CallMethodNoArgs(obj, l->dlpack_device_name));
     int type = 0, id = 0;
@@ -239,9 +277,53 @@ inline Ref caller_stream_of(PyObject* obj) {
     return checked(PyLong_FromVoidPtr(stream ? stream : reinterpret_cast<void*>(kDefaultStream)));
 }
 
-// Python argument -> View through the wheel's caster API: stridex.view(src, stream=stream)'s import
-// as one DLPack tensor (`stream` may be null: the default contract).
-inline View import_through_api(const python::CasterApi& api, PyObject* src, PyObject* stream) {
+// Python argument -> View through the wheel's import_array: stridex.view(src, stream=stream)'s
+// import described in C, its keep-alive handed over, so that the View built here releases the
+// producer's memory directly. The wheel's View constructor validated the description (the slot's
+// contract), so only what this stridex may know differently from the wheel's is checked again:
+// the dtype, the device and the number of axes; a dtype or device type that `r` names is one this
+// stridex knows, so a description that matches it needs no lookup.
+inline View import_through_array(python::StridexImportArray import_array, PyObject* src, PyObject* stream,
+                                 const Requirements& r) {
+    std::int64_t dims[2 * kMaxNdim];  // the slot writes 2 * ndim of them
+    python::StridexArray a;
+    a.dims = dims;
+    a.max_ndim = kMaxNdim;
+    a.reserved = 0;
+    if (import_array(src, stream, 0, &a) != 0) throw PythonError{};
+    Owner owner;
+    if (a.release) {
+        try {
+            owner = Owner::from_callback(a.release, a.context);
+        } catch (...) {
+            a.release(a.context);  // ours from the call on: released even when no Owner could be made
+            throw;
+        }
+    }
+    const dlpack::DLTensor& t = a.tensor;
+    if (t.ndim < 0 || t.ndim > kMaxNdim) fail(ErrorKind::value, "the caster API described ", t.ndim, " axes");
+    const Dtype named{static_cast<DtypeCode>(t.dtype.code), t.dtype.bits, t.dtype.lanes};
+    const Dtype dtype = r.has_dtype && named == r.dtype ? named : Dtype::from_raw(t.dtype.code, t.dtype.bits, t.dtype.lanes);
+    const Device device = r.has_device && t.device.device_type == static_cast<std::int32_t>(r.device_type) &&
+                                  t.device.device_id >= 0
+                              ? Device{r.device_type, t.device.device_id}
+                              : Device::from_raw(t.device.device_type, t.device.device_id);
+    const auto ndim = static_cast<std::size_t>(t.ndim);
+    // The flags as import_managed reads them off the tensor import_tensor would have made.
+    View view = View::unchecked(t.data, Layout::unchecked({dims, ndim}, {dims + ndim, ndim}), dtype, device,
+                                (a.flags & dlpack::kFlagReadOnly) != 0 ? Writability::readonly : Writability::writable,
+                                std::move(owner), (a.flags & dlpack::kFlagIsSubbyteTypePadded) != 0);
+    view.set_stream(a.stream);
+    return view;
+}
+
+// Python argument -> View through the wheel's caster API: import_array where the table has it,
+// else stridex.view(src, stream=stream)'s import as one DLPack tensor (`stream` may be null: the
+// default contract).
+inline View import_through_api(const python::CasterApi& api, PyObject* src, PyObject* stream,
+                               const Requirements& r) {
+    if (python::StridexImportArray import_array = import_array_of(api))
+        return import_through_array(import_array, src, stream, r);
     dlpack::DLManagedTensorVersioned* t = nullptr;
     std::intptr_t ready = kNoStream;
     if (api.import_tensor(src, stream, 0, &t, &ready) != 0) throw PythonError{};
@@ -285,12 +367,11 @@ inline bool import_arg(PyObject* src, bool convert, const Requirements& r, View&
         const bool is_view = is_stridex_view(src);
         if (!is_view && !convert) return false;
         Ref stream = (r.caller_stream && !is_view) ? caller_stream_of(src) : Ref();
-        View view = l->caster_api ? import_through_api(*l->caster_api, src, stream.get())
-                                  : import_through_python(src, is_view, stream.get());
-        if (satisfies(r, view)) {
-            out = std::move(view);
-            return true;
-        }
+        // Straight into `out` (the caster's own value): no View is moved on the common path.
+        out = l->caster_api ? import_through_api(*l->caster_api, src, stream.get(), r)
+                            : import_through_python(src, is_view, stream.get());
+        if (satisfies(r, out)) return true;
+        const View view = std::exchange(out, View());  // not the argument, whatever comes next
         if (!(r.may_copy && convert)) return false;
         try {
             out = conform(r, view);  // the one explicit copy, or a refusal

@@ -76,11 +76,10 @@ struct type_caster<stridex::Arg<Constraints...>> {
     }
 
     bool from_python(handle src, uint8_t flags, cleanup_list*) noexcept {
-        stridex::View view;
         if (!stridex::interop::import_arg(src.ptr(), flags & static_cast<uint8_t>(cast_flags::convert),
-                                          Value::requirements, view, &refusal))
+                                          Value::requirements, value, &refusal))
             return false;
-        value = Value(std::move(view), src.ptr());
+        value.set_source(src.ptr());
         return true;
     }
 

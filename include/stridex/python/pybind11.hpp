@@ -70,9 +70,8 @@ struct type_caster<stridex::Arg<Constraints...>> {
     using cast_op_type = movable_cast_op_type<T_>;
 
     bool load(handle src, bool convert) {
-        stridex::View view;
-        if (!stridex::interop::import_arg(src.ptr(), convert, ArgType::requirements, view, &refusal)) return false;
-        value = ArgType(std::move(view), src.ptr());
+        if (!stridex::interop::import_arg(src.ptr(), convert, ArgType::requirements, value, &refusal)) return false;
+        value.set_source(src.ptr());
         return true;
     }
 

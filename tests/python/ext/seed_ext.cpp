@@ -174,6 +174,17 @@ View identity(const View& v) { return v; }
 
 const char* caster_path() { return interop::link()->caster_api ? "caster API" : "Python"; }
 
+// The slot the casters import arguments through: "import_array" (caster API minor >= 1),
+// "import_tensor" (a minor-0 table) or "stridex.view" (the Python path).
+const char* caster_slot() {
+    const python::CasterApi* api = interop::link()->caster_api;
+    if (!api) return "stridex.view";
+    return interop::import_array_of(*api) ? "import_array" : "import_tensor";
+}
+
+// The stream an argument arrives on when it asks for the caller's (arg::caller_stream).
+std::int64_t caller_stream(Arg<arg::caller_stream> x) { return static_cast<std::int64_t>(x.stream()); }
+
 // Installs the caster API in `capsule` as link() would find it (None: none), so that the fallback
 // and the version check can be tested; returns whether the casters took it.
 bool use_caster_api(nb::handle capsule) {
@@ -197,5 +208,7 @@ NB_MODULE(stridex_seed_ext, m) {
     m.def("identity", &identity, nb::arg("view"));
     m.def("identity_strict", &identity, nb::arg("view").noconvert());
     m.def("caster_path", &caster_path);
+    m.def("caster_slot", &caster_slot);
+    m.def("caller_stream", &caller_stream, nb::arg("x"));
     m.def("use_caster_api", &use_caster_api, nb::arg("capsule").none());
 }
