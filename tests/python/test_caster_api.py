@@ -400,7 +400,7 @@ def minor0_table(import_array_slot=None, size=MINOR0_SIZE):
     real = table()
     t = CasterApi(major=1, minor=0, size=size, import_tensor=real.import_tensor,
                   view_from_tensor=real.view_from_tensor, import_array=import_array_slot)
-    return _capi.PyCapsule_New(ctypes.addressof(t), NAME, None), t
+    return _new_capsule(ctypes.addressof(t), NAME, None), t
 
 
 @pytest.fixture
