@@ -403,8 +403,11 @@ def test_a_full_ticket_table_falls_back_to_opening_over_the_socket(shm):
     finally:
         for t in tickets:
             b.release(t)
-    assert b.claim_words(b.add(v, None, [], "cuda_ipc", False))[0] >= 0
-    b.clear()  # the test's leftover ticket (clear also ends the broker, as at exit)
+    last = b.add(v, None, [], "cuda_ipc", False)
+    assert b.claim_words(last)[0] >= 0
+    # Released, not cleared: clear() is the exit path and ends this process's broker, which
+    # every later test in the session (test_ipc_gpu.py's) still needs.
+    b.release(last)
 
 
 @pytest.mark.parametrize("slot, serial, error", [
