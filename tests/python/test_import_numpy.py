@@ -136,6 +136,31 @@ def test_the_view_keeps_the_array_alive_and_aliases_it():
     assert alive() is None
 
 
+@pytest.mark.parametrize("where", ["python thread", "native thread"])
+def test_the_array_is_released_from_any_thread(where):
+    # The View's reference to the array is dropped with the GIL: taken by a native thread that has
+    # none (a C++ consumer's own thread), used as it is by a Python thread that holds it.
+    import threading
+
+    import stridex_testing
+
+    a = np.arange(8, dtype=np.float32)
+    alive = weakref.ref(a)
+    capsule = stridex.view(a).__dlpack__(max_version=(1, 0))  # the capsule's tensor owns the only View
+    del a
+    gc.collect()
+    assert alive() is not None
+    if where == "native thread":
+        stridex_testing.delete_on_native_thread(capsule)
+    else:
+        t = threading.Thread(target=lambda: np.from_dlpack(Holder(capsule, (1, 0))))  # imported, then dropped
+        t.start()
+        t.join()
+    del capsule
+    gc.collect()
+    assert alive() is None
+
+
 def test_numpy_reimports_through_the_view_alias():
     a = np.arange(12, dtype=np.int64).reshape(3, 4)
     b = np.from_dlpack(stridex.view(a))

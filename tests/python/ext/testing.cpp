@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "py_owner.hpp"  // interpreter_finalizing (inline; nothing of _stridex is linked)
@@ -334,11 +335,25 @@ void update_recorder() {
 
 }  // namespace stridex::python
 
+// Takes the tensor out of a versioned capsule (renamed used_, as a consumer does) and runs its
+// deleter on a new native thread, which has no Python thread state at all, while this thread has
+// released the GIL: how a C++ consumer drops an import from one of its own threads.
+void delete_on_native_thread(nb::handle capsule) {
+    auto* tensor = static_cast<stridex::dlpack::DLManagedTensorVersioned*>(
+        PyCapsule_GetPointer(capsule.ptr(), stridex::dlpack::kVersionedCapsule));
+    if (!tensor) throw nb::python_error();
+    if (PyCapsule_SetName(capsule.ptr(), stridex::dlpack::kUsedVersionedCapsule) != 0) throw nb::python_error();
+    nb::gil_scoped_release released;
+    std::thread([tensor] { tensor->deleter(tensor); }).join();
+}
+
 NB_MODULE(stridex_testing, m) {
     using namespace stridex::python;
     m.doc() = "Test-only producers and the stream recorder of the stridex test suite.";
 
     nb::class_<DeleterCounter>(m, "DeleterCounter").def_ro("calls", &DeleterCounter::calls);
+    m.def("delete_on_native_thread", &delete_on_native_thread, "capsule"_a,
+          "Runs a versioned capsule's deleter on a native thread without the GIL (the capsule is consumed).");
     m.def("make_capsule", &make_capsule, "array"_a, nb::kw_only(), "versioned"_a = true, "name"_a = nb::none(),
           "version"_a = nb::none(), "flags"_a = 0, "null_strides"_a = false, "null_shape"_a = false,
           "null_deleter"_a = false, "byte_offset"_a = 0, "shape"_a = nb::none(), "strides"_a = nb::none(),
