@@ -90,9 +90,9 @@ bool memory_maybe_from_dlpack(const NumpyArray* array, PyTypeObject* ndarray) no
 }  // namespace
 
 bool numpy_struct_readable(PyTypeObject* type, const ProducerRow& row) noexcept {
-    // numpy.ndarray itself (a static type: no Python class can pose as it), from a NumPy whose
-    // __dlpack__ answers with versioned capsules, so that the read-only flag is the one it reports.
-    return std::strcmp(row.name, "numpy") == 0 && std::strcmp(type->tp_name, "numpy.ndarray") == 0 &&
+    // numpy.ndarray itself (a static type: no Python class can pose as it), from a NumPy whose row
+    // says so (its __dlpack__ answers with versioned capsules: the read-only flag is the one it reports).
+    return row.numpy_struct && std::strcmp(type->tp_name, "numpy.ndarray") == 0 &&
            !PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) &&
            type->tp_basicsize >= static_cast<Py_ssize_t>(sizeof(NumpyArray));
 }

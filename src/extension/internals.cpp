@@ -52,6 +52,7 @@ nb::dict row_dict(const ProducerRow& r) {
     d["immutable"] = r.immutable;
     d["spell_none"] = r.spell_none;
     d["repair_negative_strides"] = r.repair_negative_strides;
+    d["numpy_struct"] = r.numpy_struct;
     d["why"] = r.why;
     return d;
 }

@@ -17,7 +17,7 @@ constexpr std::array kRows{
                 .keywords = K::stream_only, .host_only = true,
                 .why = "NumPy < 2.1: __dlpack__(stream=None) only; host memory, so stream must be None"},
     ProducerRow{.name = "numpy", .module = "numpy", .package = "numpy", .since = {2, 1, 0},
-                .host_only = true,
+                .host_only = true, .numpy_struct = true,
                 .why = "NumPy: host memory only and stream must be None (RuntimeError, ValueError in 2.5): no __dlpack_device__ call, no stream"},
     ProducerRow{.name = "torch<2.9", .module = "torch", .package = "torch", .until = {2, 9, 0},
                 .keywords = K::stream_only, .takes_per_thread = false, .spell_none = true,

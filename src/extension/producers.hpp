@@ -51,6 +51,9 @@ struct ProducerRow {
     bool repair_negative_strides = false;  // DLPack strides of negative-stride arrays come divided
                                // as unsigned (CuPy 13.4-14.2, cupy#10172): 2**64/itemsize - k for
                                // -k. Such values cannot be real strides; they are repaired exactly
+    bool numpy_struct = false; // numpy.ndarray itself is read from NumPy's array struct, which says
+                               // all its __dlpack__ would (versioned capsules: NumPy >= 2.1;
+                               // src/extension/import_numpy.cpp)
     const char* why = "";      // one line, for docs and test ids
 };
 
