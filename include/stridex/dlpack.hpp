@@ -61,6 +61,16 @@ inline constexpr std::uint64_t kFlagReadOnly = 1ULL << 0;
 inline constexpr std::uint64_t kFlagIsCopied = 1ULL << 1;  // consumer is the sole owner
 inline constexpr std::uint64_t kFlagIsSubbyteTypePadded = 1ULL << 2;
 
+// What the flags say of a view, both ways: every importer and exporter of versioned tensors (and
+// the casters' C description, caster_api.hpp) goes through these two.
+inline std::uint64_t flags_of(const View& view) noexcept {
+    return (view.readonly() ? kFlagReadOnly : 0) | (view.subbyte_padded() ? kFlagIsSubbyteTypePadded : 0);
+}
+inline Writability writability_of_flags(std::uint64_t flags) noexcept {
+    return (flags & kFlagReadOnly) != 0 ? Writability::readonly : Writability::writable;
+}
+inline bool subbyte_padded_of_flags(std::uint64_t flags) noexcept { return (flags & kFlagIsSubbyteTypePadded) != 0; }
+
 struct DLManagedTensorVersioned {
     DLPackVersion version;  // this prefix (version, manager_ctx, deleter, flags) is frozen
     void* manager_ctx;
@@ -156,6 +166,9 @@ View view_of(const DLTensor& tensor, Owner owner, DLTensorRules rules);
 // (byte_offset 0), since torch, Warp and older cuda.core ignore byte_offset.
 // READ_ONLY comes from the view; pass kFlagIsCopied when the view is a fresh copy.
 DLManagedTensorVersioned* export_versioned(const View& view, std::uint64_t extra_flags = 0);
+// The view described in `t`, as every export describes it: shape then strides written to `dims`
+// (room for 2 * ndim values), data at element 0 (byte_offset 0). Nothing is kept alive.
+void describe(const View& view, DLTensor& t, std::int64_t* dims) noexcept;
 // Legacy tensors cannot say "read-only", so a view whose producer said read-only is refused (Error
 // kind buffer), as that producer refuses; immutable and unknown views go out unflagged, as their
 // producers' own legacy tensors do.

@@ -74,8 +74,8 @@ View import_managed(DLManagedTensorVersioned* tensor) {
     }
     const DLTensorRules rules{
         .null_strides_mean_c_order = tensor->version.minor < 2,
-        .writability = (tensor->flags & kFlagReadOnly) != 0 ? Writability::readonly : Writability::writable,
-        .subbyte_padded = (tensor->flags & kFlagIsSubbyteTypePadded) != 0,
+        .writability = writability_of_flags(tensor->flags),
+        .subbyte_padded = subbyte_padded_of_flags(tensor->flags),
     };
     // From here the owner is the only path to the deleter: if validation throws, destroying the
     // owner runs it, exactly once.
@@ -119,20 +119,8 @@ Managed* export_into(const View& view) {
         block->heap_dims = std::make_unique<std::int64_t[]>(2 * static_cast<std::size_t>(ndim));
         dims = block->heap_dims.get();
     }
-    for (int a = 0; a < ndim; ++a) {
-        dims[a] = view.shape()[static_cast<std::size_t>(a)];
-        dims[ndim + a] = view.strides()[static_cast<std::size_t>(a)];
-    }
+    describe(view, block->managed.dl_tensor, dims);
     block->owner = view.owner();
-
-    DLTensor& t = block->managed.dl_tensor;
-    t.data = view.ptr();
-    t.device = DLDevice{static_cast<std::int32_t>(view.device().type), view.device().id};
-    t.ndim = ndim;
-    t.dtype = DLDataType{static_cast<std::uint8_t>(view.dtype().code), view.dtype().bits, view.dtype().lanes};
-    t.shape = ndim ? dims : nullptr;
-    t.strides = ndim ? dims + ndim : nullptr;
-    t.byte_offset = 0;
     block->managed.manager_ctx = block.get();
     block->managed.deleter = &release_export<Managed>;
     return &block.release()->managed;
@@ -140,11 +128,25 @@ Managed* export_into(const View& view) {
 
 }  // namespace
 
+void describe(const View& view, DLTensor& t, std::int64_t* dims) noexcept {
+    const int ndim = view.ndim();
+    for (int a = 0; a < ndim; ++a) {
+        dims[a] = view.shape()[static_cast<std::size_t>(a)];
+        dims[ndim + a] = view.strides()[static_cast<std::size_t>(a)];
+    }
+    t.data = view.ptr();
+    t.device = DLDevice{static_cast<std::int32_t>(view.device().type), view.device().id};
+    t.ndim = ndim;
+    t.dtype = DLDataType{static_cast<std::uint8_t>(view.dtype().code), view.dtype().bits, view.dtype().lanes};
+    t.shape = ndim ? dims : nullptr;
+    t.strides = ndim ? dims + ndim : nullptr;
+    t.byte_offset = 0;
+}
+
 DLManagedTensorVersioned* export_versioned(const View& view, std::uint64_t extra_flags) {
     DLManagedTensorVersioned* out = export_into<DLManagedTensorVersioned>(view);
     out->version = DLPackVersion{kMajorVersion, kMinorVersion};
-    out->flags = extra_flags | (view.readonly() ? kFlagReadOnly : 0) |
-                 (view.subbyte_padded() ? kFlagIsSubbyteTypePadded : 0);
+    out->flags = extra_flags | flags_of(view);
     return out;
 }
 

@@ -88,22 +88,9 @@ int import_array(PyObject* obj, PyObject* stream, std::uint64_t flags, StridexAr
         const int ndim = view.ndim();
         if (ndim > out->max_ndim)
             fail(ErrorKind::buffer, "the caller takes arrays of at most ", out->max_ndim, " axes, found ", ndim);
-        for (int a = 0; a < ndim; ++a) {
-            out->dims[a] = view.shape()[static_cast<std::size_t>(a)];
-            out->dims[ndim + a] = view.strides()[static_cast<std::size_t>(a)];
-        }
-        dlpack::DLTensor& t = out->tensor;
-        t.data = view.ptr();
-        t.device = dlpack::DLDevice{static_cast<std::int32_t>(view.device().type), view.device().id};
-        t.ndim = ndim;
-        t.dtype = dlpack::DLDataType{static_cast<std::uint8_t>(view.dtype().code), view.dtype().bits,
-                                     view.dtype().lanes};
-        t.shape = ndim ? out->dims : nullptr;
-        t.strides = ndim ? out->dims + ndim : nullptr;
-        t.byte_offset = 0;
+        dlpack::describe(view, out->tensor, out->dims);
         // The flags and stream an exported tensor and import_tensor's *ready would carry.
-        out->flags = (view.readonly() ? dlpack::kFlagReadOnly : 0) |
-                     (view.subbyte_padded() ? dlpack::kFlagIsSubbyteTypePadded : 0);
+        out->flags = dlpack::flags_of(view);
         out->stream = view.stream();
         keep = std::move(view).take_owner();  // last: the View is destroyed next
     });

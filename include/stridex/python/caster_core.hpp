@@ -311,8 +311,8 @@ inline View import_through_array(python::StridexImportArray import_array, PyObje
     const auto ndim = static_cast<std::size_t>(t.ndim);
     // The flags as import_managed reads them off the tensor import_tensor would have made.
     View view = View::unchecked(t.data, Layout::unchecked({dims, ndim}, {dims + ndim, ndim}), dtype, device,
-                                (a.flags & dlpack::kFlagReadOnly) != 0 ? Writability::readonly : Writability::writable,
-                                std::move(owner), (a.flags & dlpack::kFlagIsSubbyteTypePadded) != 0);
+                                dlpack::writability_of_flags(a.flags), std::move(owner),
+                                dlpack::subbyte_padded_of_flags(a.flags));
     view.set_stream(a.stream);
     return view;
 }
