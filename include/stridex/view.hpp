@@ -153,7 +153,6 @@ private:
     // The common case of check_bytes() in one pass: true only when every rule holds (false for
     // packed sub-byte views, and for views near the int64 limits: check_bytes() decides those).
     bool bytes_fit() const noexcept;
-    void check_construction() const;  // what both constructors validate
     void require_byte_addressable(const char* operation) const;
 
     void* data_ = nullptr;

@@ -91,10 +91,6 @@ View::View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Dev
       writability_(writability),
       subbyte_padded_(subbyte_padded && dtype.is_subbyte()),
       owner_(std::move(owner)) {
-    check_construction();
-}
-
-void View::check_construction() const {
     dtype_.validate();
     if (data_ == nullptr && !layout_.empty())
         fail(ErrorKind::value, "a view of ", layout_.size(), " elements needs a data pointer, found NULL");

@@ -56,13 +56,6 @@ cuda::ipc::Shape shape_arg(nb::handle shape, nb::handle strides, nb::handle dtyp
     return {std::move(extents), std::move(steps), dtype_arg(dtype.ptr(), (name + ": dtype").c_str()), readonly};
 }
 
-// A byte count or offset: an int in [0, 2**63) (arguments.hpp's rules).
-std::uint64_t bytes_arg(nb::handle o, const char* what) {
-    const std::int64_t v = int64_arg(o.ptr(), what);
-    if (v < 0) fail(ErrorKind::value, what, " must be >= 0, found ", v);
-    return static_cast<std::uint64_t>(v);
-}
-
 // File descriptors received over the socket, in chunk order: a sequence of ints in [0, 2**31).
 std::vector<int> fds_arg(nb::handle o) {
     constexpr const char* what = "_ipc_import_fds(): fds";
@@ -138,8 +131,8 @@ void bind_ipc(nb::module_& m) {
             const auto h = fixed_bytes<cuda::IpcHandle>(handle, "memory handle");
             const auto uuid = fixed_bytes<DeviceUuid>(device, "device UUID");
             const auto ev = event_arg(event);
-            const std::uint64_t off = bytes_arg(offset, "_ipc_import_handle(): offset");
-            const std::uint64_t ext = bytes_arg(extent, "_ipc_import_handle(): extent");
+            const std::uint64_t off = size_arg(offset.ptr(), "_ipc_import_handle(): offset");
+            const std::uint64_t ext = size_arg(extent.ptr(), "_ipc_import_handle(): extent");
             const auto sh = shape_arg(shape, strides, dtype, readonly, "_ipc_import_handle()");
             Owner owner = owner_of(keep);
             View v;
@@ -157,10 +150,10 @@ void bind_ipc(nb::module_& m) {
         [](nb::handle fds, nb::handle chunk_size, nb::bytes device, nb::handle offset, nb::handle shape,
            nb::handle strides, nb::handle dtype, bool readonly, std::optional<nb::bytes> event, nb::object keep) {
             const std::vector<int> files = fds_arg(fds);
-            const std::uint64_t chunk = bytes_arg(chunk_size, "_ipc_import_fds(): chunk_size");
+            const std::uint64_t chunk = size_arg(chunk_size.ptr(), "_ipc_import_fds(): chunk_size");
             const auto uuid = fixed_bytes<DeviceUuid>(device, "device UUID");
             const auto ev = event_arg(event);
-            const std::uint64_t off = bytes_arg(offset, "_ipc_import_fds(): offset");
+            const std::uint64_t off = size_arg(offset.ptr(), "_ipc_import_fds(): offset");
             const auto sh = shape_arg(shape, strides, dtype, readonly, "_ipc_import_fds()");
             Owner owner = owner_of(keep);
             View v;

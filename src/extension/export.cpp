@@ -175,9 +175,8 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
     }
     if (relabel) {
         if (!stream) host_sync(v);  // a CPU consumer; -1 means it takes care of that itself
-        const View out = View(v.data(), v.byte_offset(), v.layout(), v.dtype(), Device::cpu(),
-                              /*readonly=*/false, v.owner(), v.subbyte_padded())
-                             .with_writability(v.writability());
+        const View out(v.data(), v.byte_offset(), v.layout(), v.dtype(), Device::cpu(), v.writability(), v.owner(),
+                       v.subbyte_padded());
         return dlpack_capsule(out, versioned, 0);
     }
     if (source.is_cuda_family() && v.stream() != kNoStream) {
