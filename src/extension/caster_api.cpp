@@ -25,13 +25,20 @@ using dlpack::DLManagedTensorVersioned;
 // is destroyed afterwards (so `use` may take its owner). 0, or -1 with the Python error set.
 template <class Use>
 int import_then(PyObject* obj, PyObject* stream, std::uint64_t flags, Use&& use) noexcept {
-    if (flags != 0) {
-        PyErr_Format(PyExc_ValueError, "stridex caster API: unknown flags %llu (this stridex defines none)",
+    if ((flags & ~kImportCallerStream) != 0) {
+        PyErr_Format(PyExc_ValueError, "stridex caster API: unknown flags %llu (this stridex defines 1, the caller's stream)",
                      static_cast<unsigned long long>(flags));
         return -1;
     }
+    const bool caller_stream = (flags & kImportCallerStream) != 0;
+    if (caller_stream && stream != nullptr && stream != Py_None) {
+        PyErr_SetString(PyExc_ValueError, "stridex caster API: the caller's stream flag takes no stream (NULL or None)");
+        return -1;
+    }
     try {
-        const StreamRequest request = stream ? parse_stream(stream) : StreamRequest{};
+        const StreamRequest request = caller_stream ? caller_stream_request(obj)
+                                      : stream      ? parse_stream(stream)
+                                                    : StreamRequest{};
         union Slot {  // raw storage: import_view_into constructs the View there only on success
             View view;
             Slot() noexcept {}

@@ -170,6 +170,15 @@ TypeEntry entry_for(PyTypeObject* type, bool* uncached) {
     return e;
 }
 
+// Releases an entry_for() entry that could not be cached: a probed entry that is nobody else's.
+struct Uncached {
+    TypeEntry& e;
+    bool on;
+    ~Uncached() {
+        if (on) release(e);
+    }
+};
+
 // Remembers what a TypeError retry learned (keywords the producer does not take).
 void learn(const TypeEntry& e, DlpackKeywords keywords) noexcept {
     TypeEntry& slot = g_cache[slot_of(e.type)];
@@ -272,13 +281,7 @@ private:
 PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& result) {
     bool uncached = false;
     TypeEntry e = entry_for(Py_TYPE(obj), &uncached);
-    struct Uncached {  // a probed entry that is nobody else's
-        TypeEntry& e;
-        bool on;
-        ~Uncached() {
-            if (on) release(e);
-        }
-    } uncached_guard{e, uncached};
+    const Uncached uncached_guard{e, uncached};
 
     Failures failures;
     std::intptr_t ready = kNoStream;
@@ -448,6 +451,14 @@ PyObject* import_object(PyObject* obj, const StreamRequest& request) {
 void import_view_into(PyObject* obj, const StreamRequest& request, View* storage) {
     Result result(storage);
     import_into(obj, request, result);
+}
+
+StreamRequest caller_stream_request(PyObject* obj) {
+    const Depth depth;  // __dlpack_device__ may import again: entries it evicts stay alive
+    bool uncached = false;
+    TypeEntry e = entry_for(Py_TYPE(obj), &uncached);
+    const Uncached guard{e, uncached};
+    return caller_stream_request(obj, e);
 }
 
 CacheStats cache_stats() noexcept { return g_stats; }

@@ -80,6 +80,13 @@ View consume_capsule(PyObject* capsule, bool raw, bool immutable = false);
 // keep it alive.
 const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder);
 
+// The calling framework's current stream for obj's GPU, as a request to import on (what the
+// casters' arg::caller_stream asks): the stream the exchange API of obj's type names for the
+// device __dlpack_device__ reports; the default request where the type has no exchange API or obj
+// is not on a GPU. (import_dlpack.cpp, for a probed entry; import.cpp, for an object.)
+StreamRequest caller_stream_request(PyObject* obj, const TypeEntry& entry);
+StreamRequest caller_stream_request(PyObject* obj);
+
 // ---- import_numpy.cpp ----
 // Whether instances of `type` (with its quirk-table row) are read from NumPy's struct.
 bool numpy_struct_readable(PyTypeObject* type, const ProducerRow& row) noexcept;

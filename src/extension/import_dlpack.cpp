@@ -319,6 +319,18 @@ View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready
     return dlpack::import_managed(tensor);
 }
 
+StreamRequest caller_stream_request(PyObject* obj, const TypeEntry& entry) {
+    const dlpack::DLPackExchangeAPI* api = entry.exchange;  // checked when the type was probed
+    if (api == nullptr || entry.dlpack_device == nullptr) return {};
+    const Device device = call_dlpack_device(obj, entry);
+    if (!device.is_cuda_device_or_managed()) return {};
+    void* stream = nullptr;
+    if (api->current_work_stream(static_cast<std::int32_t>(device.type), device.id, &stream) != 0)
+        raise_current_or(PyExc_BufferError, "DLPack exchange API current_work_stream failed without saying why");
+    // NULL is the driver's default (legacy) stream, which the protocols spell kLegacy (1).
+    return {StreamRequest::Kind::on_stream, cuda::StreamRef::from_handle(static_cast<cuda::CUstream>(stream)).encoded()};
+}
+
 View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& request, std::intptr_t& ready) {
     const ProducerRow& row = *entry.row;
     // __dlpack_device__ first, but only when the stream to send depends on it: the default request

@@ -171,6 +171,26 @@ def test_unknown_flags_are_refused():
         import_tensor(np.zeros(2), flags=4)
 
 
+def test_the_caller_stream_flag_asks_the_types_exchange_api():
+    # kImportCallerStream: ordered on the stream the type's exchange API names for the array's GPU.
+    class Sub(_testing.ExchangeProducer):
+        def __dlpack_device__(self):
+            return CUDA
+
+    _testing.set_work_stream(H)
+    try:
+        t, ready = import_tensor(Sub(np.zeros(3, np.float32), device=CUDA), flags=1)
+        assert ready == H
+        release(t)
+    finally:
+        _testing.set_work_stream(0)
+    t, ready = import_tensor(np.zeros(2), flags=1)  # no exchange API, host memory: nothing pending
+    assert ready == -1
+    release(t)
+    with pytest.raises(ValueError, match="takes no stream"):
+        import_tensor(np.zeros(2), stream=1, flags=1)
+
+
 def test_null_arguments_are_refused():
     with pytest.raises(ValueError, match="NULL argument"):
         ImportTensor(table().import_tensor)(np.zeros(2), None, 0, None, None)
@@ -323,7 +343,7 @@ def test_import_array_refuses_more_axes_than_the_caller_takes_and_releases_them(
     ("NULL out", "NULL argument"),
     ("NULL dims", "NULL dims for max_ndim 2"),
     ("negative max_ndim", "max_ndim must be >= 0, found -1"),
-    ("flags", "unknown flags 1 "),
+    ("flags", "unknown flags 2 "),  # 1 is kImportCallerStream (minor 2)
 ])
 def test_import_array_refuses_bad_arguments(case, match):
     fn = ImportArray(table().import_array)
@@ -338,7 +358,7 @@ def test_import_array_refuses_bad_arguments(case, match):
         elif case == "negative max_ndim":
             fn(a, None, 0, ctypes.byref(StridexArray(max_ndim=-1)))
         else:
-            fn(a, None, 1, ctypes.byref(out))
+            fn(a, None, 2, ctypes.byref(out))
     assert not out.release and sys.getrefcount(a) == before
 
 
@@ -539,6 +559,22 @@ def test_caller_stream_asks_each_call_and_follows_a_changed_type(ext, path):
         assert _testing.exchange_calls()[1] == calls
     finally:
         _testing.set_work_stream(0)
+
+
+class ForgedExchangeApi(Conformant):
+    """A Python class that points the DLPack 1.2 exchange API attribute at an arbitrary address."""
+
+    __c_dlpack_exchange_api__ = 12345
+
+
+@both_paths
+def test_caller_stream_never_follows_an_exchange_api_address_a_class_made_up(ext, path):
+    # The address is checked by the wheel before use (an invalid one is no API at all), and the
+    # casters themselves read only the 1.3 capsule: the default contract, no crash.
+    p = ForgedExchangeApi(np.zeros(3, np.float32), device=CUDA)
+    assert stridex.view(p).stream == 1
+    if path != "python":  # (the Python path needs a CUDA driver to export a View pending on a stream)
+        assert ext.caller_stream(p) == 1
 
 
 # ---- on a GPU: real CUDA producers through both paths ---------------------------------------------

@@ -30,14 +30,22 @@ namespace stridex::python {
 
 inline constexpr char kCasterApiCapsule[] = "stridex._stridex._caster_api";
 inline constexpr std::uint32_t kCasterApiMajor = 1;
-inline constexpr std::uint32_t kCasterApiMinor = 1;
+inline constexpr std::uint32_t kCasterApiMinor = 2;
+
+// Flags of import_tensor and import_array.
+// Since minor 2: order the data on the calling framework's current stream (arg::caller_stream):
+// the stream the DLPack exchange API of obj's type names for obj's GPU, asked the way stridex.view()
+// asks it (the API checked before use, docs/import.md), as if passed as `stream`; the default
+// contract where the type has no exchange API or obj is not on a GPU. `stream` must then be NULL
+// or None (ValueError otherwise).
+inline constexpr std::uint64_t kImportCallerStream = 1;
 
 extern "C" {
 
 // `obj` imported exactly as stridex.view(obj, stream=stream) imports it (every protocol, the same
 // stream contract, the same validation and the same exceptions), straight into a DLPack tensor.
 // `stream`: NULL or None for the default contract, else anything stridex.view's `stream` takes.
-// `flags`: 0 (no flag is defined yet; others raise ValueError).
+// `flags`: 0, or kImportCallerStream from minor 2 (others raise ValueError).
 // 0: *out is a new tensor owned by the caller, who runs its deleter exactly once; the tensor keeps
 // obj's memory alive (not obj itself). *ready is the stream the data is ready on, as
 // stridex.View.stream says it (-1: nothing pending, host memory). -1: Python exception set, *out

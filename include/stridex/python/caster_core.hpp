@@ -122,20 +122,19 @@ struct Link {
     PyObject* stream_name = nullptr;            // "stream"
     PyObject* dlpack_device_name = nullptr;     // "__dlpack_device__"
     PyObject* exchange_api_name = nullptr;      // "__dlpack_c_exchange_api__" (DLPack 1.3, a capsule)
-    PyObject* exchange_api_int_name = nullptr;  // "__c_dlpack_exchange_api__" (DLPack 1.2, an int)
     const dlpack::DLPackExchangeAPI* api = nullptr;  // nullptr when the API's major is not ours
     const python::CasterApi* caster_api = nullptr;    // nullptr when absent or of another major
 };
 
-// The newest DLPack exchange API of major 1 that `type` offers (the 1.3 capsule, else the 1.2
-// int), or nullptr.
+// The DLPack exchange API of major 1 that `type` offers as a 1.3 capsule, or nullptr. Only the
+// capsule is read here: the 1.2 spelling is a plain int, which any Python class can set to any
+// address, and only the stridex wheel checks such an address before use (docs/import.md). The
+// casters ask the wheel for the caller's stream where it can (kImportCallerStream, minor 2); this
+// lookup serves stridex.View itself and older wheels.
 inline const dlpack::DLPackExchangeAPI* exchange_api_of(PyObject* type, const Link& l) {
     const dlpack::DLPackExchangeAPI* api = nullptr;
-    if (Ref capsule{PyObject_GetAttr(type, l.exchange_api_name)}) {
-        api = static_cast<const dlpack::DLPackExchangeAPI*>(PyCapsule_GetPointer(capsule.get(), "dlpack_exchange_api"));
-    } else if (Ref address{(PyErr_Clear(), PyObject_GetAttr(type, l.exchange_api_int_name))}) {
-        api = static_cast<const dlpack::DLPackExchangeAPI*>(PyLong_AsVoidPtr(address.get()));
-    }
+    if (Ref capsule{PyObject_GetAttr(type, l.exchange_api_name)})
+        api = static_cast<const dlpack::DLPackExchangeAPI*>(PyCapsule_GetPointer(capsule.get(), dlpack::kExchangeApiCapsule));
     PyErr_Clear();
     while (api && api->header.version.major > dlpack::kMajorVersion)
         api = reinterpret_cast<const dlpack::DLPackExchangeAPI*>(api->header.prev_api);
@@ -167,8 +166,7 @@ inline Link* link() {
     Ref fn = checked(PyObject_GetAttrString(module.get(), "view"));
     Ref names[] = {checked(PyUnicode_InternFromString("stream")),
                    checked(PyUnicode_InternFromString("__dlpack_device__")),
-                   checked(PyUnicode_InternFromString("__dlpack_c_exchange_api__")),
-                   checked(PyUnicode_InternFromString("__c_dlpack_exchange_api__"))};
+                   checked(PyUnicode_InternFromString("__dlpack_c_exchange_api__"))};
     // An older wheel has no caster API: the Python path then.
     Ref caster_api{PyObject_GetAttrString(module.get(), "_stridex")};
     if (caster_api) caster_api = Ref{PyObject_GetAttrString(caster_api.get(), "_caster_api")};
@@ -177,7 +175,6 @@ inline Link* link() {
     l->stream_name = names[0].release();
     l->dlpack_device_name = names[1].release();
     l->exchange_api_name = names[2].release();
-    l->exchange_api_int_name = names[3].release();
     l->api = exchange_api_of(type.get(), *l);
     if (caster_api) l->caster_api = caster_api_of(caster_api.release());  // the module keeps it alive too
     l->view_type = type.release();
@@ -284,13 +281,13 @@ inline Ref caller_stream_of(PyObject* obj) {
 // the dtype, the device and the number of axes; a dtype or device type that `r` names is one this
 // stridex knows, so a description that matches it needs no lookup.
 inline View import_through_array(python::StridexImportArray import_array, PyObject* src, PyObject* stream,
-                                 const Requirements& r) {
+                                 std::uint64_t flags, const Requirements& r) {
     std::int64_t dims[2 * kMaxNdim];  // the slot writes 2 * ndim of them
     python::StridexArray a;
     a.dims = dims;
     a.max_ndim = kMaxNdim;
     a.reserved = 0;
-    if (import_array(src, stream, 0, &a) != 0) throw PythonError{};
+    if (import_array(src, stream, flags, &a) != 0) throw PythonError{};
     Owner owner;
     if (a.release) {
         try {
@@ -320,13 +317,13 @@ inline View import_through_array(python::StridexImportArray import_array, PyObje
 // Python argument -> View through the wheel's caster API: import_array where the table has it,
 // else stridex.view(src, stream=stream)'s import as one DLPack tensor (`stream` may be null: the
 // default contract).
-inline View import_through_api(const python::CasterApi& api, PyObject* src, PyObject* stream,
+inline View import_through_api(const python::CasterApi& api, PyObject* src, PyObject* stream, std::uint64_t flags,
                                const Requirements& r) {
     if (python::StridexImportArray import_array = import_array_of(api))
-        return import_through_array(import_array, src, stream, r);
+        return import_through_array(import_array, src, stream, flags, r);
     dlpack::DLManagedTensorVersioned* t = nullptr;
     std::intptr_t ready = kNoStream;
-    if (api.import_tensor(src, stream, 0, &t, &ready) != 0) throw PythonError{};
+    if (api.import_tensor(src, stream, flags, &t, &ready) != 0) throw PythonError{};
     View view = dlpack::import_managed(t);
     view.set_stream(ready);
     return view;
@@ -366,9 +363,13 @@ inline bool import_arg(PyObject* src, bool convert, const Requirements& r, View&
         Link* l = link();
         const bool is_view = is_stridex_view(src);
         if (!is_view && !convert) return false;
-        Ref stream = (r.caller_stream && !is_view) ? caller_stream_of(src) : Ref();
+        // The caller's stream: asked by the wheel (minor 2), which checks the exchange API first;
+        // asked here only from an older wheel or on the Python path.
+        const bool wheel_asks = r.caller_stream && !is_view && l->caster_api && l->caster_api->minor >= 2;
+        Ref stream = (r.caller_stream && !is_view && !wheel_asks) ? caller_stream_of(src) : Ref();
+        const std::uint64_t flags = wheel_asks ? python::kImportCallerStream : 0;
         // Straight into `out` (the caster's own value): no View is moved on the common path.
-        out = l->caster_api ? import_through_api(*l->caster_api, src, stream.get(), r)
+        out = l->caster_api ? import_through_api(*l->caster_api, src, stream.get(), flags, r)
                             : import_through_python(src, is_view, stream.get());
         if (satisfies(r, out)) return true;
         const View view = std::exchange(out, View());  // not the argument, whatever comes next
