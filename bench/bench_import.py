@@ -221,7 +221,8 @@ def breakdown(producers_, peer, only, budget, repeats):
         if only and name.split(" ")[0] not in only:
             continue
         t = type(x)
-        first = ("NumPy struct" if stridex._stridex._internals.reads_numpy_struct(t)
+        struct = stridex._stridex._internals.array_struct(t)
+        first = (f"{'NumPy' if struct == 'numpy' else 'CuPy'} struct" if struct
                  else "exchange API" if hasattr(t, "__dlpack_c_exchange_api__") or hasattr(t, "__c_dlpack_exchange_api__")
                  else "__dlpack__" if hasattr(t, "__dlpack__") else "CAI" if hasattr(t, "__cuda_array_interface__")
                  else "other")

@@ -50,6 +50,22 @@ struct AttributeQuery {
 
 }  // namespace
 
+std::optional<bool> is_managed_memory(std::uintptr_t ptr) noexcept {
+    Driver* loaded = nullptr;
+    try {
+        loaded = &driver();
+    } catch (...) {  // only allocation failure can get here (see device_count)
+        return std::nullopt;
+    }
+    Driver& d = *loaded;
+    if (!d.usable() || d.device_count() == 0 || d.api().pointer_get_attributes == nullptr) return std::nullopt;
+    int attribute = cu::kPointerAttrIsManaged;
+    std::uint64_t slot = 0;  // wide and zeroed, as in AttributeQuery
+    void* data = &slot;
+    if (d.api().pointer_get_attributes(1, &attribute, &data, ptr) != result::success) return std::nullopt;
+    return slot != 0;
+}
+
 PointerInfo pointer_info(std::uintptr_t ptr) {
     Driver& d = driver();
     if (!d.usable() || d.device_count() == 0) return {};

@@ -143,7 +143,7 @@ TypeEntry probe(PyTypeObject* type) {
     e.buffer = type->tp_as_buffer && type->tp_as_buffer->bf_getbuffer;
     e.row = &producer_for(type);
     e.keywords = e.row->keywords;
-    e.numpy_struct = e.dlpack && numpy_struct_readable(type, *e.row);
+    e.array_struct = readable_array_struct(type, *e.row, e.dlpack);
     e.version_tag = version_tag(type);
     return e;
 }
@@ -297,9 +297,13 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
         return result.publish(obj, v.dtype().is_opaque_bytes() ? std::move(element) : nb::object());
     };
 
-    if (e.numpy_struct && import_numpy_struct(obj, result.storage())) {
+    if (e.array_struct == ArrayStruct::numpy && import_numpy_struct(obj, result.storage())) {
         result.built();
         return done(/*order=*/false);  // host memory: no stream
+    }
+    if (e.array_struct == ArrayStruct::cupy && import_cupy_struct(obj, result.storage(), ready)) {
+        result.built();
+        return done(/*order=*/true);
     }
     if (e.exchange) {
         offered = true;
@@ -443,6 +447,13 @@ PyObject* import_into(PyObject* obj, const StreamRequest& request, Result& resul
 
 }  // namespace
 
+ArrayStruct readable_array_struct(PyTypeObject* type, const ProducerRow& row, PyObject* dlpack) noexcept {
+    if (!dlpack) return ArrayStruct::none;  // only what __dlpack__ would describe is read
+    if (numpy_struct_readable(type, row)) return ArrayStruct::numpy;
+    if (cupy_struct_readable(type, row, dlpack)) return ArrayStruct::cupy;
+    return ArrayStruct::none;
+}
+
 PyObject* import_object(PyObject* obj, const StreamRequest& request) {
     Result result;
     return import_into(obj, request, result);
@@ -458,6 +469,7 @@ StreamRequest caller_stream_request(PyObject* obj) {
     bool uncached = false;
     TypeEntry e = entry_for(Py_TYPE(obj), &uncached);
     const Uncached guard{e, uncached};
+    if (e.array_struct == ArrayStruct::cupy) return cupy_caller_stream(obj);
     return caller_stream_request(obj, e);
 }
 

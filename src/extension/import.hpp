@@ -3,6 +3,7 @@
 // import.cpp         the entry point, the per-type cache and the order of the protocols
 // import_dlpack.cpp  the DLPack C exchange API, __dlpack__ and raw capsules
 // import_numpy.cpp   numpy.ndarray read from its struct (the fast path before __dlpack__)
+// import_cupy.cpp    cupy.ndarray read through CuPy's C API or its stable layout (likewise)
 // import_interfaces.cpp  __cuda_array_interface__, __array_interface__ and the buffer protocol
 // internals.cpp      stridex._stridex._internals: the quirk table, stream rules and cache, read-only
 //
@@ -55,7 +56,8 @@ struct TypeEntry {
     bool ai_on_type = false;             // __array_interface__ defined on the type
     bool instance_attrs = false;         // instances have a __dict__: interfaces may live there
     bool buffer = false;                 // tp_as_buffer->bf_getbuffer
-    bool numpy_struct = false;           // numpy.ndarray: read from its struct (import_numpy.cpp)
+    ArrayStruct array_struct = ArrayStruct::none;  // read from the array's struct (import_numpy.cpp,
+                                         // import_cupy.cpp) before anything else is tried
     DlpackKeywords keywords = DlpackKeywords::full;  // from the row, lowered by a TypeError retry
     const ProducerRow* row = nullptr;
 };
@@ -87,12 +89,23 @@ const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** 
 StreamRequest caller_stream_request(PyObject* obj, const TypeEntry& entry);
 StreamRequest caller_stream_request(PyObject* obj);
 
-// ---- import_numpy.cpp ----
-// Whether instances of `type` (with its quirk-table row) are read from NumPy's struct.
+// ---- import_numpy.cpp, import_cupy.cpp: arrays read from their struct ----
+// Which struct instances of `type` are read from (its quirk-table row, and the __dlpack__ found on
+// it, may allow one); import.cpp asks once per type.
+ArrayStruct readable_array_struct(PyTypeObject* type, const ProducerRow& row, PyObject* dlpack) noexcept;
 bool numpy_struct_readable(PyTypeObject* type, const ProducerRow& row) noexcept;
-// Builds at `at` the View __dlpack__ would give, and returns true; false (nothing built, no error)
-// where __dlpack__ must decide. Throws only what building that View would throw on either path.
+bool cupy_struct_readable(PyTypeObject* type, const ProducerRow& row, PyObject* dlpack) noexcept;
+// Each builds at `at` the View __dlpack__ would give and returns true; false (nothing built, no
+// error) where __dlpack__ must decide. They throw only what building that View would throw on
+// either path, or what the producer's own C API raises. CuPy's sets `ready` as import_exchange does.
 bool import_numpy_struct(PyObject* obj, View* at);
+bool import_cupy_struct(PyObject* obj, View* at, std::intptr_t& ready);
+// The Dtype of a numpy.dtype object (`descr`), where DLPack has a code for it and its data are in
+// native byte order; false otherwise.
+bool numpy_dtype_of(PyObject* descr, Dtype* out) noexcept;
+// CuPy's current stream for the GPU of a cupy.ndarray (a type readable by cupy_struct_readable),
+// as a request to import on (arg::caller_stream); the default request if the array says no device.
+StreamRequest cupy_caller_stream(PyObject* obj);
 
 // ---- import_interfaces.cpp ----
 // `interface` is the object's __cuda_array_interface__ / __array_interface__ value. Void and

@@ -89,10 +89,15 @@ bool memory_maybe_from_dlpack(const NumpyArray* array, PyTypeObject* ndarray) no
 
 }  // namespace
 
+bool numpy_dtype_of(PyObject* descr, Dtype* out) noexcept {
+    const auto* d = reinterpret_cast<const NumpyDescr*>(descr);
+    return dtype_of(d->type_num, out) && native_order(d->byteorder);
+}
+
 bool numpy_struct_readable(PyTypeObject* type, const ProducerRow& row) noexcept {
     // numpy.ndarray itself (a static type: no Python class can pose as it), from a NumPy whose row
     // says so (its __dlpack__ answers with versioned capsules: the read-only flag is the one it reports).
-    return row.numpy_struct && std::strcmp(type->tp_name, "numpy.ndarray") == 0 &&
+    return row.array_struct == ArrayStruct::numpy && std::strcmp(type->tp_name, "numpy.ndarray") == 0 &&
            !PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) &&
            type->tp_basicsize >= static_cast<Py_ssize_t>(sizeof(NumpyArray));
 }
@@ -100,8 +105,8 @@ bool numpy_struct_readable(PyTypeObject* type, const ProducerRow& row) noexcept 
 bool import_numpy_struct(PyObject* obj, View* at) {
     const auto* array = reinterpret_cast<const NumpyArray*>(obj);
     Dtype dtype;
-    if (array->nd < 0 || array->nd > kMaxNdim || !array->descr || !dtype_of(array->descr->type_num, &dtype) ||
-        !native_order(array->descr->byteorder) || memory_maybe_from_dlpack(array, Py_TYPE(obj)))
+    if (array->nd < 0 || array->nd > kMaxNdim || !array->descr ||
+        !numpy_dtype_of(reinterpret_cast<PyObject*>(array->descr), &dtype) || memory_maybe_from_dlpack(array, Py_TYPE(obj)))
         return false;
     const auto ndim = static_cast<std::size_t>(array->nd);
     const std::int64_t itemsize = dtype.itemsize();

@@ -28,6 +28,15 @@ std::string kind_name(StreamRequest::Kind k) {
     return "?";
 }
 
+const char* array_struct_name(ArrayStruct s) {
+    switch (s) {
+        case ArrayStruct::none: return "none";
+        case ArrayStruct::numpy: return "numpy";
+        case ArrayStruct::cupy: return "cupy";
+    }
+    return "?";
+}
+
 const char* keywords_name(DlpackKeywords k) {
     switch (k) {
         case DlpackKeywords::full: return "full";
@@ -52,7 +61,7 @@ nb::dict row_dict(const ProducerRow& r) {
     d["immutable"] = r.immutable;
     d["spell_none"] = r.spell_none;
     d["repair_negative_strides"] = r.repair_negative_strides;
-    d["numpy_struct"] = r.numpy_struct;
+    d["array_struct"] = array_struct_name(r.array_struct);
     d["why"] = r.why;
     return d;
 }
@@ -75,11 +84,15 @@ void bind_internals(nb::module_& parent) {
         if (!PyType_Check(type.ptr())) fail(ErrorKind::type, "expected a type");
         return std::string(producer_for(reinterpret_cast<PyTypeObject*>(type.ptr())).name);
     }, "type"_a, "The quirk-table row stridex uses for a type.");
-    m.def("reads_numpy_struct", [](nb::handle type) {
+    m.def("array_struct", [](nb::handle type) -> nb::object {
         if (!PyType_Check(type.ptr())) fail(ErrorKind::type, "expected a type");
         auto* t = reinterpret_cast<PyTypeObject*>(type.ptr());
-        return PyObject_HasAttr(type.ptr(), names.dlpack) == 1 && numpy_struct_readable(t, producer_for(t));
-    }, "type"_a, "Whether stridex.view() reads instances of a type from NumPy's array struct (import_numpy.cpp).");
+        nb::object dlpack = nb::steal(PyObject_GetAttr(type.ptr(), names.dlpack));
+        if (!dlpack.is_valid()) PyErr_Clear();
+        const ArrayStruct s = readable_array_struct(t, producer_for(t), dlpack.ptr());
+        return s == ArrayStruct::none ? nb::none() : nb::object(nb::str(array_struct_name(s)));
+    }, "type"_a, "Which struct stridex.view() reads instances of a type from: 'numpy' (import_numpy.cpp), 'cupy' "
+       "(import_cupy.cpp) or None (the protocols).");
     m.def("dlpack_stream", [](const std::string& row_name, nb::handle stream, nb::object device) {
         const ProducerRow* row = producer_named(row_name.c_str());
         if (!row) fail(ErrorKind::value, "no producer row named '", row_name, "'");

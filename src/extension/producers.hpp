@@ -20,6 +20,13 @@ enum class DlpackKeywords : std::uint8_t {
     none,         // no keywords at all (MLX <= 0.31)
 };
 
+// Arrays whose own struct says everything their __dlpack__ would, read without calling it.
+enum class ArrayStruct : std::uint8_t {
+    none,
+    numpy,  // numpy.ndarray: NumPy's public array struct (import_numpy.cpp)
+    cupy,   // cupy.ndarray: CuPy's public C API, or the layout its header vouches for (import_cupy.cpp)
+};
+
 struct Version {
     int major = 0, minor = 0, patch = 0;
     friend constexpr auto operator<=>(const Version&, const Version&) = default;
@@ -51,9 +58,9 @@ struct ProducerRow {
     bool repair_negative_strides = false;  // DLPack strides of negative-stride arrays come divided
                                // as unsigned (CuPy 13.4-14.2, cupy#10172): 2**64/itemsize - k for
                                // -k. Such values cannot be real strides; they are repaired exactly
-    bool numpy_struct = false; // numpy.ndarray itself is read from NumPy's array struct, which says
-                               // all its __dlpack__ would (versioned capsules: NumPy >= 2.1;
-                               // src/extension/import_numpy.cpp)
+    ArrayStruct array_struct = ArrayStruct::none;  // the package's array type itself is read from
+                               // its struct, which says all its __dlpack__ would (NumPy >= 2.1:
+                               // versioned capsules carry the read-only flag; CuPy >= 13.4)
     const char* why = "";      // one line, for docs and test ids
 };
 

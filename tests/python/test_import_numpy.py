@@ -49,10 +49,10 @@ def assert_same_as_dlpack(a):
 
 
 def test_numpy_ndarray_is_read_from_its_struct_and_subclasses_are_not():
-    assert _internals.reads_numpy_struct(np.ndarray)
-    assert not _internals.reads_numpy_struct(Sub)
-    assert not _internals.reads_numpy_struct(np.memmap)
-    assert not _internals.reads_numpy_struct(np.float64)  # a scalar type, not an array
+    assert _internals.array_struct(np.ndarray) == "numpy"
+    assert _internals.array_struct(Sub) is None
+    assert _internals.array_struct(np.memmap) is None
+    assert _internals.array_struct(np.float64) is None  # a scalar type, not an array
 
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",

@@ -162,7 +162,8 @@ def test_row_translation(row):
     assert (facts["keywords"], facts["host_only"], facts["takes_no_sync"], facts["takes_per_thread"],
             facts["needs_current_device"], facts["immutable"], facts["spell_none"],
             facts["repair_negative_strides"]) == ROWS[row]
-    assert facts["numpy_struct"] == (row == "numpy")  # NumPy >= 2.1 only: versioned capsules
+    # NumPy >= 2.1 only (versioned capsules); CuPy from 13.4 (its C API, or the layout it vouches for)
+    assert facts["array_struct"] == {"numpy": "numpy", "cupy": "cupy"}.get(row, "none")
     assert facts["why"]
     for device in (None, CPU, CUDA, PINNED, ROCM, (13, 0)):
         for stream in (None, stridex.NO_SYNC, 1, 2, H):

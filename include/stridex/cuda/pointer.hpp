@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -52,6 +53,12 @@ struct PointerInfo {
 // fails (for instance CUDA_ERROR_DEINITIALIZED at exit).
 PointerInfo pointer_info(std::uintptr_t ptr);
 inline Device device_of_pointer(std::uintptr_t ptr) { return pointer_info(ptr).device(); }
+
+// Whether ptr lies in managed (unified) memory: one attribute asked of the driver, the cheapest
+// question it answers about a pointer (stridex.view asks it for every CuPy array, as CuPy's own
+// __dlpack__ does). nullopt where the driver cannot answer (no driver or device, no context
+// current on this thread, a failed call); never throws.
+std::optional<bool> is_managed_memory(std::uintptr_t ptr) noexcept;
 
 // ---- DevicePtr --------------------------------------------------------------------------------
 

@@ -267,6 +267,80 @@ void bind_exchange_producer(nb::module_& m, const char* name, nb::object api_att
     nb::handle(nb::type<T>()).attr(attribute) = api_attribute;
 }
 
+// ---- A stand-in for CuPy >= 14.3's public C API (the capsule cupy._public_c_api) -------------
+// The GPU image's CuPy (14.2) predates the capsule, so stridex reads its arrays' layout there;
+// test_import_cupy.py installs this table as cupy._public_c_api to drive stridex's API path over the
+// same arrays. It answers from the arrays' Python attributes, in the API's struct layout.
+struct FakeCupyMetadata {
+    void* ptr;
+    int ndim;
+    int device_id;
+    std::size_t size;
+    Py_ssize_t itemsize;
+    const Py_ssize_t* shape;
+    const Py_ssize_t* strides;
+    PyObject* dtype;
+};
+struct FakeCupyApi {
+    int version_major, version_minor;
+    PyTypeObject* ndarray_type;
+    int (*get_ndarray_ptr)(PyObject*, void**);
+    int (*get_ndarray_metadata)(PyObject*, FakeCupyMetadata*);
+    int (*get_current_stream_ptr)(int, void**);
+};
+struct FakeCupyState {
+    std::vector<Py_ssize_t> dims;  // shape then strides of the last array described
+    int metadata_calls = 0, stream_calls = 0;
+} g_fake_cupy;
+
+int fake_cupy_ptr(PyObject* array, void** ptr) noexcept {
+    try {
+        *ptr = reinterpret_cast<void*>(nb::cast<std::intptr_t>(nb::handle(array).attr("data").attr("ptr")));
+        return 0;
+    } catch (nb::python_error& e) {
+        e.restore();
+        return -1;
+    }
+}
+
+int fake_cupy_metadata(PyObject* array, FakeCupyMetadata* out) noexcept {
+    try {
+        nb::handle a(array);
+        const auto shape = nb::cast<std::vector<Py_ssize_t>>(a.attr("shape"));
+        const auto strides = nb::cast<std::vector<Py_ssize_t>>(a.attr("strides"));
+        g_fake_cupy.dims = shape;
+        g_fake_cupy.dims.insert(g_fake_cupy.dims.end(), strides.begin(), strides.end());
+        nb::object dtype = a.attr("dtype");  // the array's own dtype object: borrowed below
+        out->ptr = reinterpret_cast<void*>(nb::cast<std::intptr_t>(a.attr("data").attr("ptr")));
+        out->ndim = static_cast<int>(shape.size());
+        out->device_id = nb::cast<int>(a.attr("data").attr("device_id"));
+        out->size = nb::cast<std::size_t>(a.attr("size"));
+        out->itemsize = nb::cast<Py_ssize_t>(dtype.attr("itemsize"));
+        out->shape = g_fake_cupy.dims.data();
+        out->strides = g_fake_cupy.dims.data() + shape.size();
+        out->dtype = dtype.ptr();
+        ++g_fake_cupy.metadata_calls;
+        return 0;
+    } catch (nb::python_error& e) {
+        e.restore();
+        return -1;
+    }
+}
+
+int fake_cupy_stream(int device_id, void** stream) noexcept {
+    try {
+        nb::object current = nb::module_::import_("cupy.cuda").attr("get_current_stream")(device_id);
+        *stream = reinterpret_cast<void*>(nb::cast<std::intptr_t>(current.attr("ptr")));
+        ++g_fake_cupy.stream_calls;
+        return 0;
+    } catch (nb::python_error& e) {
+        e.restore();
+        return -1;
+    }
+}
+
+FakeCupyApi g_fake_cupy_api{14, 3, nullptr, &fake_cupy_ptr, &fake_cupy_metadata, &fake_cupy_stream};
+
 // ---- The stream recorder: installed into _stridex while a test captures orderings or fakes
 // CUDA pointers (src/extension/stream_recorder.hpp) ---------------------------------------------
 struct OrderRecord {
@@ -354,6 +428,15 @@ NB_MODULE(stridex_testing, m) {
     nb::class_<DeleterCounter>(m, "DeleterCounter").def_ro("calls", &DeleterCounter::calls);
     m.def("delete_on_native_thread", &delete_on_native_thread, "capsule"_a,
           "Runs a versioned capsule's deleter on a native thread without the GIL (the capsule is consumed).");
+    m.def("fake_cupy_api", [](nb::handle ndarray_type, int major, int minor) {
+        if (!PyType_Check(ndarray_type.ptr())) throw nb::type_error("expected cupy.ndarray");
+        g_fake_cupy_api.ndarray_type = reinterpret_cast<PyTypeObject*>(ndarray_type.ptr());
+        g_fake_cupy_api.version_major = major;
+        g_fake_cupy_api.version_minor = minor;
+        return nb::steal(PyCapsule_New(&g_fake_cupy_api, "cupy._public_c_api", nullptr));
+    }, "ndarray_type"_a, "major"_a = 14, "minor"_a = 3,
+          "A CuPy >= 14.3 public C API capsule over cupy.ndarray, answering from Python attributes.");
+    m.def("fake_cupy_api_calls", [] { return nb::make_tuple(g_fake_cupy.metadata_calls, g_fake_cupy.stream_calls); });
     m.def("make_capsule", &make_capsule, "array"_a, nb::kw_only(), "versioned"_a = true, "name"_a = nb::none(),
           "version"_a = nb::none(), "flags"_a = 0, "null_strides"_a = false, "null_shape"_a = false,
           "null_deleter"_a = false, "byte_offset"_a = 0, "shape"_a = nb::none(), "strides"_a = nb::none(),
