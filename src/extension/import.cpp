@@ -492,6 +492,8 @@ void bind_import(nb::module_& m) {
     intern(names.array_interface, "__array_interface__");
     intern(names.dtype, "dtype");
     intern(names.name, "name");
+    intern(names.requires_grad, "requires_grad");
+    intern(names.is_conj, "is_conj");
     intern(names.version, "version");
     intern(names.shape, "shape");
     intern(names.typestr, "typestr");

@@ -32,6 +32,8 @@ struct Names {
     PyObject* array_interface;         // __array_interface__
     PyObject* dtype;                   // dtype
     PyObject* name;                    // name
+    PyObject* requires_grad;           // requires_grad (torch)
+    PyObject* is_conj;                 // is_conj (torch)
     // dict keys
     PyObject* version, *shape, *typestr, *data, *strides, *mask, *stream, *offset, *descr;
     // __dlpack__ keyword names and values

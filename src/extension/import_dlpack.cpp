@@ -11,6 +11,7 @@
 
 #include "arguments.hpp"
 #include "import.hpp"
+#include "py_owner.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/error.hpp"
 
@@ -293,27 +294,77 @@ const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** 
     return api;
 }
 
+namespace {
+
+// The producer's current stream for a device, if it is a GPU (the exchange API's contract: no sync
+// was done, so the data is ready in that stream's order); kNoStream elsewhere.
+std::intptr_t exchange_ready_stream(const dlpack::DLPackExchangeAPI* api, dlpack::DLDevice device) {
+    if (!Device{static_cast<DeviceType>(device.device_type), device.device_id}.is_cuda_device_or_managed())
+        return kNoStream;
+    void* stream = nullptr;
+    if (api->current_work_stream(device.device_type, device.device_id, &stream) != 0)
+        raise_current_or(PyExc_BufferError, "DLPack exchange API current_work_stream failed without saying why");
+    // NULL is the driver's default (legacy) stream, which the protocols spell kLegacy (1).
+    return cuda::StreamRef::from_handle(static_cast<cuda::CUstream>(stream)).encoded();
+}
+
+// torch's exchange API exports what Tensor.__dlpack__ refuses (measured on torch 2.11): a tensor
+// that requires grad, and one with the conjugate bit set, whose memory holds the unconjugated
+// values. Refused here as __dlpack__ refuses them, so that stridex in the middle neither exports
+// what torch would not nor hands over wrong values. Only complex tensors can carry the bit, so
+// only they pay for asking.
+void refuse_what_dlpack_refuses(PyObject* obj, bool complex) {
+    nb::object grad = nb::steal(PyObject_GetAttr(obj, names.requires_grad));
+    if (!grad.is_valid()) throw nb::python_error();
+    if (grad.ptr() == Py_True)
+        fail(ErrorKind::buffer, type_name(obj), " requires grad: Tensor.__dlpack__ refuses to export it too; pass "
+             "tensor.detach()");
+    if (!complex) return;
+    nb::object conj = nb::steal(PyObject_CallMethodNoArgs(obj, names.is_conj));
+    if (!conj.is_valid()) throw nb::python_error();
+    if (conj.ptr() == Py_True)
+        fail(ErrorKind::buffer, type_name(obj), " has the conjugate bit set (its memory holds the unconjugated "
+             "values): Tensor.__dlpack__ refuses to export it too; pass tensor.resolve_conj()");
+}
+
+bool is_complex(const dlpack::DLTensor& t) noexcept {
+    return t.dtype.code == static_cast<std::uint8_t>(DtypeCode::kComplex);
+}
+
+}  // namespace
+
 View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready) {
     const dlpack::DLPackExchangeAPI* api = entry.exchange;
+    const ProducerRow& row = *entry.row;
+    if (row.borrows_exchange_tensors && api->dltensor_from_py_object_no_sync) {
+        // Borrowed: the DLTensor describes obj's own memory for as long as obj lives, and the View's
+        // owner is obj itself. A sub-byte dtype's padding is a flag, which only the managed tensor
+        // carries: those few go the managed way below.
+        dlpack::DLTensor borrowed{};
+        if (api->dltensor_from_py_object_no_sync(obj, &borrowed) != 0)
+            raise_refusal(obj, "__dlpack_c_exchange_api__ dltensor_from_py_object_no_sync()");
+        if (borrowed.dtype.bits % 8 == 0) {
+            if (row.exchange_skips_refusals) refuse_what_dlpack_refuses(obj, is_complex(borrowed));
+            ready = exchange_ready_stream(api, borrowed.device);
+            return dlpack::view_of(borrowed, owner_of(obj), dlpack::DLTensorRules{.writability = Writability::writable});
+        }
+    }
     dlpack::DLManagedTensorVersioned* tensor = nullptr;
     if (api->managed_tensor_from_py_object_no_sync(obj, &tensor) != 0)
         raise_refusal(obj, "__dlpack_c_exchange_api__ managed_tensor_from_py_object_no_sync()");
     if (tensor == nullptr)
         fail(ErrorKind::buffer, "the DLPack exchange API of ", type_name(obj), " returned no tensor");
-    // The device is read before import_managed takes the tensor (its deleter may run any time
-    // after), and the stream asked first, so that a failure leaves only the tensor to release.
-    const dlpack::DLDevice device = tensor->dl_tensor.device;
+    // The refusals and the stream come before import_managed takes the tensor (its deleter may run
+    // any time after), so that a failure leaves only the tensor to release.
     ready = kNoStream;
-    if (tensor->version.major == dlpack::kMajorVersion &&
-        Device{static_cast<DeviceType>(device.device_type), device.device_id}.is_cuda_device_or_managed()) {
-        // No sync was done: the data is ready in the order of the producer's current stream.
-        void* stream = nullptr;
-        if (api->current_work_stream(device.device_type, device.device_id, &stream) != 0) {
+    if (tensor->version.major == dlpack::kMajorVersion) {
+        try {
+            if (row.exchange_skips_refusals) refuse_what_dlpack_refuses(obj, is_complex(tensor->dl_tensor));
+            ready = exchange_ready_stream(api, tensor->dl_tensor.device);
+        } catch (...) {
             if (tensor->deleter) tensor->deleter(tensor);
-            raise_current_or(PyExc_BufferError, "DLPack exchange API current_work_stream failed without saying why");
+            throw;
         }
-        // NULL is the driver's default (legacy) stream, which the protocols spell kLegacy (1).
-        ready = cuda::StreamRef::from_handle(static_cast<cuda::CUstream>(stream)).encoded();
     }
     // From here the View owns the deleter: any throw runs it exactly once.
     return dlpack::import_managed(tensor);
@@ -324,11 +375,8 @@ StreamRequest caller_stream_request(PyObject* obj, const TypeEntry& entry) {
     if (api == nullptr || entry.dlpack_device == nullptr) return {};
     const Device device = call_dlpack_device(obj, entry);
     if (!device.is_cuda_device_or_managed()) return {};
-    void* stream = nullptr;
-    if (api->current_work_stream(static_cast<std::int32_t>(device.type), device.id, &stream) != 0)
-        raise_current_or(PyExc_BufferError, "DLPack exchange API current_work_stream failed without saying why");
-    // NULL is the driver's default (legacy) stream, which the protocols spell kLegacy (1).
-    return {StreamRequest::Kind::on_stream, cuda::StreamRef::from_handle(static_cast<cuda::CUstream>(stream)).encoded()};
+    return {StreamRequest::Kind::on_stream,
+            exchange_ready_stream(api, dlpack::DLDevice{static_cast<std::int32_t>(device.type), device.id})};
 }
 
 View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& request, std::intptr_t& ready) {

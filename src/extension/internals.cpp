@@ -61,6 +61,8 @@ nb::dict row_dict(const ProducerRow& r) {
     d["immutable"] = r.immutable;
     d["spell_none"] = r.spell_none;
     d["repair_negative_strides"] = r.repair_negative_strides;
+    d["borrows_exchange_tensors"] = r.borrows_exchange_tensors;
+    d["exchange_skips_refusals"] = r.exchange_skips_refusals;
     d["array_struct"] = array_struct_name(r.array_struct);
     d["why"] = r.why;
     return d;

@@ -58,6 +58,13 @@ struct ProducerRow {
     bool repair_negative_strides = false;  // DLPack strides of negative-stride arrays come divided
                                // as unsigned (CuPy 13.4-14.2, cupy#10172): 2**64/itemsize - k for
                                // -k. Such values cannot be real strides; they are repaired exactly
+    bool borrows_exchange_tensors = false;  // the exchange API's borrowed DLTensor says all its
+                               // managed one would: the producer's arrays are never read-only
+                               // (a bare DLTensor has no flags), so the View borrows the object
+                               // instead of a tensor allocated and released per import (torch)
+    bool exchange_skips_refusals = false;  // the exchange API exports what __dlpack__ refuses
+                               // (torch: tensors that require grad or have the conjugate bit set):
+                               // stridex refuses them as __dlpack__ does (import_dlpack.cpp)
     ArrayStruct array_struct = ArrayStruct::none;  // the package's array type itself is read from
                                // its struct, which says all its __dlpack__ would (NumPy >= 2.1:
                                // versioned capsules carry the read-only flag; CuPy >= 13.4)

@@ -200,6 +200,7 @@ struct ExchangeState {
     std::intptr_t work_stream = 0;  // what current_work_stream reports (0: NULL)
     int work_stream_calls = 0;
     int from_py_calls = 0;
+    int borrow_calls = 0;
 };
 ExchangeState g_exchange;
 
@@ -208,6 +209,13 @@ struct ExchangeBase {
     std::int32_t device_type = 1, device_id = 0;
     std::uint64_t flags = 0;
     bool refuse = false;  // answer BufferError
+    TestTensor* borrowed = nullptr;  // what dltensor_from_py_object_no_sync lends, alive with the object
+    ExchangeBase() = default;
+    ExchangeBase(const ExchangeBase&) = delete;
+    ExchangeBase& operator=(const ExchangeBase&) = delete;
+    ~ExchangeBase() {
+        if (borrowed) borrowed->versioned.deleter(&borrowed->versioned);
+    }
 };
 // Three Python types, one per way of offering the API.
 struct ExchangeProducer : ExchangeBase {};         // 1.3 capsule
@@ -236,13 +244,38 @@ int from_py_object(void* py_object, dlpack::DLManagedTensorVersioned** out) noex
     return -1;
 }
 
+// The borrowed slot: a DLTensor over the object's array, valid as long as the object.
+int borrow_from_py_object(void* py_object, dlpack::DLTensor* out) noexcept {
+    try {
+        ++g_exchange.borrow_calls;
+        auto* self = nb::inst_ptr<ExchangeBase>(nb::handle(static_cast<PyObject*>(py_object)));
+        if (self->refuse) {
+            PyErr_SetString(PyExc_BufferError, "this test producer refuses to lend");
+            return -1;
+        }
+        if (!self->borrowed) {
+            TensorSpec spec;
+            spec.device = nb::make_tuple(self->device_type, self->device_id);
+            self->borrowed = make_tensor(self->array, spec, nullptr);
+        }
+        *out = self->borrowed->versioned.dl_tensor;
+        return 0;
+    } catch (nb::python_error& e) {
+        e.restore();
+    } catch (const std::exception& e) {
+        PyErr_SetString(PyExc_BufferError, e.what());
+    }
+    return -1;
+}
+
 int current_work_stream(std::int32_t, std::int32_t, void** out) noexcept {
     ++g_exchange.work_stream_calls;
     *out = reinterpret_cast<void*>(g_exchange.work_stream);
     return 0;
 }
 
-dlpack::DLPackExchangeAPI g_api_v1{{{1, 3}, nullptr}, nullptr, &from_py_object, nullptr, nullptr, &current_work_stream};
+dlpack::DLPackExchangeAPI g_api_v1{{{1, 3}, nullptr}, nullptr, &from_py_object, nullptr, &borrow_from_py_object,
+                                   &current_work_stream};
 // A future major version: its layout after the header is unknown to stridex, so every slot is
 // poison; only prev_api may be followed.
 dlpack::DLPackExchangeAPI g_api_v2{{{2, 0}, &g_api_v1.header}, nullptr, nullptr, nullptr, nullptr, nullptr};
@@ -458,6 +491,7 @@ NB_MODULE(stridex_testing, m) {
     m.def("exchange_calls", [] {
         return nb::make_tuple(g_exchange.from_py_calls, g_exchange.work_stream_calls);
     }, "(managed_tensor_from_py_object_no_sync calls, current_work_stream calls) so far.");
+    m.def("borrow_calls", [] { return g_exchange.borrow_calls; }, "dltensor_from_py_object_no_sync calls so far.");
 
     m.def("capture_orders", [](bool on) {
         g_recording.capture_orders = on;
