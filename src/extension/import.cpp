@@ -247,6 +247,8 @@ public:
         } catch (nb::python_error& e) {
             if (!e.matches(PyExc_BufferError)) throw;
             add(protocol, std::current_exception(), nb::str(e.value()).c_str());
+        } catch (const FinalRefusal&) {
+            throw;
         } catch (const Error& e) {
             if (e.kind() != ErrorKind::buffer && e.kind() != ErrorKind::unsupported) throw;
             add(protocol, std::current_exception(), e.what());

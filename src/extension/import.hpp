@@ -14,10 +14,12 @@
 #include <nanobind/nanobind.h>
 
 #include <cstdint>
+#include <string>
 
 #include "producers.hpp"
 #include "stream_policy.hpp"
 #include "stridex/dlpack.hpp"
+#include "stridex/error.hpp"
 #include "stridex/view.hpp"
 
 namespace stridex::python {
@@ -69,6 +71,13 @@ struct TypeEntry {
 // stream the data is ready on as the producer left it (kNoStream: nothing promised). Each throws
 // nb::python_error or stridex::Error on failure; the caller decides whether a BufferError means
 // "try the next protocol".
+
+// A refusal that ends the import instead of moving on to the next protocol: the producer's other
+// protocols would hand over the same array without the check (torch's __cuda_array_interface__
+// exports a conjugate view as plain memory). A BufferError to the caller, like any Error(buffer).
+struct FinalRefusal : Error {
+    explicit FinalRefusal(std::string message) : Error(ErrorKind::buffer, std::move(message)) {}
+};
 
 // ---- import_dlpack.cpp ----
 View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready);

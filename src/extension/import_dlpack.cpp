@@ -311,20 +311,22 @@ std::intptr_t exchange_ready_stream(const dlpack::DLPackExchangeAPI* api, dlpack
 // torch's exchange API exports what Tensor.__dlpack__ refuses (measured on torch 2.11): a tensor
 // that requires grad, and one with the conjugate bit set, whose memory holds the unconjugated
 // values. Refused here as __dlpack__ refuses them, so that stridex in the middle neither exports
-// what torch would not nor hands over wrong values. Only complex tensors can carry the bit, so
-// only they pay for asking.
+// what torch would not nor hands over wrong values; and refused for good (FinalRefusal), since
+// torch's __cuda_array_interface__ would export the conjugate view's memory as it is. Only complex
+// tensors can carry the bit, so only they pay for asking.
 void refuse_what_dlpack_refuses(PyObject* obj, bool complex) {
     nb::object grad = nb::steal(PyObject_GetAttr(obj, names.requires_grad));
     if (!grad.is_valid()) throw nb::python_error();
     if (grad.ptr() == Py_True)
-        fail(ErrorKind::buffer, type_name(obj), " requires grad: Tensor.__dlpack__ refuses to export it too; pass "
-             "tensor.detach()");
+        throw FinalRefusal(to_string(type_name(obj)) +
+                           " requires grad: Tensor.__dlpack__ refuses to export it too; pass tensor.detach()");
     if (!complex) return;
     nb::object conj = nb::steal(PyObject_CallMethodNoArgs(obj, names.is_conj));
     if (!conj.is_valid()) throw nb::python_error();
     if (conj.ptr() == Py_True)
-        fail(ErrorKind::buffer, type_name(obj), " has the conjugate bit set (its memory holds the unconjugated "
-             "values): Tensor.__dlpack__ refuses to export it too; pass tensor.resolve_conj()");
+        throw FinalRefusal(to_string(type_name(obj)) +
+                           " has the conjugate bit set (its memory holds the unconjugated values): Tensor.__dlpack__ "
+                           "refuses to export it too; pass tensor.resolve_conj()");
 }
 
 bool is_complex(const dlpack::DLTensor& t) noexcept {

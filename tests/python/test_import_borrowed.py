@@ -84,6 +84,29 @@ def test_a_borrowed_tensor_is_owned_through_the_object(testing, torch_like, coll
     collect()
 
 
+def test_such_a_refusal_is_final_not_a_cue_for_the_next_protocol(torch_like):
+    # torch's __cuda_array_interface__ exports a conjugate view's memory as it is: after the
+    # refusal, no other protocol of the tensor may be asked.
+    asked = []
+
+    class WithInterfaces(torch_like):
+        def __dlpack__(self, **kwargs):
+            asked.append("__dlpack__")
+            return np.zeros(3, np.complex64).__dlpack__(**kwargs)
+
+        @property
+        def __cuda_array_interface__(self):
+            asked.append("__cuda_array_interface__")
+            return {"shape": (3,), "typestr": "<c8", "data": (0x1000, False), "version": 3}
+
+    WithInterfaces.__module__ = "torch"
+    z = WithInterfaces(np.zeros(3, np.complex64))
+    z.conj = True
+    with pytest.raises(BufferError, match="conjugate bit"):
+        stridex.view(z)
+    assert asked == []
+
+
 def test_the_generic_row_takes_the_managed_tensor(testing):
     p = testing.ExchangeProducer(np.zeros(3, np.float32))
     managed, borrowed = testing.exchange_calls()[0], testing.borrow_calls()
