@@ -144,6 +144,18 @@ TypeEntry probe(PyTypeObject* type) {
     e.row = &producer_for(type);
     e.keywords = e.row->keywords;
     e.array_struct = readable_array_struct(type, *e.row, e.dlpack);
+    if (e.row->exchange_skips_refusals) {
+        // A C getset (torch's) is called without the generic attribute lookup on every import; the
+        // type holds it, and a change to the type means a new probe. Anything else: getattr.
+        if (PyObject* d = type_lookup(type, names.requires_grad)) {
+            if (Py_TYPE(d) == &PyGetSetDescr_Type) {
+                const PyGetSetDef* def = reinterpret_cast<PyGetSetDescrObject*>(d)->d_getset;
+                e.requires_grad_get = def->get;
+                e.requires_grad_closure = def->closure;
+            }
+            Py_DECREF(d);
+        }
+    }
     e.version_tag = version_tag(type);
     return e;
 }

@@ -62,6 +62,8 @@ struct TypeEntry {
     bool buffer = false;                 // tp_as_buffer->bf_getbuffer
     ArrayStruct array_struct = ArrayStruct::none;  // read from the array's struct (import_numpy.cpp,
                                          // import_cupy.cpp) before anything else is tried
+    getter requires_grad_get = nullptr;  // the type's requires_grad getset, called directly where the
+    void* requires_grad_closure = nullptr;  // row refuses what __dlpack__ refuses (torch)
     DlpackKeywords keywords = DlpackKeywords::full;  // from the row, lowered by a TypeError retry
     const ProducerRow* row = nullptr;
 };

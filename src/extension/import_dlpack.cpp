@@ -314,19 +314,22 @@ std::intptr_t exchange_ready_stream(const dlpack::DLPackExchangeAPI* api, dlpack
 // what torch would not nor hands over wrong values; and refused for good (FinalRefusal), since
 // torch's __cuda_array_interface__ would export the conjugate view's memory as it is. Only complex
 // tensors can carry the bit, so only they pay for asking.
-void refuse_what_dlpack_refuses(PyObject* obj, bool complex) {
-    nb::object grad = nb::steal(PyObject_GetAttr(obj, names.requires_grad));
+// The messages are torch's own (its test suite matches them), with what stridex adds.
+void refuse_what_dlpack_refuses(PyObject* obj, const TypeEntry& entry, bool complex) {
+    nb::object grad = nb::steal(entry.requires_grad_get ? entry.requires_grad_get(obj, entry.requires_grad_closure)
+                                                        : PyObject_GetAttr(obj, names.requires_grad));
     if (!grad.is_valid()) throw nb::python_error();
     if (grad.ptr() == Py_True)
         throw FinalRefusal(to_string(type_name(obj)) +
-                           " requires grad: Tensor.__dlpack__ refuses to export it too; pass tensor.detach()");
+                           ": Can't export tensors that require gradient, use tensor.detach() (Tensor.__dlpack__ "
+                           "refuses them too)");
     if (!complex) return;
     nb::object conj = nb::steal(PyObject_CallMethodNoArgs(obj, names.is_conj));
     if (!conj.is_valid()) throw nb::python_error();
     if (conj.ptr() == Py_True)
         throw FinalRefusal(to_string(type_name(obj)) +
-                           " has the conjugate bit set (its memory holds the unconjugated values): Tensor.__dlpack__ "
-                           "refuses to export it too; pass tensor.resolve_conj()");
+                           ": Can't export tensors with the conjugate bit set (its memory holds the unconjugated "
+                           "values; Tensor.__dlpack__ refuses them too), use tensor.resolve_conj()");
 }
 
 bool is_complex(const dlpack::DLTensor& t) noexcept {
@@ -346,7 +349,7 @@ View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready
         if (api->dltensor_from_py_object_no_sync(obj, &borrowed) != 0)
             raise_refusal(obj, "__dlpack_c_exchange_api__ dltensor_from_py_object_no_sync()");
         if (borrowed.dtype.bits % 8 == 0) {
-            if (row.exchange_skips_refusals) refuse_what_dlpack_refuses(obj, is_complex(borrowed));
+            if (row.exchange_skips_refusals) refuse_what_dlpack_refuses(obj, entry, is_complex(borrowed));
             ready = exchange_ready_stream(api, borrowed.device);
             return dlpack::view_of(borrowed, owner_of(obj), dlpack::DLTensorRules{.writability = Writability::writable});
         }
@@ -361,7 +364,7 @@ View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready
     ready = kNoStream;
     if (tensor->version.major == dlpack::kMajorVersion) {
         try {
-            if (row.exchange_skips_refusals) refuse_what_dlpack_refuses(obj, is_complex(tensor->dl_tensor));
+            if (row.exchange_skips_refusals) refuse_what_dlpack_refuses(obj, entry, is_complex(tensor->dl_tensor));
             ready = exchange_ready_stream(api, tensor->dl_tensor.device);
         } catch (...) {
             if (tensor->deleter) tensor->deleter(tensor);

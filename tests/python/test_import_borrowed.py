@@ -52,7 +52,7 @@ def test_the_torch_row_borrows_and_refuses_like_dlpack_and_no_other_does():
 def test_what_tensor_dlpack_refuses_is_refused(torch_like):
     p = torch_like(np.zeros(3, np.float32))
     p.requires_grad = True
-    with pytest.raises(BufferError, match="requires grad.*detach"):
+    with pytest.raises(BufferError, match="require gradient, use tensor.detach"):
         stridex.view(p)
     real = torch_like(np.zeros(3, np.float32))
     stridex.view(real)
@@ -61,7 +61,7 @@ def test_what_tensor_dlpack_refuses_is_refused(torch_like):
     stridex.view(z)
     assert torch_like.conj_asked == 1
     z.conj = True
-    with pytest.raises(BufferError, match="conjugate bit.*resolve_conj"):
+    with pytest.raises(BufferError, match="conjugate bit set.*resolve_conj"):
         stridex.view(z)
 
 
@@ -181,7 +181,7 @@ def test_torch_borrowed_views_equal_the_capsule_path(device):
         borrowed = outcome(lambda: stridex.view(x))
         capsule = outcome(lambda: stridex.view(x.__dlpack__(max_version=(1, 3))))
         assert borrowed == capsule, (x.dtype, x.layout, borrowed, capsule)
-    with pytest.raises(BufferError, match="requires grad"):
+    with pytest.raises(BufferError, match="require gradient"):
         stridex.view(t.zeros(2, requires_grad=True, device=device))
     with pytest.raises(BufferError, match="conjugate bit"):
         stridex.view(t.zeros(2, dtype=t.complex64, device=device).conj())
