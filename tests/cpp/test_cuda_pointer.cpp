@@ -178,6 +178,28 @@ TEST(PointerInfo, ClassifiesMemoryInOneCall) {
     EXPECT_EQ(to_string(MemoryType::pinned_host), "pinned_host");
 }
 
+TEST(PointerInfo, IsManagedMemoryAsksOneAttributeAndNeverThrows) {
+    FakeCuda fake(1);
+    fake->add_pointer_range(0x7000000000, MiB, cu::kMemoryTypeDevice, false, 0);
+    fake->add_pointer_range(0x9000000000, MiB, cu::kMemoryTypeDevice, true, 0);
+    EXPECT_EQ(is_managed_memory(0x7000000010), std::optional<bool>(false));
+    EXPECT_EQ(is_managed_memory(0x9000000010), std::optional<bool>(true));
+    EXPECT_EQ(is_managed_memory(0x1234), std::optional<bool>(false));  // host memory: not managed
+    EXPECT_EQ(fake->take_log().size(), 3u);  // one driver call per question
+    // A driver that cannot answer (no context on this thread, a failed call): no answer, no throw.
+    fake->pointer_attributes_need_context = true;
+    EXPECT_EQ(is_managed_memory(0x9000000010), std::nullopt);
+    EXPECT_TRUE(fake->ctx_log.empty());  // and no context made for the question
+    fake->pointer_attributes_need_context = false;
+    fake->fail_nth("cuPointerGetAttributes", 1, result::not_initialized);
+    EXPECT_EQ(is_managed_memory(0x9000000010), std::nullopt);
+}
+
+TEST(PointerInfo, IsManagedMemoryWithoutADeviceHasNoAnswer) {
+    FakeCuda fake(0);
+    EXPECT_EQ(is_managed_memory(0x9000000010), std::nullopt);
+}
+
 TEST(PointerInfo, RetriesUnderAContextOnlyWhenTheDriverAsks) {
     FakeCuda fake;
     fake->add_pointer_range(0x7000000000, MiB, cu::kMemoryTypeDevice, false, 0);
