@@ -32,6 +32,7 @@
 // tests/python/test_import_cupy.py compares both paths on a GPU.
 #include <cstring>
 
+#include "cupy_api.hpp"
 #include "import.hpp"
 #include "py_owner.hpp"
 #include "stridex/cuda/pointer.hpp"
@@ -42,27 +43,6 @@ namespace nb = nanobind;
 
 namespace stridex::python {
 namespace {
-
-// ---- CuPy >= 14.3: the public C API, written from cupy/public_c_api.pxd ----
-struct CupyMetadata {
-    void* ptr;
-    int ndim;
-    int device_id;
-    std::size_t size;
-    Py_ssize_t itemsize;
-    const Py_ssize_t* shape;
-    const Py_ssize_t* strides;  // in bytes
-    PyObject* dtype;            // a numpy.dtype, borrowed
-};
-struct CupyApi {  // append-only; every function returns -1 with a Python error set on failure
-    int version_major;
-    int version_minor;
-    PyTypeObject* ndarray_type;
-    int (*get_ndarray_ptr)(PyObject* array, void** ptr);
-    int (*get_ndarray_metadata)(PyObject* array, CupyMetadata* out);
-    int (*get_current_stream_ptr)(int device_id, void** stream);  // CuPy >= 14.3
-};
-constexpr char kApiCapsule[] = "cupy._public_c_api";
 
 // ---- CuPy 13.4 to 14.2: the object layout (64-bit) ----
 // A std::vector member is read as its three pointers (begin, end, end of storage): the layout of
@@ -140,8 +120,8 @@ bool find_cupy() noexcept {
     bool ok = c.ndarray && c.dtype_type && cupy_is_cuda_build();
     if (ok) {
         PyObject* capsule = loaded_attr("cupy", "_public_c_api");
-        if (capsule && PyCapsule_IsValid(capsule, kApiCapsule)) {
-            const auto* api = static_cast<const CupyApi*>(PyCapsule_GetPointer(capsule, kApiCapsule));
+        if (capsule && PyCapsule_IsValid(capsule, kCupyApiCapsule)) {
+            const auto* api = static_cast<const CupyApi*>(PyCapsule_GetPointer(capsule, kCupyApiCapsule));
             // get_current_stream_ptr is a slot of 14.3 and later only.
             if (api && api->ndarray_type == c.ndarray &&
                 (api->version_major > 14 || (api->version_major == 14 && api->version_minor >= 3)) &&
@@ -242,22 +222,16 @@ bool import_cupy_struct(PyObject* obj, View* at, std::intptr_t& ready) {
         !PyObject_TypeCheck(d.dtype, g_cupy.dtype_type) || !numpy_dtype_of(d.dtype, &dtype))
         return false;
     const auto ndim = static_cast<std::size_t>(d.ndim);
-    const std::int64_t itemsize = dtype.itemsize();
-    std::int64_t strides[kMaxNdim];
-    for (std::size_t i = 0; i < ndim; ++i) {
-        // Refused rather than left to __dlpack__, which floor-divides them and so describes other memory.
-        if (d.strides[i] % itemsize != 0)
-            fail(ErrorKind::buffer, "cupy.ndarray stride ", d.strides[i], " (axis ", i, ") is not a whole number of ",
-                 dtype.name(), " elements (", itemsize, " bytes): DLPack counts strides in elements");
-        strides[i] = d.strides[i] / itemsize;
-    }
+    // Byte strides that are not whole elements are a BufferError, as for every interface that
+    // states byte strides: __dlpack__ would floor-divide them and so describe other memory.
+    Layout layout = Layout::from_byte_strides(
+        std::span<const std::int64_t>(reinterpret_cast<const std::int64_t*>(d.shape), ndim),
+        std::span<const std::int64_t>(reinterpret_cast<const std::int64_t*>(d.strides), ndim), dtype.itemsize());
     const std::optional<bool> managed = cuda::is_managed_memory(reinterpret_cast<std::uintptr_t>(d.data));
     if (!managed) return false;
     ready = current_stream(d.device_id);
     const Device device{*managed ? DeviceType::kCUDAManaged : DeviceType::kCUDA, d.device_id};
-    const std::span<const std::int64_t> shape(reinterpret_cast<const std::int64_t*>(d.shape), ndim);
-    new (at) View(d.data, 0, Layout(shape, std::span<const std::int64_t>(strides, ndim)), dtype, device,
-                  Writability::writable, owner_of(obj));
+    new (at) View(d.data, 0, std::move(layout), dtype, device, Writability::writable, owner_of(obj));
     return true;
 }
 

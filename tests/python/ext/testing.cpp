@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "cupy_api.hpp"   // the CuPy C API table (declarations only)
 #include "py_owner.hpp"  // interpreter_finalizing (inline; nothing of _stridex is linked)
 #include "stream_recorder.hpp"
 #include "stridex/dlpack.hpp"
@@ -222,19 +223,17 @@ struct ExchangeProducer : ExchangeBase {};         // 1.3 capsule
 struct ExchangeProducerInt : ExchangeBase {};      // 1.2 int
 struct ExchangeProducerChained : ExchangeBase {};  // 1.3 capsule of a major-2 API chaining to major 1
 
-int from_py_object(void* py_object, dlpack::DLManagedTensorVersioned** out) noexcept {
+// What both tensor slots share: the producer behind `py_object`, its refusal (BufferError with
+// `refusal`), and C++ exceptions turned into Python errors. 0, or -1 with the error set.
+template <class Fill>
+int answer(void* py_object, const char* refusal, Fill&& fill) noexcept {
     try {
-        ++g_exchange.from_py_calls;
         auto* self = nb::inst_ptr<ExchangeBase>(nb::handle(static_cast<PyObject*>(py_object)));
         if (self->refuse) {
-            PyErr_SetString(PyExc_BufferError, "this test producer refuses to export");
+            PyErr_SetString(PyExc_BufferError, refusal);
             return -1;
         }
-        TensorSpec spec;
-        spec.flags = self->flags;
-        spec.device = nb::make_tuple(self->device_type, self->device_id);
-        TestTensor* t = make_tensor(self->array, spec, nullptr);
-        *out = &t->versioned;
+        fill(*self);
         return 0;
     } catch (nb::python_error& e) {
         e.restore();
@@ -244,28 +243,27 @@ int from_py_object(void* py_object, dlpack::DLManagedTensorVersioned** out) noex
     return -1;
 }
 
+int from_py_object(void* py_object, dlpack::DLManagedTensorVersioned** out) noexcept {
+    ++g_exchange.from_py_calls;
+    return answer(py_object, "this test producer refuses to export", [&](ExchangeBase& self) {
+        TensorSpec spec;
+        spec.flags = self.flags;
+        spec.device = nb::make_tuple(self.device_type, self.device_id);
+        *out = &make_tensor(self.array, spec, nullptr)->versioned;
+    });
+}
+
 // The borrowed slot: a DLTensor over the object's array, valid as long as the object.
 int borrow_from_py_object(void* py_object, dlpack::DLTensor* out) noexcept {
-    try {
-        ++g_exchange.borrow_calls;
-        auto* self = nb::inst_ptr<ExchangeBase>(nb::handle(static_cast<PyObject*>(py_object)));
-        if (self->refuse) {
-            PyErr_SetString(PyExc_BufferError, "this test producer refuses to lend");
-            return -1;
-        }
-        if (!self->borrowed) {
+    ++g_exchange.borrow_calls;
+    return answer(py_object, "this test producer refuses to lend", [&](ExchangeBase& self) {
+        if (!self.borrowed) {
             TensorSpec spec;
-            spec.device = nb::make_tuple(self->device_type, self->device_id);
-            self->borrowed = make_tensor(self->array, spec, nullptr);
+            spec.device = nb::make_tuple(self.device_type, self.device_id);
+            self.borrowed = make_tensor(self.array, spec, nullptr);
         }
-        *out = self->borrowed->versioned.dl_tensor;
-        return 0;
-    } catch (nb::python_error& e) {
-        e.restore();
-    } catch (const std::exception& e) {
-        PyErr_SetString(PyExc_BufferError, e.what());
-    }
-    return -1;
+        *out = self.borrowed->versioned.dl_tensor;
+    });
 }
 
 int current_work_stream(std::int32_t, std::int32_t, void** out) noexcept {
@@ -304,23 +302,6 @@ void bind_exchange_producer(nb::module_& m, const char* name, nb::object api_att
 // The GPU image's CuPy (14.2) predates the capsule, so stridex reads its arrays' layout there;
 // test_import_cupy.py installs this table as cupy._public_c_api to drive stridex's API path over the
 // same arrays. It answers from the arrays' Python attributes, in the API's struct layout.
-struct FakeCupyMetadata {
-    void* ptr;
-    int ndim;
-    int device_id;
-    std::size_t size;
-    Py_ssize_t itemsize;
-    const Py_ssize_t* shape;
-    const Py_ssize_t* strides;
-    PyObject* dtype;
-};
-struct FakeCupyApi {
-    int version_major, version_minor;
-    PyTypeObject* ndarray_type;
-    int (*get_ndarray_ptr)(PyObject*, void**);
-    int (*get_ndarray_metadata)(PyObject*, FakeCupyMetadata*);
-    int (*get_current_stream_ptr)(int, void**);
-};
 struct FakeCupyState {
     std::vector<Py_ssize_t> dims;  // shape then strides of the last array described
     int metadata_calls = 0, stream_calls = 0;
@@ -336,7 +317,7 @@ int fake_cupy_ptr(PyObject* array, void** ptr) noexcept {
     }
 }
 
-int fake_cupy_metadata(PyObject* array, FakeCupyMetadata* out) noexcept {
+int fake_cupy_metadata(PyObject* array, CupyMetadata* out) noexcept {
     try {
         nb::handle a(array);
         const auto shape = nb::cast<std::vector<Py_ssize_t>>(a.attr("shape"));
@@ -372,7 +353,7 @@ int fake_cupy_stream(int device_id, void** stream) noexcept {
     }
 }
 
-FakeCupyApi g_fake_cupy_api{14, 3, nullptr, &fake_cupy_ptr, &fake_cupy_metadata, &fake_cupy_stream};
+CupyApi g_fake_cupy_api{14, 3, nullptr, &fake_cupy_ptr, &fake_cupy_metadata, &fake_cupy_stream};
 
 // ---- The stream recorder: installed into _stridex while a test captures orderings or fakes
 // CUDA pointers (src/extension/stream_recorder.hpp) ---------------------------------------------
@@ -466,7 +447,7 @@ NB_MODULE(stridex_testing, m) {
         g_fake_cupy_api.ndarray_type = reinterpret_cast<PyTypeObject*>(ndarray_type.ptr());
         g_fake_cupy_api.version_major = major;
         g_fake_cupy_api.version_minor = minor;
-        return nb::steal(PyCapsule_New(&g_fake_cupy_api, "cupy._public_c_api", nullptr));
+        return nb::steal(PyCapsule_New(&g_fake_cupy_api, kCupyApiCapsule, nullptr));
     }, "ndarray_type"_a, "major"_a = 14, "minor"_a = 3,
           "A CuPy >= 14.3 public C API capsule over cupy.ndarray, answering from Python attributes.");
     m.def("fake_cupy_api_calls", [] { return nb::make_tuple(g_fake_cupy.metadata_calls, g_fake_cupy.stream_calls); });
