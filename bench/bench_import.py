@@ -212,7 +212,7 @@ def breakdown(producers_, peer, only, budget, repeats):
       view NO_SYNC    stridex.view(x, stream=NO_SYNC)     without any stream ordering
       view stream=1   stridex.view(x, stream=1)           an explicit legacy stream (__dlpack_device__ asked)
       nb_peer         the nanobind peer
-    and which protocol the type offers first (exchange API, __dlpack__, CAI)."""
+    and which protocol the type offers first (exchange API, __dlpack__, CAI). floors() follows."""
     print("\n# breakdown: ns per call (median); see bench_import.py breakdown()\n")
     cols = ["dlpack()", "dlpack(mv)", "view(capsule)", "view", "view NO_SYNC", "view stream=1", "nb_peer"]
     print("| producer | first protocol | " + " | ".join(cols) + " |")
@@ -237,6 +237,52 @@ def breakdown(producers_, peer, only, budget, repeats):
             "nb_peer": (lambda: peer(x)) if peer else None,
         }, budget, repeats)
         print(f"| {name} | {first} | " + " | ".join(cell(r.get(c)) for c in cols) + " |")
+
+
+def floors(producers_, smv, only, budget, repeats):
+    """--breakdown, for producers with a DLPack exchange API capsule: what no importer can go below,
+    next to cuda.core's StridedMemoryView (SMV) and stridex.view, interleaved (ns per call, median):
+      noop            a nanobind function taking one object: the Python call alone (bench/nb_peer)
+      xchg borrow     the same function calling the type's exchange API to lend its DLTensor
+                      (dltensor_from_py_object_no_sync), the fastest description the producer offers
+      xchg +stream    + current_work_stream for the tensor's device
+      xchg managed    + a managed tensor made and freed instead (managed_tensor_from_py_object_no_sync)
+      view(View)      stridex.view(v) of a stridex.View v: the call, a View copy and a new View object
+      floor           xchg borrow + view(View) - noop: the producer's description plus one new
+                      Python object, with no validation, owner or ordering at all
+    Any importer that returns a new object pays at least `floor`; floor / SMV is how close to
+    cuda.core a perfect importer could get."""
+    module = sys.modules.get("nb_peer")
+    rows = []
+    for name, x in producers_:
+        if only and name.split(" ")[0] not in only:
+            continue
+        api = getattr(type(x), "__dlpack_c_exchange_api__", None)
+        if module is None or type(api).__name__ != "PyCapsule":
+            continue
+        v = stridex.view(x)
+        r = measure({
+            "SMV": (lambda: smv(x)) if smv else None,
+            "stridex.view": lambda: stridex.view(x),
+            "view(View)": lambda: stridex.view(v),
+            "noop": lambda: module.noop(x),
+            "xchg borrow": lambda: module.exchange(x, api, 0),
+            "xchg +stream": lambda: module.exchange(x, api, 1),
+            "xchg managed": lambda: module.exchange(x, api, 2),
+        }, budget, repeats)
+        runs = zip(r["xchg borrow runs"], r["view(View) runs"], r["noop runs"])
+        r["floor runs"] = [b + c - n for b, c, n in runs]
+        r["floor"] = statistics.median(r["floor runs"])
+        rows.append((name, r))
+    if not rows:
+        return
+    print("\n# floors: ns per call (median); see bench_import.py floors()\n")
+    cols = ["SMV", "stridex.view", "view(View)", "noop", "xchg borrow", "xchg +stream", "xchg managed", "floor"]
+    print("| producer | " + " | ".join(cols) + " | floor / SMV | stridex / SMV |")
+    print("|---|" + "---:|" * (len(cols) + 2))
+    for name, r in rows:
+        print(f"| {name} | " + " | ".join(cell(r.get(c)) for c in cols)
+              + f" | {ratio(r, 'floor', 'SMV')} | {ratio(r, 'stridex.view', 'SMV')} |")
 
 
 def main():
@@ -303,6 +349,7 @@ def main():
               f"| {ratio(r, 'stridex', 'nb_peer')} | {ratio(r, 'stridex', 'np.from_dlpack')} |")
     if args.breakdown:
         breakdown(arrays, peer, only, args.budget, args.repeats)
+        floors(arrays, smv, only, args.budget, args.repeats)
     if NOTES:
         print("\nNotes:")
         for n in NOTES:
