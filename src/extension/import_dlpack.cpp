@@ -402,7 +402,15 @@ View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& 
     std::optional<cuda::ContextGuard> current;
     if (row.needs_current_device && device && device->type == DeviceType::kCUDA && cuda::device_count() > device->id)
         current.emplace(device->id);
-    nb::object capsule = call_dlpack(obj, entry, stream);
+    nb::object capsule;
+    try {
+        capsule = call_dlpack(obj, entry, stream);
+    } catch (nb::python_error& e) {
+        // The producer's own refusal, final where its other protocols would export the array
+        // without the check (the row says why). In its words, which test suites match.
+        if (row.refusals_final && e.matches(PyExc_BufferError)) throw FinalRefusal(nb::str(e.value()).c_str());
+        throw;
+    }
     current.reset();
 
     ready = stream.ready;

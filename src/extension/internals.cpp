@@ -63,6 +63,7 @@ nb::dict row_dict(const ProducerRow& r) {
     d["repair_negative_strides"] = r.repair_negative_strides;
     d["borrows_exchange_tensors"] = r.borrows_exchange_tensors;
     d["exchange_skips_refusals"] = r.exchange_skips_refusals;
+    d["refusals_final"] = r.refusals_final;
     d["array_struct"] = array_struct_name(r.array_struct);
     d["why"] = r.why;
     return d;

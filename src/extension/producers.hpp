@@ -65,6 +65,10 @@ struct ProducerRow {
     bool exchange_skips_refusals = false;  // the exchange API exports what __dlpack__ refuses
                                // (torch: tensors that require grad or have the conjugate bit set):
                                // stridex refuses them as __dlpack__ does (import_dlpack.cpp)
+    bool refusals_final = false;  // a refusal by __dlpack__ ends the import: the producer's other
+                               // protocols would hand the array over without the check (torch's
+                               // __cuda_array_interface__ exports a conjugate view's memory as
+                               // plain, unconjugated values)
     ArrayStruct array_struct = ArrayStruct::none;  // the package's array type itself is read from
                                // its struct, which says all its __dlpack__ would (NumPy >= 2.1:
                                // versioned capsules carry the read-only flag; CuPy >= 13.4)

@@ -137,6 +137,41 @@ def test_refusing_producer_falls_back_to_the_array_interface():
     assert len(p.calls) == 1 and v.ptr == address(a) and v.owner is p
 
 
+def test_torchs_own_refusal_is_final_without_its_exchange_api_too():
+    # torch < 2.10 has no exchange API: its __dlpack__ refuses a conjugate view, which its
+    # __cuda_array_interface__ would export as plain, unconjugated memory. Its refusal ends the
+    # import (in torch's words); the same producer on the generic row moves on to the next protocol.
+    a = np.arange(3.0)
+    asked = []
+
+    def producer(module):
+        class Tensor:
+            def __dlpack__(self, **kwargs):
+                asked.append("__dlpack__")
+                raise BufferError("Can't export tensors with the conjugate bit set")
+
+            def __dlpack_device__(self):
+                return (1, 0)
+
+            @property
+            def __array_interface__(self):
+                asked.append("__array_interface__")
+                return a.__array_interface__
+
+        Tensor.__module__ = module
+        return Tensor()
+
+    torch_like = producer("torch")
+    assert _internals.producer_for(type(torch_like)) in ("torch", "torch<2.9")
+    with pytest.raises(BufferError, match="^Can't export tensors with the conjugate bit set$"):
+        stridex.view(torch_like)
+    assert asked == ["__dlpack__"]
+    asked.clear()
+    assert stridex.view(producer("mylib")).ptr == address(a)
+    assert asked == ["__dlpack__", "__array_interface__"]
+    assert [r["name"] for r in _internals.producer_rows() if r["refusals_final"]] == ["torch<2.9", "torch"]
+
+
 def test_all_refusals_are_reported_together():
     class Both(RefusesDLPack):
         __array_interface__ = property(lambda self: {"shape": (2,), "typestr": "<M8[s]", "data": (0, False),
