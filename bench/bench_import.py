@@ -247,6 +247,7 @@ def floors(producers_, smv, only, budget, repeats):
                       (dltensor_from_py_object_no_sync), the fastest description the producer offers
       xchg +stream    + current_work_stream for the tensor's device
       xchg managed    + a managed tensor made and freed instead (managed_tensor_from_py_object_no_sync)
+      view NO_SYNC    stridex.view(x, stream=stridex.NO_SYNC): without the stream ordering
       view(View)      stridex.view(v) of a stridex.View v: the call, a View copy and a new View object
       floor           xchg borrow + view(View) - noop: the producer's description plus one new
                       Python object, with no validation, owner or ordering at all
@@ -264,6 +265,7 @@ def floors(producers_, smv, only, budget, repeats):
         r = measure({
             "SMV": (lambda: smv(x)) if smv else None,
             "stridex.view": lambda: stridex.view(x),
+            "view NO_SYNC": lambda: stridex.view(x, stream=stridex.NO_SYNC),
             "view(View)": lambda: stridex.view(v),
             "noop": lambda: module.noop(x),
             "xchg borrow": lambda: module.exchange(x, api, 0),
@@ -277,7 +279,7 @@ def floors(producers_, smv, only, budget, repeats):
     if not rows:
         return
     print("\n# floors: ns per call (median); see bench_import.py floors()\n")
-    cols = ["SMV", "stridex.view", "view(View)", "noop", "xchg borrow", "xchg +stream", "xchg managed", "floor"]
+    cols = ["SMV", "stridex.view", "view NO_SYNC", "view(View)", "noop", "xchg borrow", "xchg +stream", "xchg managed", "floor"]
     print("| producer | " + " | ".join(cols) + " | floor / SMV | stridex / SMV |")
     print("|---|" + "---:|" * (len(cols) + 2))
     for name, r in rows:
