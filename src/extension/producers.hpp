@@ -1,9 +1,10 @@
 // The producer quirk table: what each framework's `__dlpack__` accepts, as data.
 //
 // stridex.view() says which stream the caller will use; each row says how that intent is spelled
-// for one producer (docs/protocols.md). A row is chosen once per Python type, from the type's
-// `__module__` and the package's `__version__`, and cached with the type (import.cpp). Every row
-// has a test in tests/python/test_stream_policy.py; the prose for each row is in docs/import.md.
+// for one producer (docs/protocols.md). A row is chosen once per Python type, from the `__module__`
+// of the type or of its nearest base a row names and the package's `__version__`, and cached with
+// the type (import.cpp). Every row has a test in tests/python/test_stream_policy.py; the prose for
+// each row is in docs/import.md.
 #pragma once
 
 #include <Python.h>
@@ -78,8 +79,10 @@ struct ProducerRow {
 // The whole table, most specific rows first; the last row is the generic one.
 std::span<const ProducerRow> producer_rows() noexcept;
 
-// The row for a type (reads type.__module__ and, where rows differ by version, the package's
-// __version__ from sys.modules). Never fails: anything unknown gets the generic row. Needs the GIL.
+// The row for a type: the first class of its MRO (the type itself first) whose __module__ a row
+// names, where rows differ by version with the package's __version__ from sys.modules (a subclass
+// inherits its framework's exports, and so its quirks). Never fails: anything unknown gets the
+// generic row. Needs the GIL.
 const ProducerRow& producer_for(PyTypeObject* type) noexcept;
 
 // The row of a given name (tests); nullptr if there is none.

@@ -107,6 +107,20 @@ def test_such_a_refusal_is_final_not_a_cue_for_the_next_protocol(torch_like):
     assert asked == []
 
 
+def test_a_subclass_defined_elsewhere_keeps_torchs_refusals(torch_like):
+    # A torch.Tensor subclass in user code (its __module__ is the user's) inherits torch's exchange
+    # API, which exports a conjugate view unflagged: torch's row, and its refusals, go with it.
+    class UserTensor(torch_like):
+        pass
+
+    UserTensor.__module__ = "mylib.tensors"
+    assert _internals.producer_for(UserTensor) == _internals.producer_for(torch_like)
+    z = UserTensor(np.zeros(3, np.complex64))
+    z.conj = True
+    with pytest.raises(BufferError, match="conjugate bit"):
+        stridex.view(z)
+
+
 def test_the_generic_row_takes_the_managed_tensor(testing):
     p = testing.ExchangeProducer(np.zeros(3, np.float32))
     managed, borrowed = testing.exchange_calls()[0], testing.borrow_calls()
@@ -188,6 +202,30 @@ def test_torch_borrowed_views_equal_the_capsule_path(device):
     # The refusal holds through a View in the middle, as torch's own suite expects of __dlpack__.
     with pytest.raises(BufferError):
         t.from_dlpack(stridex.view(t.zeros(2, requires_grad=True, device=device)))
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_torch_subclass_in_user_code_imports_as_torch_does(device):
+    # Its type's module is the user's, not torch's: the row comes from its base, torch.Tensor.
+    t = _torch()
+    if device == "cuda" and (cuda_device_count() == 0 or not t.cuda.is_available()):
+        pytest.skip("no CUDA device for torch")
+
+    class UserTensor(t.Tensor):
+        pass
+
+    UserTensor.__module__ = "mylib.tensors"
+    assert _internals.producer_for(UserTensor) == "torch"
+    for x in tensors(t, device):
+        try:
+            sub = x.as_subclass(UserTensor)
+        except Exception:  # noqa: BLE001 - a layout torch will not subclass: nothing to compare
+            continue
+        assert outcome(lambda: stridex.view(sub)) == outcome(lambda: stridex.view(x)), (x.dtype, x.layout)
+    with pytest.raises(BufferError, match="conjugate bit"):
+        stridex.view(t.zeros(2, dtype=t.complex64, device=device).conj().as_subclass(UserTensor))
+    with pytest.raises(BufferError, match="require gradient"):
+        stridex.view(t.zeros(2, requires_grad=True, device=device).as_subclass(UserTensor))
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])

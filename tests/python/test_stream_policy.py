@@ -257,6 +257,23 @@ def test_row_behaviour(row, monkeypatch):
             stridex.view(q)
 
 
+def test_a_subclass_takes_the_row_of_its_nearest_base_a_row_names():
+    # A subclass defined elsewhere inherits its framework's __dlpack__ (and exchange API), and
+    # with them the framework's quirks; its own module decides first when a row names it.
+    def cls(module, *bases):
+        c = type("C", bases or (object,), {})
+        c.__module__ = module
+        return c
+
+    jax_array = cls("jax._src.array")
+    assert _internals.producer_for(cls("mylib.arrays", jax_array)) == _internals.producer_for(jax_array)
+    assert _internals.producer_for(jax_array).startswith("jax")
+    assert _internals.producer_for(cls("cupy._core", jax_array)).startswith("cupy")
+    assert _internals.producer_for(cls("mylib", cls("mylib.base"))) == "generic"
+    sub = cls("mylib", np.ndarray)
+    assert _internals.producer_for(sub) == _internals.producer_for(np.ndarray) != "generic"
+
+
 def test_cpu_arrays_of_gpu_frameworks_get_none():
     # torch and JAX refuse a CUDA stream for host arrays (and pinned memory, for torch).
     for device in (CPU, PINNED):
