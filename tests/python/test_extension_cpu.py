@@ -183,6 +183,30 @@ def test_like_returns_the_callers_framework(ext):
     assert isinstance(ext.scaled(stridex.view(np.ones(2, np.float32)), 2.0), stridex.View)
 
 
+def test_like_a_subclass_defined_elsewhere_returns_its_frameworks_array(ext):
+    # The subclass's own module has no from_dlpack: the framework of its nearest base that has one.
+    class Sub(np.ndarray):
+        pass
+
+    out = ext.scaled(np.ones(3, np.float32).view(Sub), 2.0)
+    assert type(out) is np.ndarray
+    np.testing.assert_array_equal(out, [2.0, 2.0, 2.0])
+
+
+def test_like_an_array_of_no_framework_is_a_type_error(ext):
+    class Interface:
+        def __init__(self, a):
+            self.a = a
+
+        @property
+        def __array_interface__(self):
+            return self.a.__array_interface__
+
+    Interface.__module__ = "mylib.arrays"  # not even imported
+    with pytest.raises(TypeError, match="no package of its type or its bases has a from_dlpack"):
+        ext.scaled(Interface(np.ones(3, np.float32)), 2.0)
+
+
 @pytest.mark.skipif(jax is None, reason="jax is not installed")
 def test_like_jax_in_jax_out(ext):
     out = ext.scaled(on_cpu(jax.numpy.arange(4, dtype=jax.numpy.float32)), 3.0)
