@@ -182,6 +182,16 @@ TypeEntry entry_for(PyTypeObject* type, bool* uncached) {
     return e;
 }
 
+// The object a bound method (Python or C) is bound to, or nullptr (borrowed).
+PyObject* bound_self(PyObject* callable) noexcept {
+    if (PyMethod_Check(callable)) return PyMethod_GET_SELF(callable);
+    if (PyCFunction_Check(callable)) {
+        PyObject* self = PyCFunction_GET_SELF(callable);
+        return self && !PyModule_Check(self) ? self : nullptr;  // a module function has its module
+    }
+    return nullptr;
+}
+
 // Releases an entry_for() entry that could not be cached: a probed entry that is nobody else's.
 struct Uncached {
     TypeEntry& e;
@@ -337,6 +347,12 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
             instance_entry.emplace(e);
             instance_entry->dlpack = instance_dlpack.ptr();
             instance_entry->dlpack_unbound = false;
+            // A proxy forwarding to another object's __dlpack__ (a bound method): the quirks are
+            // that object's producer's (torch's spelt-out stream=None, JAX's read-only arrays).
+            if (PyObject* self = bound_self(instance_dlpack.ptr()); self && Py_TYPE(self) != Py_TYPE(obj)) {
+                instance_entry->row = &producer_for(Py_TYPE(self));
+                instance_entry->keywords = instance_entry->row->keywords;
+            }
             if (!e.dlpack_device) {
                 instance_device = nb::steal(optional_attr(obj, names.dlpack_device));
                 if (instance_device.is_none()) instance_device = nb::object();  // None: absent

@@ -172,6 +172,41 @@ def test_torchs_own_refusal_is_final_without_its_exchange_api_too():
     assert [r["name"] for r in _internals.producer_rows() if r["refusals_final"]] == ["torch<2.9", "torch"]
 
 
+def test_a_proxy_forwarding_dlpack_takes_the_quirks_of_the_object_behind_it():
+    # A wrapper whose __getattr__ hands out the wrapped array's bound __dlpack__: the row is the
+    # wrapped producer's (JAX: read-only even through a legacy capsule; torch: stream=None spelt
+    # out), not the generic one of the wrapper's own type.
+    a = np.arange(3.0)
+    sent = []
+
+    def producer(module):
+        class Array:
+            def __dlpack__(self, **kwargs):
+                sent.append(kwargs)
+                return a.__dlpack__()  # a legacy capsule: no read-only flag
+
+            def __dlpack_device__(self):
+                return (1, 0)
+
+        Array.__module__ = module
+        return Array()
+
+    class Proxy:
+        def __init__(self, target):
+            self._target = target
+
+        def __getattr__(self, name):
+            return getattr(self._target, name)
+
+    Proxy.__module__ = "mylib"
+    assert stridex.view(Proxy(producer("jax._src.array"))).readonly
+    assert not stridex.view(Proxy(producer("mylib.arrays"))).readonly
+    stridex.view(Proxy(producer("torch")))
+    assert "stream" in sent[-1] and sent[-1]["stream"] is None
+    stridex.view(Proxy(producer("mylib.arrays")))
+    assert "stream" not in sent[-1]
+
+
 def test_all_refusals_are_reported_together():
     class Both(RefusesDLPack):
         __array_interface__ = property(lambda self: {"shape": (2,), "typestr": "<M8[s]", "data": (0, False),
