@@ -229,6 +229,31 @@ def test_a_torch_subclass_in_user_code_imports_as_torch_does(device):
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_proxy_of_a_torch_tensor_imports_as_torch_does(device):
+    # A wrapper forwarding attributes: no exchange API on its type, so torch's bound __dlpack__ is
+    # called, with torch's quirks (stream=None spelt out, the device made current, refusals final).
+    t = _torch()
+    if device == "cuda" and (cuda_device_count() == 0 or not t.cuda.is_available()):
+        pytest.skip("no CUDA device for torch")
+
+    class Proxy:
+        def __init__(self, target):
+            self._target = target
+
+        def __getattr__(self, name):
+            return getattr(self._target, name)
+
+    for x in tensors(t, device):
+        proxied = outcome(lambda: stridex.view(Proxy(x)))
+        capsule = outcome(lambda: stridex.view(x.__dlpack__(max_version=(1, 3))))
+        assert proxied == capsule, (x.dtype, x.layout, proxied, capsule)
+    x = t.zeros(3, device=device)
+    assert stridex.view(Proxy(x)).stream == stridex.view(x).stream
+    with pytest.raises(BufferError, match="conjugate bit"):
+        stridex.view(Proxy(t.zeros(2, dtype=t.complex64, device=device).conj()))
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_torch_borrowed_view_aliases_and_keeps_the_tensor(device, collect):
     t = _torch()
     if device == "cuda" and (cuda_device_count() == 0 or not t.cuda.is_available()):
