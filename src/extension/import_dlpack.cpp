@@ -387,10 +387,11 @@ StreamRequest caller_stream_request(PyObject* obj, const TypeEntry& entry) {
 View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& request, std::intptr_t& ready) {
     const ProducerRow& row = *entry.row;
     // __dlpack_device__ first, but only when the stream to send depends on it: the default request
-    // sends None everywhere, and host-only producers take nothing but None.
+    // sends None to every row that does not spell the legacy stream out, and host-only producers
+    // take nothing but None.
     std::optional<Device> device;
     if (!row.host_only && entry.dlpack_device &&
-        (request.kind != StreamRequest::Kind::by_default || row.needs_current_device))
+        (request.kind != StreamRequest::Kind::by_default || row.needs_current_device || row.spells_default_stream))
         device = call_dlpack_device(obj, entry);
     DlpackStream stream;
     if (row.host_only)

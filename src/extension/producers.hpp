@@ -73,6 +73,12 @@ struct ProducerRow {
     ArrayStruct array_struct = ArrayStruct::none;  // the package's array type itself is read from
                                // its struct, which says all its __dlpack__ would (NumPy >= 2.1:
                                // versioned capsules carry the read-only flag; CuPy >= 13.4)
+    bool spells_default_stream = true;  // on the default request a CUDA producer is asked its
+                               // device and sent the legacy stream as 1, what torch and CuPy send
+                               // as consumers (and producers written against them expect), rather
+                               // than left to None. Rows whose None means something else (JAX: a
+                               // host wait), that ignore the stream, or that take ints untested keep
+                               // None, with no __dlpack_device__ call
     const char* why = "";      // one line, for docs and test ids
 };
 

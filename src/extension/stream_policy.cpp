@@ -185,9 +185,10 @@ void dlpack_stream(const StreamRequest& request, const Device* device, const Pro
         return;
     }
     if (device == nullptr) {
-        // The default request: None for every producer. On CUDA that is the legacy default stream
-        // (array API; torch, CuPy, Warp) or a host-side wait until ready (JAX), so the data is
-        // ready on the legacy stream either way; on the host, None is the only legal value.
+        // The default request, the device not asked (or without __dlpack_device__): None. On CUDA
+        // that is the legacy default stream (array API; torch, CuPy, Warp) or a host-side wait
+        // until ready (JAX), so the data is ready on the legacy stream either way; on the host,
+        // None is the only legal value.
         out.ready = cuda::StreamRef::kLegacy;
         return;
     }
@@ -200,7 +201,12 @@ void dlpack_stream(const StreamRequest& request, const Device* device, const Pro
         if (request.kind == StreamRequest::Kind::on_stream) send = request.handle;
     } else if (device->is_cuda_device_or_managed()) {
         switch (request.kind) {
-            case StreamRequest::Kind::by_default: out.ready = cuda::StreamRef::kLegacy; break;
+            case StreamRequest::Kind::by_default:
+                // The legacy stream, as 1 where the row spells it (what torch's and CuPy's own
+                // from_dlpack send), else None, which means the same to the array API.
+                if (row.spells_default_stream) send = cuda::StreamRef::kLegacy;
+                out.ready = cuda::StreamRef::kLegacy;
+                break;
             case StreamRequest::Kind::no_sync:
                 if (row.takes_no_sync) {
                     send = -1;

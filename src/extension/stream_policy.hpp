@@ -67,7 +67,8 @@ struct DlpackStream {
     ~DlpackStream() { Py_XDECREF(holder); }
 };
 
-// `device` is nullptr when the producer was not asked (host-only rows, the default request).
+// `device` is nullptr when the producer was not asked (host-only rows, the default request to
+// rows that do not spell the legacy stream out).
 // Throws only on allocation failure.
 void dlpack_stream(const StreamRequest& request, const Device* device, const ProducerRow& row, DlpackStream& out);
 

@@ -76,6 +76,29 @@ def test_torch_cuda_tensor(torch):
     assert (device_array(v) == 5).all()
 
 
+def test_a_producer_no_row_names_is_sent_the_legacy_stream_as_1(torch):
+    # As torch's own DLPack suite checks of torch.from_dlpack: a wrapper written against torch's
+    # consumer expects the legacy stream spelt 1, which stridex in the middle must send too.
+    sent = []
+
+    class DLPackTensor:
+        def __init__(self, tensor):
+            self.tensor = tensor
+
+        def __dlpack_device__(self):
+            return self.tensor.__dlpack_device__()
+
+        def __dlpack__(self, stream=None):  # no max_version: stridex retries with stream only
+            sent.append(stream)
+            assert stream == 1
+            return self.tensor.__dlpack__(stream=stream)
+
+    with torch.cuda.stream(torch.cuda.default_stream()):
+        x = torch.arange(5.0, device="cuda")
+        y = torch.from_dlpack(stridex.view(DLPackTensor(x)))
+    assert sent == [1] and y.data_ptr() == x.data_ptr() and torch.equal(x, y)
+
+
 @pytest.mark.parametrize("dtype,name", [("bfloat16", "bfloat16"), ("float8_e4m3fn", "float8_e4m3fn"),
                                         ("bool", "bool"), ("complex64", "complex64"), ("int8", "int8")])
 def test_torch_cuda_dtypes(torch, dtype, name):

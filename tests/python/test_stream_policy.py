@@ -110,22 +110,23 @@ def test_cuda_stream_protocol_must_return_a_pair():
 
 # ---- the quirk table: one entry per row ------------------------------------------------------------
 # For each row: (keywords, host_only, takes -1, takes 2, needs the current device, immutable,
-# stream=None spelt out rather than left to the parameter's default, negative strides repaired).
+# stream=None spelt out rather than left to the parameter's default, negative strides repaired,
+# the default request's legacy stream sent as 1 rather than None).
 ROWS = {
-    "numpy<2.1": ("stream_only", True, True, True, False, False, False, False),
-    "numpy": ("full", True, True, True, False, False, False, False),
-    "torch<2.9": ("stream_only", False, True, False, False, False, True, False),
-    "torch": ("full", False, True, False, True, False, True, False),
-    "jax<0.4.27": ("stream_only", False, False, True, False, True, False, False),
-    "jax": ("full", False, False, True, False, True, False, False),
-    "cupy<13.4": ("stream_only", False, True, True, False, False, False, False),
-    "cupy": ("full", False, True, True, False, False, False, True),
-    "warp": ("stream_only", False, True, True, False, False, False, False),
-    "mlx<0.32": ("none", False, True, True, False, False, False, False),
-    "mlx": ("full", False, True, True, False, False, False, False),
-    "cuda.core": ("full", False, True, True, False, False, False, False),
-    "nanobind": ("full", False, True, True, False, False, False, False),
-    "generic": ("full", False, True, True, False, False, False, False),
+    "numpy<2.1": ("stream_only", True, True, True, False, False, False, False, False),
+    "numpy": ("full", True, True, True, False, False, False, False, False),
+    "torch<2.9": ("stream_only", False, True, False, False, False, True, False, False),
+    "torch": ("full", False, True, False, True, False, True, False, False),
+    "jax<0.4.27": ("stream_only", False, False, True, False, True, False, False, False),
+    "jax": ("full", False, False, True, False, True, False, False, False),
+    "cupy<13.4": ("stream_only", False, True, True, False, False, False, False, False),
+    "cupy": ("full", False, True, True, False, False, False, True, False),
+    "warp": ("stream_only", False, True, True, False, False, False, False, False),
+    "mlx<0.32": ("none", False, True, True, False, False, False, False, False),
+    "mlx": ("full", False, True, True, False, False, False, False, False),
+    "cuda.core": ("full", False, True, True, False, False, False, False, False),
+    "nanobind": ("full", False, True, True, False, False, False, False, False),
+    "generic": ("full", False, True, True, False, False, False, False, True),
 }
 TABLE = {row["name"]: row for row in _internals.producer_rows()}
 
@@ -138,14 +139,14 @@ def test_every_row_has_a_test():
 def expected_stream(row, stream, device):
     """(value sent as __dlpack__(stream=...), stream the data is then ready on): the contract of
     docs/import.md, written out independently of the C++."""
-    keywords, host_only, takes_no_sync, takes_per_thread, *_ = ROWS[row]
+    keywords, host_only, takes_no_sync, takes_per_thread, *_, spells_default = ROWS[row]
     if host_only:
         return None, None
     if device is None:  # not asked: the default request
         return None, 1
     if device in (CUDA, (13, 0)):
         if stream is None:
-            return None, 1
+            return (1 if spells_default else None), 1
         if stream is stridex.NO_SYNC:
             return (-1, None) if takes_no_sync else (None, 1)
         if stream == 2 and not takes_per_thread:
@@ -161,7 +162,7 @@ def test_row_translation(row):
     facts = TABLE[row]
     assert (facts["keywords"], facts["host_only"], facts["takes_no_sync"], facts["takes_per_thread"],
             facts["needs_current_device"], facts["immutable"], facts["spell_none"],
-            facts["repair_negative_strides"]) == ROWS[row]
+            facts["repair_negative_strides"], facts["spells_default_stream"]) == ROWS[row]
     # NumPy >= 2.1 only (versioned capsules); CuPy from 13.4 (its C API, or the layout it vouches for)
     assert facts["array_struct"] == {"numpy": "numpy", "cupy": "cupy"}.get(row, "none")
     assert facts["why"]
@@ -218,7 +219,7 @@ def emulate(row, monkeypatch, array, device):
 
 @pytest.mark.parametrize("row", list(ROWS))
 def test_row_behaviour(row, monkeypatch):
-    keywords, host_only, takes_no_sync, takes_per_thread, needs_device, immutable, spell_none, repair = ROWS[row]
+    keywords, host_only, takes_no_sync, takes_per_thread, needs_device, immutable, spell_none, repair, spells_default = ROWS[row]
     a = np.arange(6.0)
     device = CPU if host_only else CUDA
     p = emulate(row, monkeypatch, a, device)
@@ -236,11 +237,11 @@ def test_row_behaviour(row, monkeypatch):
         assert sent == ["absent"] * 4
         return
     none = None if spell_none else "absent"  # None is the default: left out unless the row says otherwise
-    assert sent == [none, -1 if takes_no_sync else none, 2 if takes_per_thread else 1, H]
+    assert sent == [1 if spells_default else none, -1 if takes_no_sync else none, 2 if takes_per_thread else 1, H]
     if keywords == "full":
         assert all(c["max_version"] == (1, 3) for c in p.calls)
     # __dlpack_device__ is asked only when the answer matters (or the framework needs its device current).
-    assert p.device_calls == (4 if needs_device else 3)
+    assert p.device_calls == (4 if needs_device or spells_default else 3)
     orders = _testing.captured_orders()
     assert orders == ([] if takes_per_thread else [(1, 2, "cuda:0")])
 
