@@ -3,6 +3,8 @@
 // tests/python/test_stream_policy.py and a line in docs/import.md.
 #include "producers.hpp"
 
+#include "stridex/python/framework_of.hpp"
+
 #include <array>
 #include <cstring>
 
@@ -126,50 +128,19 @@ Version parse_version(const char* text) noexcept {
     return {parts[0], parts[1], parts[2]};
 }
 
-namespace {
-
-// The specific row naming one class by its own __module__ (and the package's version), or nullptr.
-const ProducerRow* row_naming(PyObject* cls) noexcept {
-    PyObject* module_obj = PyObject_GetAttrString(cls, "__module__");
-    if (!module_obj) {
-        PyErr_Clear();
-        return nullptr;
-    }
-    const char* module = PyUnicode_Check(module_obj) ? PyUnicode_AsUTF8(module_obj) : nullptr;
-    if (!module) PyErr_Clear();
-    const ProducerRow* found = nullptr;
-    if (module) {
+const ProducerRow& producer_for(PyTypeObject* type) noexcept {
+    // The specific row naming a module (with the package's version), for the nearest class that
+    // has one (framework_of.hpp); else the generic row.
+    const ProducerRow* found = framework_of(type, [](const char* module) -> const ProducerRow* {
         Version version{-2, -2, -2};  // read lazily: only rows that match the module need it
         for (const ProducerRow& row : kRows) {
             if (*row.module == '\0' || !module_matches(row.module, module)) continue;
             if (version.major == -2) version = package_version(row.package);
-            if (in_range(row, version)) {
-                found = &row;
-                break;
-            }
+            if (in_range(row, version)) return &row;
         }
-    }
-    Py_DECREF(module_obj);
-    return found;
-}
-
-}  // namespace
-
-// The type's own row or, failing that, the row of its nearest base a row names (the MRO in order):
-// a subclass defined elsewhere (a torch.Tensor subclass in user code, torchvision's tv_tensors)
-// inherits its framework's __dlpack__ and exchange API, and with them the framework's quirks.
-const ProducerRow& producer_for(PyTypeObject* type) noexcept {
-    PyObject* mro = type->tp_mro;  // a tuple once the type is ready
-    if (mro == nullptr || !PyTuple_Check(mro)) {
-        const ProducerRow* own = row_naming(reinterpret_cast<PyObject*>(type));
-        return own ? *own : kRows.back();
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
-        PyObject* cls = PyTuple_GET_ITEM(mro, i);
-        if (cls == reinterpret_cast<PyObject*>(&PyBaseObject_Type)) break;
-        if (const ProducerRow* row = row_naming(cls)) return *row;
-    }
-    return kRows.back();  // the generic row
+        return nullptr;
+    });
+    return found ? *found : kRows.back();
 }
 
 const ProducerRow* producer_named(const char* name) noexcept {

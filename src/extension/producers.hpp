@@ -85,10 +85,9 @@ struct ProducerRow {
 // The whole table, most specific rows first; the last row is the generic one.
 std::span<const ProducerRow> producer_rows() noexcept;
 
-// The row for a type: the first class of its MRO (the type itself first) whose __module__ a row
-// names, where rows differ by version with the package's __version__ from sys.modules (a subclass
-// inherits its framework's exports, and so its quirks). Never fails: anything unknown gets the
-// generic row. Needs the GIL.
+// The row for a type: that of its framework (stridex/python/framework_of.hpp: the nearest class
+// of its MRO whose __module__ a row names), where rows differ by version with the package's
+// __version__ from sys.modules. Never fails: anything unknown gets the generic row. Needs the GIL.
 const ProducerRow& producer_for(PyTypeObject* type) noexcept;
 
 // The row of a given name (tests); nullptr if there is none.

@@ -138,6 +138,17 @@ def test_refusing_producer_falls_back_to_the_array_interface():
     assert len(p.calls) == 1 and v.ptr == address(a) and v.owner is p
 
 
+def host_producer(module, dlpack, array_interface=None):
+    """An instance of a new class whose __module__ is `module`: its __dlpack__(**kwargs) is
+    `dlpack`, its device the host, and its __array_interface__ (where given) `array_interface()`."""
+    members = {"__dlpack__": lambda self, **kwargs: dlpack(**kwargs), "__dlpack_device__": lambda self: (1, 0)}
+    if array_interface is not None:
+        members["__array_interface__"] = property(lambda self: array_interface())
+    cls = type("Array", (), members)
+    cls.__module__ = module
+    return cls()
+
+
 def test_torchs_own_refusal_is_final_without_its_exchange_api_too():
     # torch < 2.10 has no exchange API: its __dlpack__ refuses a conjugate view, which its
     # __cuda_array_interface__ would export as plain, unconjugated memory. Its refusal ends the
@@ -145,22 +156,16 @@ def test_torchs_own_refusal_is_final_without_its_exchange_api_too():
     a = np.arange(3.0)
     asked = []
 
+    def refuse(**kwargs):
+        asked.append("__dlpack__")
+        raise BufferError("Can't export tensors with the conjugate bit set")
+
+    def interface():
+        asked.append("__array_interface__")
+        return a.__array_interface__
+
     def producer(module):
-        class Tensor:
-            def __dlpack__(self, **kwargs):
-                asked.append("__dlpack__")
-                raise BufferError("Can't export tensors with the conjugate bit set")
-
-            def __dlpack_device__(self):
-                return (1, 0)
-
-            @property
-            def __array_interface__(self):
-                asked.append("__array_interface__")
-                return a.__array_interface__
-
-        Tensor.__module__ = module
-        return Tensor()
+        return host_producer(module, refuse, interface)
 
     torch_like = producer("torch")
     assert _internals.producer_for(type(torch_like)) in ("torch", "torch<2.9")
@@ -180,17 +185,12 @@ def test_a_proxy_forwarding_dlpack_takes_the_quirks_of_the_object_behind_it():
     a = np.arange(3.0)
     sent = []
 
+    def export(**kwargs):
+        sent.append(kwargs)
+        return a.__dlpack__()  # a legacy capsule: no read-only flag
+
     def producer(module):
-        class Array:
-            def __dlpack__(self, **kwargs):
-                sent.append(kwargs)
-                return a.__dlpack__()  # a legacy capsule: no read-only flag
-
-            def __dlpack_device__(self):
-                return (1, 0)
-
-        Array.__module__ = module
-        return Array()
+        return host_producer(module, export)
 
     class Proxy:
         def __init__(self, target):

@@ -42,6 +42,7 @@
 #include "stridex/cuda/from_pointer.hpp"
 #include "stridex/python/caster_api.hpp"
 #include "stridex/python/errors.hpp"
+#include "stridex/python/framework_of.hpp"
 #include "stridex/dlpack.hpp"
 #include "stridex/view.hpp"
 
@@ -424,39 +425,26 @@ inline Ref to_stridex_view(const View& view) {
     return out;
 }
 
-// The from_dlpack of the framework `like` belongs to: that of the root package (torch, numpy,
-// cupy, warp...) of the first class in its type's MRO whose package has one, so that a
-// torch.Tensor subclass in user code comes back as a torch tensor. The package is taken from
-// sys.modules (a class of it exists, so it is imported); jax's arrays, which live in jaxlib, go
-// to jax.dlpack.
+// The from_dlpack of the framework `like` belongs to (framework_of.hpp): that of the root package
+// (torch, numpy, cupy, warp...) of the nearest class whose package has one, so that a torch.Tensor
+// subclass in user code comes back as a torch tensor. The package is taken from sys.modules (a
+// class of it exists, so it is imported); jax's arrays, which live in jaxlib, go to jax.dlpack.
 inline Ref from_dlpack_of(PyObject* like) {
-    PyTypeObject* type = Py_TYPE(like);
-    PyObject* mro = type->tp_mro;  // a tuple once the type is ready
-    const Py_ssize_t n = mro && PyTuple_Check(mro) ? PyTuple_GET_SIZE(mro) : 0;
-    for (Py_ssize_t i = 0; i < n; ++i) {
-        PyObject* cls = PyTuple_GET_ITEM(mro, i);
-        if (cls == reinterpret_cast<PyObject*>(&PyBaseObject_Type)) break;
-        Ref module_name(PyObject_GetAttrString(cls, "__module__"));
-        const char* name = module_name && PyUnicode_Check(module_name.get()) ? PyUnicode_AsUTF8(module_name.get()) : nullptr;
-        if (!name) {
-            PyErr_Clear();
-            continue;
-        }
-        const std::string root(name, std::strcspn(name, "."));
-        Ref module;
+    PyObject* fn = python::framework_of(Py_TYPE(like), [](const char* module) -> PyObject* {
+        const std::string root(module, std::strcspn(module, "."));
+        Ref package;
         if (root == "jaxlib" || root == "jax")
-            module = Ref(PyImport_ImportModule("jax.dlpack"));
+            package = Ref(PyImport_ImportModule("jax.dlpack"));
         else if (Ref key{PyUnicode_FromString(root.c_str())})
-            module = Ref(PyImport_GetModule(key.get()));
-        if (!module) {
-            PyErr_Clear();
-            continue;
-        }
-        if (PyObject* fn = PyObject_GetAttrString(module.get(), "from_dlpack")) return Ref(fn);
-        PyErr_Clear();
-    }
-    fail(ErrorKind::type, "cannot return an array like a ", excerpt(type->tp_name),
-         ": no package of its type or its bases has a from_dlpack");
+            package = Ref(PyImport_GetModule(key.get()));
+        PyObject* found = package ? PyObject_GetAttrString(package.get(), "from_dlpack") : nullptr;
+        if (!found) PyErr_Clear();
+        return found;  // a new reference, or nullptr
+    });
+    if (!fn)
+        fail(ErrorKind::type, "cannot return an array like a ", excerpt(Py_TYPE(like)->tp_name),
+             ": no package of its type or its bases has a from_dlpack");
+    return Ref(fn);
 }
 
 // A returned View -> a stridex.View, or the framework of `like` (when given and not a stridex.View).
