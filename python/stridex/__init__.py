@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._stridex import *  # noqa: F401,F403  (view, from_pointer, DevicePtr, VirtualBuffer, ...)
-from ._stridex import NO_SYNC, Device, DevicePtr, Dtype, NoSyncType, PointerInfo, View, VirtualBuffer
+from ._stridex import NO_SYNC, ConsumedCapsuleError, Device, DevicePtr, Dtype, NoSyncType, PointerInfo, View, VirtualBuffer
 from ._stridex import __version__ as __version__  # CMakeLists.txt's project(VERSION): the one version
 from ._stridex import cuda_available, device_count, from_pointer, pointer_info, view
 
@@ -43,5 +43,5 @@ def dtype(spec: Any) -> Dtype:
     return Dtype(name)
 
 
-__all__ = ["NO_SYNC", "Device", "DevicePtr", "Dtype", "NoSyncType", "PointerInfo", "View", "VirtualBuffer",
+__all__ = ["NO_SYNC", "ConsumedCapsuleError", "Device", "DevicePtr", "Dtype", "NoSyncType", "PointerInfo", "View", "VirtualBuffer",
            "__version__", "cuda_available", "device_count", "dtype", "from_pointer", "pointer_info", "view"]

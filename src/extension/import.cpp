@@ -550,6 +550,7 @@ void bind_import(nb::module_& m) {
     if (!g_view_type) fail(ErrorKind::value, "internal error: stridex.View must be bound before view()");
 
     bind_stream_policy(m);
+    bind_consumed_capsule_error(m);
     nb::object view = nb::steal(PyCFunction_NewEx(&g_view_def, nullptr, m.attr("__name__").ptr()));
     if (!view.is_valid()) throw nb::python_error();
     m.attr("view") = view;

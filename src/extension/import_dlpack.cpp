@@ -446,14 +446,34 @@ View consume_capsule(PyObject* capsule, bool raw, bool immutable) {
         }
         return dlpack::import_managed(static_cast<dlpack::DLManagedTensor*>(pointer), immutable);
     }
-    if (name && std::strncmp(name, kUsedLegacyCapsule, sizeof kUsedLegacyCapsule - 1) == 0)
-        fail(ErrorKind::buffer, "this DLPack capsule was already consumed (it is named '", excerpt(name),
-             "'): a capsule can be imported only once");
+    if (name && std::strncmp(name, kUsedLegacyCapsule, sizeof kUsedLegacyCapsule - 1) == 0) {
+        // "consumed multiple times": the words CuPy's own error has, which its suite matches.
+        const std::string message = "a DLPack capsule cannot be consumed multiple times: this one was already consumed (it is named '" +
+                                    to_string(excerpt(name)) + "')";
+        PyErr_SetString(g_consumed_capsule_error, message.c_str());
+        throw nb::python_error();
+    }
     if (raw)
         fail(ErrorKind::type, "expected a DLPack capsule named 'dltensor_versioned' or 'dltensor', found a capsule named '",
              excerpt(name ? name : "NULL"), "'");
     fail(ErrorKind::buffer, "__dlpack__() returned a capsule named '", excerpt(name ? name : "NULL"),
          "', expected 'dltensor_versioned' or 'dltensor'");
+}
+
+PyObject* g_consumed_capsule_error = nullptr;
+
+void bind_consumed_capsule_error(nb::module_& m) {
+    nb::object bases = nb::steal(PyTuple_Pack(3, PyExc_BufferError, PyExc_ValueError, PyExc_RuntimeError));
+    if (!bases.is_valid()) throw nb::python_error();
+    g_consumed_capsule_error = PyErr_NewExceptionWithDoc(
+        "stridex.ConsumedCapsuleError",
+        "A DLPack capsule imported a second time (it is renamed used_dltensor[_versioned] when first imported).\n"
+        "A BufferError, and also a ValueError and a RuntimeError: what CuPy's and torch's from_dlpack raise\n"
+        "for the same mistake, so that code written against either catches it with stridex in the middle.",
+        bases.ptr(), nullptr);
+    if (!g_consumed_capsule_error) throw nb::python_error();
+    // The module's reference keeps the class alive for as long as any import can raise it.
+    m.attr("ConsumedCapsuleError") = nb::steal(g_consumed_capsule_error);
 }
 
 }  // namespace stridex::python

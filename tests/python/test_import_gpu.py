@@ -339,3 +339,18 @@ def test_cuda_core_buffer(ccore):
         pytest.skip("this cuda.core Buffer does not export DLPack")
     v = stridex.view(buf)
     assert v.ptr == int(buf.handle) and v.nbytes == 64 and v.device.type == "cuda"
+
+
+@pytest.mark.parametrize("framework", ["cupy", "torch"])
+def test_a_capsule_used_twice_raises_what_the_frameworks_own_from_dlpack_raises(framework):
+    # CuPy's suite asserts ValueError "consumed multiple times"; torch raises RuntimeError.
+    fw = pytest.importorskip(framework)
+    x = fw.arange(4.0, device="cuda") if framework == "torch" else fw.arange(4.0)
+    capsule = x.__dlpack__()
+    y = fw.from_dlpack(stridex.view(capsule))
+    y[0] = 7  # the first import aliases x
+    assert float(x[0]) == 7.0
+    with pytest.raises(ValueError, match="consumed multiple times"):
+        fw.from_dlpack(stridex.view(capsule))
+    with pytest.raises(RuntimeError):
+        fw.from_dlpack(stridex.view(capsule))

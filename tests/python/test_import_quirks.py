@@ -241,8 +241,11 @@ def test_raw_capsule_is_consumed_renamed_and_deleted_once(versioned):
     v = stridex.view(capsule)
     assert "used_dltensor" in repr(capsule)
     assert v.ptr == address(a) and v.shape == (3, 4) and v.stream is None
-    with pytest.raises(BufferError, match="already consumed"):
-        stridex.view(capsule)
+    # Whichever class a framework's own from_dlpack raises here (CuPy ValueError, torch RuntimeError),
+    # in CuPy's words, which its suite matches: code written against either still catches it.
+    for expected in (stridex.ConsumedCapsuleError, BufferError, ValueError, RuntimeError):
+        with pytest.raises(expected, match="consumed multiple times.*already consumed"):
+            stridex.view(capsule)
     assert counter.calls == 0
     del v
     gc.collect()
