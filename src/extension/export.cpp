@@ -255,7 +255,8 @@ PyMethodDef g_dlpack_def{
     "legacy (\"dltensor\") otherwise, and for views whose producer could not say whether they are writable. "
     "READ_ONLY is set for read-only views; a legacy capsule cannot carry it, so views a producer said read-only "
     "refuse to leave as one (BufferError), while immutable views (JAX) leave unflagged as the producer's own do. "
-    "copy=True or a dl_device the memory is not on gives a host copy flagged IS_COPIED. The "
+    "copy=True, or a dl_device the memory cannot be read on, gives a copy on dl_device (or the view's own "
+    "device) flagged IS_COPIED, made by the copy engine and queued on the consumer's stream for a CUDA target. The "
     "consumer's stream is ordered after the view's pending work with an event (None: legacy default stream, -1: "
     "no ordering, 0: ValueError)."};
 
