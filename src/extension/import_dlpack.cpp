@@ -472,8 +472,9 @@ void bind_consumed_capsule_error(nb::module_& m) {
         "for the same mistake, so that code written against either catches it with stridex in the middle.",
         bases.ptr(), nullptr);
     if (!g_consumed_capsule_error) throw nb::python_error();
-    // The module's reference keeps the class alive for as long as any import can raise it.
-    m.attr("ConsumedCapsuleError") = nb::steal(g_consumed_capsule_error);
+    // The global keeps its own reference (never released): the class must outlive anything that
+    // removes the module attribute, since any later import may still raise it.
+    m.attr("ConsumedCapsuleError") = nb::borrow(g_consumed_capsule_error);
 }
 
 }  // namespace stridex::python
