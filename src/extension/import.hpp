@@ -85,7 +85,6 @@ struct FinalRefusal : Error {
 // stridex.ConsumedCapsuleError: a capsule imported a second time. A BufferError (stridex's refusal
 // of this array), a ValueError (what CuPy raises) and a RuntimeError (what torch raises): code
 // written against any framework's from_dlpack catches it with a View in the middle.
-extern PyObject* g_consumed_capsule_error;
 void bind_consumed_capsule_error(nanobind::module_& m);
 View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready);
 View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& request, std::intptr_t& ready);

@@ -20,6 +20,8 @@ namespace nb = nanobind;
 namespace stridex::python {
 namespace {
 
+PyObject* g_consumed_capsule_error = nullptr;  // set once by bind_consumed_capsule_error
+
 using dlpack::kExchangeApiCapsule, dlpack::kLegacyCapsule, dlpack::kUsedLegacyCapsule, dlpack::kUsedVersionedCapsule,
     dlpack::kVersionedCapsule;
 
@@ -391,7 +393,7 @@ View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& 
     // take nothing but None.
     std::optional<Device> device;
     if (!row.host_only && entry.dlpack_device &&
-        (request.kind != StreamRequest::Kind::by_default || row.needs_current_device || row.spells_default_stream))
+        (request.kind != StreamRequest::Kind::by_default || row.needs_current_device || row.spells_default_stream()))
         device = call_dlpack_device(obj, entry);
     DlpackStream stream;
     if (row.host_only)
@@ -459,8 +461,6 @@ View consume_capsule(PyObject* capsule, bool raw, bool immutable) {
     fail(ErrorKind::buffer, "__dlpack__() returned a capsule named '", excerpt(name ? name : "NULL"),
          "', expected 'dltensor_versioned' or 'dltensor'");
 }
-
-PyObject* g_consumed_capsule_error = nullptr;
 
 void bind_consumed_capsule_error(nb::module_& m) {
     nb::object bases = nb::steal(PyTuple_Pack(3, PyExc_BufferError, PyExc_ValueError, PyExc_RuntimeError));

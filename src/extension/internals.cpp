@@ -65,7 +65,7 @@ nb::dict row_dict(const ProducerRow& r) {
     d["exchange_skips_refusals"] = r.exchange_skips_refusals;
     d["refusals_final"] = r.refusals_final;
     d["array_struct"] = array_struct_name(r.array_struct);
-    d["spells_default_stream"] = r.spells_default_stream;
+    d["spells_default_stream"] = r.spells_default_stream();
     d["why"] = r.why;
     return d;
 }

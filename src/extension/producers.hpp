@@ -73,13 +73,14 @@ struct ProducerRow {
     ArrayStruct array_struct = ArrayStruct::none;  // the package's array type itself is read from
                                // its struct, which says all its __dlpack__ would (NumPy >= 2.1:
                                // versioned capsules carry the read-only flag; CuPy >= 13.4)
-    bool spells_default_stream = true;  // on the default request a CUDA producer is asked its
-                               // device and sent the legacy stream as 1, what torch and CuPy send
-                               // as consumers (and producers written against them expect), rather
-                               // than left to None. Rows whose None means something else (JAX: a
-                               // host wait), that ignore the stream, or that take ints untested keep
-                               // None, with no __dlpack_device__ call
     const char* why = "";      // one line, for docs and test ids
+
+    // Derived, not a column: on the default request the producer is asked its device and sent the
+    // legacy stream as 1 on CUDA, what torch's and CuPy's own from_dlpack send (and producers
+    // written against them assert), rather than None. Only a producer no row names: every named
+    // one keeps None and is not asked its device (JAX: None is a host wait, ints raw CUstreams;
+    // torch >= 2.10 needs None spelt out; the others ignore the stream or were never tried with 1).
+    constexpr bool spells_default_stream() const noexcept { return *module == '\0'; }
 };
 
 // The whole table, most specific rows first; the last row is the generic one.

@@ -204,7 +204,7 @@ void dlpack_stream(const StreamRequest& request, const Device* device, const Pro
             case StreamRequest::Kind::by_default:
                 // The legacy stream, as 1 where the row spells it (what torch's and CuPy's own
                 // from_dlpack send), else None, which means the same to the array API.
-                if (row.spells_default_stream) send = cuda::StreamRef::kLegacy;
+                if (row.spells_default_stream()) send = cuda::StreamRef::kLegacy;
                 out.ready = cuda::StreamRef::kLegacy;
                 break;
             case StreamRequest::Kind::no_sync:

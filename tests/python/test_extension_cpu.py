@@ -10,6 +10,7 @@ import pytest
 
 import stridex
 from example_build import build_example, import_built
+from quirky_producers import AI
 from test_export_support import optional
 
 jax = optional("jax")
@@ -194,17 +195,10 @@ def test_like_a_subclass_defined_elsewhere_returns_its_frameworks_array(ext):
 
 
 def test_like_an_array_of_no_framework_is_a_type_error(ext):
-    class Interface:
-        def __init__(self, a):
-            self.a = a
-
-        @property
-        def __array_interface__(self):
-            return self.a.__array_interface__
-
-    Interface.__module__ = "mylib.arrays"  # not even imported
+    a = np.ones(3, np.float32)
+    Interface = type("Interface", (AI,), {"__module__": "mylib.arrays"})  # not even imported
     with pytest.raises(TypeError, match="no package of its type or its bases has a from_dlpack"):
-        ext.scaled(Interface(np.ones(3, np.float32)), 2.0)
+        ext.scaled(Interface(a, **a.__array_interface__), 2.0)
 
 
 @pytest.mark.skipif(jax is None, reason="jax is not installed")
