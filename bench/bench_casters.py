@@ -15,7 +15,7 @@ busy machine is the closest to the unloaded cost):
   ratio         stridex/nb over ndarray/nb, of the medians and of the best rounds (the goal: <= 1.0)
 Then the return path: a stridex.View argument returned as a new stridex.View (to_stridex_view),
 through the caster API (api) and through the Python path (python).
-Inputs, where installed: NumPy, torch CPU, torch CUDA, CuPy, JAX (its default backend). The
+Inputs, where installed: NumPy, torch CPU, torch CUDA, CuPy, JAX (its GPU backend and its CPU). The
 modules (bench/casters) are built with CMake into build/bench-casters on first use.
 """
 
@@ -82,7 +82,9 @@ def inputs():
     jax = optional("jax")
     if jax is not None:
         a = jax.numpy.arange(1000, dtype=jax.numpy.float32)
-        out[f"jax {a.devices().pop().platform}"] = ("cpu" if a.devices().pop().platform == "cpu" else "cuda", a)
+        if (default := a.devices().pop().platform) != "cpu":
+            out[f"jax {default}"] = ("cuda", a)
+        out["jax cpu"] = ("cpu", jax.device_put(a, jax.devices("cpu")[0]))
     return out
 
 

@@ -144,6 +144,7 @@ TypeEntry probe(PyTypeObject* type) {
     e.row = &producer_for(type);
     e.keywords = e.row->keywords;
     e.array_struct = readable_array_struct(type, *e.row, e.dlpack);
+    e.jaxlib_export = jaxlib_export_usable(type, *e.row, e.dlpack);
     if (e.row->exchange_skips_refusals) {
         // A C getset (torch's) is called without the generic attribute lookup on every import; the
         // type holds it, and a change to the type means a new probe. Anything else: getattr.

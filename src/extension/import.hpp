@@ -62,6 +62,7 @@ struct TypeEntry {
     bool buffer = false;                 // tp_as_buffer->bf_getbuffer
     ArrayStruct array_struct = ArrayStruct::none;  // read from the array's struct (import_numpy.cpp,
                                          // import_cupy.cpp) before anything else is tried
+    bool jaxlib_export = false;          // __dlpack__'s capsule from jaxlib directly (import_jax.cpp)
     getter requires_grad_get = nullptr;  // the type's requires_grad getset, called directly where the
     void* requires_grad_closure = nullptr;  // row refuses what __dlpack__ refuses (torch)
     DlpackKeywords keywords = DlpackKeywords::full;  // from the row, lowered by a TypeError retry
@@ -123,6 +124,15 @@ bool numpy_dtype_of(PyObject* descr, Dtype* out) noexcept;
 // CuPy's current stream for the GPU of a cupy.ndarray (a type readable by cupy_struct_readable),
 // as a request to import on (arg::caller_stream); the default request if the array says no device.
 StreamRequest cupy_caller_stream(PyObject* obj);
+
+// ---- import_jax.cpp: JAX arrays through jaxlib's export function ----
+// Whether instances of `type` may take the shortcut (its row allows one, the type is jaxlib's
+// ArrayImpl and `dlpack`, the __dlpack__ found on it, is JAX's own); import.cpp asks once per type.
+bool jaxlib_export_usable(PyTypeObject* type, const ProducerRow& row, PyObject* dlpack) noexcept;
+// The capsule obj.__dlpack__(stream=stream) would return (a new reference), made without its Python
+// layers; nullptr (no error set) where __dlpack__ must answer itself. Throws only what is not an
+// Exception (KeyboardInterrupt and the like).
+PyObject* export_through_jaxlib(PyObject* obj, PyObject* stream);
 
 // ---- import_interfaces.cpp ----
 // `interface` is the object's __cuda_array_interface__ / __array_interface__ value. Void and

@@ -114,8 +114,11 @@ Device call_dlpack_device(PyObject* obj, const TypeEntry& entry) {
 
 // __dlpack__(stream=..., max_version=(1, 3)). A TypeError means an unknown keyword (array API):
 // retried with fewer keywords, which is allowed because stridex never sends dl_device or copy.
-// The level that worked is remembered for the type by the caller (entry.keywords).
+// The level that worked is remembered for the type by the caller (entry.keywords). A JAX array
+// whose capsule jaxlib gives directly is not asked at all (import_jax.cpp).
 nb::object call_dlpack(PyObject* obj, TypeEntry& entry, DlpackStream& stream) {
+    if (entry.jaxlib_export)
+        if (PyObject* capsule = export_through_jaxlib(obj, stream.value)) return nb::steal(capsule);
     // None is every conformant producer's default: left out (one keyword less for the producer to
     // bind) unless the row says the default is something else (torch >= 2.10: -1). Host-only
     // producers take nothing but None anyway.

@@ -65,6 +65,7 @@ nb::dict row_dict(const ProducerRow& r) {
     d["exchange_skips_refusals"] = r.exchange_skips_refusals;
     d["refusals_final"] = r.refusals_final;
     d["array_struct"] = array_struct_name(r.array_struct);
+    d["jaxlib_export"] = r.jaxlib_export;
     d["spells_default_stream"] = r.spells_default_stream();
     d["why"] = r.why;
     return d;
@@ -97,6 +98,14 @@ void bind_internals(nb::module_& parent) {
         return s == ArrayStruct::none ? nb::none() : nb::object(nb::str(array_struct_name(s)));
     }, "type"_a, "Which struct stridex.view() reads instances of a type from: 'numpy' (import_numpy.cpp), 'cupy' "
        "(import_cupy.cpp) or None (the protocols).");
+    m.def("jaxlib_export", [](nb::handle type) {
+        if (!PyType_Check(type.ptr())) fail(ErrorKind::type, "expected a type");
+        auto* t = reinterpret_cast<PyTypeObject*>(type.ptr());
+        nb::object dlpack = nb::steal(PyObject_GetAttr(type.ptr(), names.dlpack));
+        if (!dlpack.is_valid()) PyErr_Clear();
+        return jaxlib_export_usable(t, producer_for(t), dlpack.ptr());
+    }, "type"_a, "Whether stridex.view() takes the capsule of instances of a type from jaxlib directly "
+       "(import_jax.cpp) rather than from their __dlpack__.");
     m.def("dlpack_stream", [](const std::string& row_name, nb::handle stream, nb::object device) {
         const ProducerRow* row = producer_named(row_name.c_str());
         if (!row) fail(ErrorKind::value, "no producer row named '", row_name, "'");

@@ -73,6 +73,9 @@ struct ProducerRow {
     ArrayStruct array_struct = ArrayStruct::none;  // the package's array type itself is read from
                                // its struct, which says all its __dlpack__ would (NumPy >= 2.1:
                                // versioned capsules carry the read-only flag; CuPy >= 13.4)
+    bool jaxlib_export = false;  // __dlpack__ is Python layers over one C++ function of the
+                               // producer's own (jaxlib's buffer_to_dlpack_managed_tensor), which
+                               // is called directly where it returns the same capsule (import_jax.cpp)
     const char* why = "";      // one line, for docs and test ids
 
     // Derived, not a column: on the default request the producer is asked its device and sent the

@@ -165,6 +165,8 @@ def test_row_translation(row):
             facts["repair_negative_strides"], facts["spells_default_stream"]) == ROWS[row]
     # NumPy >= 2.1 only (versioned capsules); CuPy from 13.4 (its C API, or the layout it vouches for)
     assert facts["array_struct"] == {"numpy": "numpy", "cupy": "cupy"}.get(row, "none")
+    # JAX >= 0.4.27: __dlpack__'s Python layers skipped where they give the same capsule (test_import_jax.py)
+    assert facts["jaxlib_export"] == (row == "jax")
     assert facts["why"]
     for device in (None, CPU, CUDA, PINNED, ROCM, (13, 0)):
         for stream in (None, stridex.NO_SYNC, 1, 2, H):

@@ -1,0 +1,123 @@
+// JAX arrays exported through jaxlib's own C++ function, without the Python layers of their
+// __dlpack__ (import_dlpack.cpp tries this first for jaxlib's ArrayImpl itself).
+//
+// Why: ArrayImpl.__dlpack__ is Python. It reads sharding.device_set, calls jax's to_dlpack, which
+// checks its arguments and calls _to_dlpack, which calls addressable_data(0), and only then calls
+// jaxlib's buffer_to_dlpack_managed_tensor(buffer, stream), the C++ function that makes the
+// capsule. The layers cost most of the call: 5.2 µs for __dlpack__() against 0.9 µs for the
+// function alone, on a JAX 0.10 CPU array (docs/import.md, "JAX arrays"), and they kept a nanobind
+// function taking stridex's caster level with nb::ndarray rather than below it.
+//
+// The rule: the capsule is the one __dlpack__ returns: the same function, given the same buffer
+// and the same stream. The shortcut is taken only where __dlpack__ would reach that call with them:
+//  - the type is jaxlib._jax.ArrayImpl itself, and its __dlpack__ is JAX's own (the function of
+//    jax._src.array named ArrayImpl.__dlpack__, not one patched in);
+//  - the array's sharding (the C++ getter ArrayImpl.sharding reads) is a SingleDeviceSharding: one
+//    device, whose buffer is the one addressable_data(0) gives. __dlpack__ refuses arrays on more
+//    than one device; the function alone would export the first shard of a sharded array;
+//  - stridex sends no dl_device and no copy (never), and max_version selects nothing in JAX: every
+//    version it accepts gets the same legacy capsule.
+// Anything else, and any Exception the shortcut raises (a deleted array, a stream for a CPU
+// array), is left to __dlpack__ itself, whose answer and errors are JAX's own.
+// tests/python/test_import_jax.py compares both paths.
+#include "import.hpp"
+
+namespace stridex::python {
+namespace {
+
+// What was found of jaxlib when its ArrayImpl was probed. The references are kept for the life of
+// the process, as jaxlib is never unloaded.
+struct Jaxlib {
+    PyTypeObject* array = nullptr;          // jaxlib._jax.ArrayImpl
+    PyTypeObject* single_device = nullptr;  // jaxlib._jax.SingleDeviceSharding
+    PyObject* sharding_getter = nullptr;    // the C++ getter of ArrayImpl._sharding
+    PyObject* export_fn = nullptr;          // jaxlib._jax.buffer_to_dlpack_managed_tensor
+};
+Jaxlib g_jaxlib;
+
+// obj.name (a new reference), or nullptr without an error.
+PyObject* attr_or_null(PyObject* obj, const char* name) noexcept {
+    PyObject* out = obj ? PyObject_GetAttrString(obj, name) : nullptr;
+    if (!out) PyErr_Clear();
+    return out;
+}
+
+bool text_is(PyObject* text, const char* expected) noexcept {
+    return text && PyUnicode_Check(text) && PyUnicode_CompareWithASCIIString(text, expected) == 0;
+}
+
+// JAX's own ArrayImpl.__dlpack__, as jax._src.array defines it.
+bool is_jax_dlpack(PyObject* dlpack) noexcept {
+    if (!dlpack || !PyFunction_Check(dlpack)) return false;
+    PyObject* qualname = attr_or_null(dlpack, "__qualname__");
+    const bool ok = text_is(PyFunction_GetModule(dlpack), "jax._src.array") && text_is(qualname, "ArrayImpl.__dlpack__");
+    Py_XDECREF(qualname);
+    return ok;
+}
+
+void release(Jaxlib& j) noexcept {
+    Py_XDECREF(reinterpret_cast<PyObject*>(j.array));
+    Py_XDECREF(reinterpret_cast<PyObject*>(j.single_device));
+    Py_XDECREF(j.sharding_getter);
+    Py_XDECREF(j.export_fn);
+    j = Jaxlib{};
+}
+
+// Fills `out` from the loaded jaxlib (nothing is imported); false when anything is missing.
+bool find_jaxlib(Jaxlib& out) noexcept {
+    PyObject* modules = PyImport_GetModuleDict();
+    PyObject* jaxlib = modules ? PyDict_GetItemString(modules, "jaxlib._jax") : nullptr;  // borrowed
+    PyObject* array = attr_or_null(jaxlib, "ArrayImpl");
+    PyObject* single_device = attr_or_null(jaxlib, "SingleDeviceSharding");
+    PyObject* export_fn = attr_or_null(jaxlib, "buffer_to_dlpack_managed_tensor");
+    // The class attribute is the descriptor itself: ArrayImpl.sharding returns self._sharding.
+    PyObject* property = attr_or_null(array, "_sharding");
+    PyObject* getter = property && Py_IS_TYPE(property, &PyProperty_Type) ? attr_or_null(property, "fget") : nullptr;
+    const bool ok = array && PyType_Check(array) && single_device && PyType_Check(single_device) && export_fn &&
+                    PyCallable_Check(export_fn) && getter && PyCallable_Check(getter);
+    Py_XDECREF(property);
+    out = Jaxlib{reinterpret_cast<PyTypeObject*>(array), reinterpret_cast<PyTypeObject*>(single_device), getter,
+                 export_fn};
+    if (!ok) release(out);
+    return ok;
+}
+
+}  // namespace
+
+bool jaxlib_export_usable(PyTypeObject* type, const ProducerRow& row, PyObject* dlpack) noexcept {
+    if (!row.jaxlib_export || !is_jax_dlpack(dlpack)) return false;
+    Jaxlib found;
+    if (!find_jaxlib(found)) return false;
+    const bool usable = found.array == type;
+    const Jaxlib& j = g_jaxlib;
+    if (!usable || (j.array == found.array && j.single_device == found.single_device &&
+                    j.sharding_getter == found.sharding_getter && j.export_fn == found.export_fn)) {
+        release(found);  // not jaxlib's type, or what a probe before found (the common re-probe)
+        return usable;
+    }
+    // Objects that replace others (jaxlib's module attributes were rebound): the old ones stay
+    // referenced, since an import in progress may be using them.
+    g_jaxlib = found;
+    return true;
+}
+
+PyObject* export_through_jaxlib(PyObject* obj, PyObject* stream) {
+    const Jaxlib& j = g_jaxlib;
+    if (Py_TYPE(obj) != j.array) return nullptr;
+    PyObject* args[3] = {nullptr, obj, stream};  // a slot before args[0]: vectorcall may use it
+    PyObject* sharding = PyObject_Vectorcall(j.sharding_getter, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+    PyObject* capsule = nullptr;
+    if (sharding) {
+        const bool one_device = Py_IS_TYPE(sharding, j.single_device);
+        Py_DECREF(sharding);
+        if (!one_device) return nullptr;
+        capsule = PyObject_Vectorcall(j.export_fn, args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+    }
+    if (capsule) return capsule;
+    // __dlpack__ says it in JAX's words. Only a KeyboardInterrupt or the like is the answer itself.
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nanobind::python_error();
+    PyErr_Clear();
+    return nullptr;
+}
+
+}  // namespace stridex::python

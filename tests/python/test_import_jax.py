@@ -1,0 +1,255 @@
+"""stridex.view(jax_array) takes the capsule from jaxlib's buffer_to_dlpack_managed_tensor, the
+C++ function JAX's __dlpack__ ends in, without __dlpack__'s Python layers
+(src/extension/import_jax.cpp). The rule it must keep: the View is the one __dlpack__ gives, and
+wherever the shortcut is not certain, or fails, __dlpack__ answers in JAX's own words.
+
+The oracle is the same array imported through __dlpack__: ArrayImpl.__dlpack__ replaced by a
+wrapper that calls JAX's own and counts the calls (a __dlpack__ that is not JAX's own function is
+always called)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import weakref
+
+import numpy as np
+import pytest
+
+import stridex
+from quirky_producers import host_array
+from stridex._stridex import _internals
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+from jax._src import dlpack as jax_dlpack  # noqa: E402  (after the skip: JAX is optional)
+from jaxlib import _jax  # noqa: E402
+
+ArrayImpl = _jax.ArrayImpl
+CPU = jax.devices("cpu")[0]
+
+
+def describe(v):
+    return (v.ptr, v.shape, v.strides, str(v.dtype), str(v.device), v.readonly, v.writability, v.stream)
+
+
+def outcome(make):
+    try:
+        return describe(make())
+    except Exception as e:  # noqa: BLE001 - the class and words of the error are what is compared
+        return type(e), str(e)
+
+
+@pytest.fixture
+def through_dlpack(monkeypatch):
+    """Makes ArrayImpl.__dlpack__ a counting wrapper of JAX's own for the test: stridex then calls
+    it (the shortcut is for JAX's own __dlpack__ only). Yields the list of calls."""
+    own = ArrayImpl.__dlpack__
+    calls = []
+
+    def counting_dlpack(self, **kwargs):
+        calls.append(kwargs)
+        return own(self, **kwargs)
+
+    monkeypatch.setattr(ArrayImpl, "__dlpack__", counting_dlpack)
+    yield calls
+
+
+@pytest.fixture
+def to_dlpack_calls(monkeypatch):
+    """Counts the calls of jax's to_dlpack, which JAX's own __dlpack__ makes on every export."""
+    own = jax_dlpack.to_dlpack
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs)
+        return own(*args, **kwargs)
+
+    monkeypatch.setattr(jax_dlpack, "to_dlpack", counting)
+    return calls
+
+
+def cpu_array(values):
+    return jax.device_put(values, CPU)
+
+
+def test_jaxs_array_type_takes_the_shortcut(to_dlpack_calls):
+    assert _internals.jaxlib_export(ArrayImpl)
+    assert not _internals.jaxlib_export(np.ndarray)
+    j = cpu_array(np.arange(6, dtype=np.float32))
+    v = stridex.view(j)
+    assert to_dlpack_calls == []  # __dlpack__'s layers were skipped
+    assert v.ptr == j.unsafe_buffer_pointer() and v.readonly
+    j.__dlpack__()
+    assert len(to_dlpack_calls) == 1  # the counter sees what __dlpack__ does
+
+
+def test_a_patched_dlpack_is_called_instead(through_dlpack):
+    assert not _internals.jaxlib_export(ArrayImpl)
+    j = cpu_array(np.arange(3, dtype=np.int32))
+    v = stridex.view(j)
+    assert len(through_dlpack) == 1
+    assert v.ptr == j.unsafe_buffer_pointer()
+
+
+CASES = [
+    (np.float32, (3, 4)), (np.float16, (5,)), (np.float64, ()), (np.int8, (2, 3, 4)), (np.uint64, (7,)),
+    (np.bool_, (4, 2)), (np.complex64, (3,)), (np.int32, (0,)), (np.float32, (0, 3)), (np.uint8, (1, 1, 1)),
+]
+
+
+@pytest.mark.parametrize(("dtype", "shape"), CASES, ids=[f"{np.dtype(d).name}-{s}" for d, s in CASES])
+def test_same_view_as_dlpack(dtype, shape, monkeypatch):
+    j = cpu_array(np.arange(int(np.prod(shape)), dtype=np.float64).astype(dtype).reshape(shape))
+    fast = outcome(lambda: stridex.view(j))
+    own = ArrayImpl.__dlpack__
+    monkeypatch.setattr(ArrayImpl, "__dlpack__", lambda self, **kw: own(self, **kw))
+    assert fast == outcome(lambda: stridex.view(j))
+    if j.size:
+        np.testing.assert_array_equal(host_array(stridex.view(j)), np.asarray(j))
+
+
+def test_bfloat16_and_the_views_lifetime(collect):
+    j = cpu_array(np.arange(8, dtype=np.float32)).astype(jnp.bfloat16) * 2
+    alive = weakref.ref(j)
+    v = stridex.view(j)
+    del j
+    collect()
+    assert v.dtype == "bfloat16"
+    np.testing.assert_array_equal(host_array(v).astype(np.float32), np.arange(8) * 2)
+    del v
+    collect()
+    assert alive() is None  # JAX's capsule released what it held: nothing leaked
+
+
+def test_many_imports_then_the_array_can_be_deleted(collect):
+    # Each import holds JAX's external reference until its View goes; all of them released, JAX
+    # may delete the array (a leaked reference would not stop delete(), but its memory would stay).
+    j = cpu_array(np.ones(1000, np.float32))
+    for _ in range(1000):
+        stridex.view(j)
+    collect()
+    j.delete()
+    assert j.is_deleted()
+
+
+def test_a_deleted_array_gets_jaxs_own_error(to_dlpack_calls, monkeypatch):
+    j = cpu_array(np.ones(3, np.float32))
+    j.delete()
+    fast = outcome(lambda: stridex.view(j))  # the shortcut fails, and __dlpack__ answers
+    assert len(to_dlpack_calls) == 1
+    assert fast[0] is BufferError and "deleted" in fast[1]
+    own = ArrayImpl.__dlpack__
+    monkeypatch.setattr(ArrayImpl, "__dlpack__", lambda self, **kw: own(self, **kw))
+    assert outcome(lambda: stridex.view(j)) == fast
+
+
+@pytest.fixture
+def failing_export(monkeypatch, request):
+    """Makes jaxlib's export function raise `error` when the shortcut calls it (positionally, as
+    stridex does; JAX's own layers pass the stream by keyword and still get the real one)."""
+    own = _jax.buffer_to_dlpack_managed_tensor
+
+    def make(error):
+        def export(buffer, *args, **kwargs):
+            if args:
+                raise error
+            return own(buffer, **kwargs)
+
+        monkeypatch.setattr(_jax, "buffer_to_dlpack_managed_tensor", export)
+        _internals.clear_type_cache()  # found again at the next probe: the stand-in
+
+    request.addfinalizer(_internals.clear_type_cache)
+    return make
+
+
+def test_an_exception_of_the_shortcut_leaves_the_answer_to_dlpack(failing_export, to_dlpack_calls):
+    failing_export(ValueError("not now"))
+    j = cpu_array(np.arange(4, dtype=np.float32))
+    v = stridex.view(j)
+    assert len(to_dlpack_calls) == 1
+    assert v.ptr == j.unsafe_buffer_pointer() and v.readonly
+
+
+def test_a_keyboard_interrupt_in_the_shortcut_is_the_answer(failing_export, to_dlpack_calls):
+    failing_export(KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        stridex.view(cpu_array(np.arange(4, dtype=np.float32)))
+    assert to_dlpack_calls == []
+
+
+def test_stream_arguments_on_the_cpu_are_as_before(to_dlpack_calls):
+    # The host takes no stream: stridex sends None whatever the caller asked, on the shortcut too.
+    j = cpu_array(np.ones((2, 2), np.float32))
+    for stream in (None, 1, 2, 12345, -1, stridex.NO_SYNC):
+        v = stridex.view(j, stream=stream)
+        assert v.stream is None and v.device == "cpu"
+    assert to_dlpack_calls == []
+
+
+def run_isolated(code: str) -> str:
+    """Runs `code` in a fresh interpreter with two CPU devices (XLA's flag must be set before JAX
+    starts) and returns what it printed."""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_arrays_on_two_devices_are_refused_as_jax_refuses_them():
+    out = run_isolated("""
+        import jax, numpy as np, stridex
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+        from jax._src import dlpack as jd
+        calls = []
+        own = jd.to_dlpack
+        jd.to_dlpack = lambda *a, **k: (calls.append(1), own(*a, **k))[1]
+        devices = jax.devices("cpu")
+        assert len(devices) == 2
+        mesh = Mesh(np.array(devices), ("x",))
+        x = np.arange(8, dtype=np.float32)
+        for name, spec in (("split", P("x")), ("replicated", P())):
+            a = jax.device_put(x, NamedSharding(mesh, spec))
+            try:
+                stridex.view(a)
+                print(name, "imported")
+            except BufferError as e:
+                print(name, "BufferError", "singular device" in str(e))
+        # One device, but not a SingleDeviceSharding: __dlpack__ is asked, and exports it.
+        one = jax.device_put(x, NamedSharding(Mesh(np.array(devices[1:]), ("x",)), P()))
+        v = stridex.view(one)
+        print("one", len(calls), v.ptr == one.unsafe_buffer_pointer(), float(np.asarray(one)[3]))
+    """)
+    assert out.split("\n")[:3] == ["split BufferError True", "replicated BufferError True", "one 1 True 3.0"]
+
+
+# ---- GPU ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:
+        gpus = []
+    if not gpus:
+        pytest.skip("JAX has no GPU backend")
+    return gpus[0]
+
+
+def test_gpu_arrays_same_view_for_every_stream(gpu, to_dlpack_calls, monkeypatch):
+    torch = pytest.importorskip("torch")
+    side = torch.cuda.Stream()
+    streams = [None, stridex.NO_SYNC, -1, 1, side.cuda_stream]
+    j = jax.device_put(np.arange(12, dtype=np.float32).reshape(3, 4), gpu)
+    fast = [outcome(lambda s=s: stridex.view(j, stream=s)) for s in streams]
+    assert to_dlpack_calls == []
+    own = ArrayImpl.__dlpack__
+    monkeypatch.setattr(ArrayImpl, "__dlpack__", lambda self, **kw: own(self, **kw))
+    assert fast == [outcome(lambda s=s: stridex.view(j, stream=s)) for s in streams]
+    assert fast[0][4].startswith("cuda") and fast[0][0] == j.unsafe_buffer_pointer()
+    assert fast[-1][-1] == side.cuda_stream  # ordered on the stream asked for
