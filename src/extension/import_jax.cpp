@@ -25,8 +25,8 @@
 namespace stridex::python {
 namespace {
 
-// What was found of jaxlib when its ArrayImpl was probed. The references are kept for the life of
-// the process, as jaxlib is never unloaded.
+// What was found of jaxlib when its ArrayImpl was last probed. The references are kept until a
+// probe finds other objects, else for the life of the process (jaxlib is never unloaded).
 struct Jaxlib {
     PyTypeObject* array = nullptr;          // jaxlib._jax.ArrayImpl
     PyTypeObject* single_device = nullptr;  // jaxlib._jax.SingleDeviceSharding
@@ -95,15 +95,29 @@ bool jaxlib_export_usable(PyTypeObject* type, const ProducerRow& row, PyObject* 
         release(found);  // not jaxlib's type, or what a probe before found (the common re-probe)
         return usable;
     }
-    // Objects that replace others (jaxlib's module attributes were rebound): the old ones stay
-    // referenced, since an import in progress may be using them.
+    // Objects that replace others (jaxlib's module attributes were rebound). An export in progress
+    // holds its own references (export_through_jaxlib), so the old ones can go.
+    Jaxlib old = g_jaxlib;
     g_jaxlib = found;
+    release(old);
     return true;
 }
 
 PyObject* export_through_jaxlib(PyObject* obj, PyObject* stream) {
-    const Jaxlib& j = g_jaxlib;
-    if (Py_TYPE(obj) != j.array) return nullptr;
+    if (Py_TYPE(obj) != g_jaxlib.array) return nullptr;
+    // Held for the call: a function that runs Python code may import a changed ArrayImpl, whose
+    // probe replaces g_jaxlib and releases what it held.
+    struct Held {
+        Jaxlib j;
+        explicit Held(const Jaxlib& from) noexcept : j(from) {
+            Py_INCREF(reinterpret_cast<PyObject*>(j.array));
+            Py_INCREF(reinterpret_cast<PyObject*>(j.single_device));
+            Py_INCREF(j.sharding_getter);
+            Py_INCREF(j.export_fn);
+        }
+        ~Held() { release(j); }
+    } held{g_jaxlib};
+    const Jaxlib& j = held.j;
     PyObject* args[3] = {nullptr, obj, stream};  // a slot before args[0]: vectorcall may use it
     PyObject* sharding = PyObject_Vectorcall(j.sharding_getter, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
     PyObject* capsule = nullptr;

@@ -9,6 +9,7 @@ always called)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -147,26 +148,34 @@ def test_a_deleted_array_gets_jaxs_own_error(to_dlpack_calls, monkeypatch):
 
 
 @pytest.fixture
-def failing_export(monkeypatch, request):
-    """Makes jaxlib's export function raise `error` when the shortcut calls it (positionally, as
-    stridex does; JAX's own layers pass the stream by keyword and still get the real one)."""
+def failing_export():
+    """Makes jaxlib's export function raise `error_type` when the shortcut calls it (positionally,
+    as stridex does; JAX's own layers pass the stream by keyword and still get the real one). A
+    new exception each time: one kept by the stand-in would keep its traceback's frames alive."""
     own = _jax.buffer_to_dlpack_managed_tensor
+    stand_ins = []
 
-    def make(error):
+    def make(error_type):
         def export(buffer, *args, **kwargs):
             if args:
-                raise error
+                raise error_type("raised by the test's stand-in")
             return own(buffer, **kwargs)
 
-        monkeypatch.setattr(_jax, "buffer_to_dlpack_managed_tensor", export)
+        _jax.buffer_to_dlpack_managed_tensor = export
         _internals.clear_type_cache()  # found again at the next probe: the stand-in
+        stand_ins.append(weakref.ref(export))
 
-    request.addfinalizer(_internals.clear_type_cache)
-    return make
+    yield make
+    _jax.buffer_to_dlpack_managed_tensor = own
+    _internals.clear_type_cache()
+    # The next probe finds jaxlib's own function again and lets the stand-in go.
+    stridex.view(cpu_array(np.zeros(1, np.float32)))
+    gc.collect()
+    assert [ref() for ref in stand_ins] == [None] * len(stand_ins)  # released, not leaked
 
 
 def test_an_exception_of_the_shortcut_leaves_the_answer_to_dlpack(failing_export, to_dlpack_calls):
-    failing_export(ValueError("not now"))
+    failing_export(ValueError)
     j = cpu_array(np.arange(4, dtype=np.float32))
     v = stridex.view(j)
     assert len(to_dlpack_calls) == 1
@@ -174,7 +183,7 @@ def test_an_exception_of_the_shortcut_leaves_the_answer_to_dlpack(failing_export
 
 
 def test_a_keyboard_interrupt_in_the_shortcut_is_the_answer(failing_export, to_dlpack_calls):
-    failing_export(KeyboardInterrupt())
+    failing_export(KeyboardInterrupt)
     with pytest.raises(KeyboardInterrupt):
         stridex.view(cpu_array(np.arange(4, dtype=np.float32)))
     assert to_dlpack_calls == []
