@@ -18,7 +18,8 @@
 //  - stridex sends no dl_device and no copy (never), and max_version selects nothing in JAX: every
 //    version it accepts gets the same legacy capsule.
 // Anything else, and any Exception the shortcut raises (a deleted array, a stream for a CPU
-// array), is left to __dlpack__ itself, whose answer and errors are JAX's own.
+// array), is left to __dlpack__ itself, whose answer and errors are JAX's own; a TypeError (a
+// jaxlib whose function takes other arguments) also turns the shortcut off.
 // tests/python/test_import_jax.py compares both paths.
 #include "import.hpp"
 
@@ -130,6 +131,13 @@ PyObject* export_through_jaxlib(PyObject* obj, PyObject* stream) {
     if (capsule) return capsule;
     // __dlpack__ says it in JAX's words. Only a KeyboardInterrupt or the like is the answer itself.
     if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nanobind::python_error();
+    // A TypeError is a jaxlib whose function takes other arguments than these: no shortcut until a
+    // probe finds jaxlib again (JAX's own errors for an array are JaxRuntimeErrors).
+    if (PyErr_ExceptionMatches(PyExc_TypeError) && g_jaxlib.export_fn == j.export_fn) {
+        Jaxlib gone = g_jaxlib;
+        g_jaxlib = Jaxlib{};
+        release(gone);
+    }
     PyErr_Clear();
     return nullptr;
 }

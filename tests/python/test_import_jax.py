@@ -155,9 +155,11 @@ def failing_export():
     own = _jax.buffer_to_dlpack_managed_tensor
     stand_ins = []
 
-    def make(error_type):
+    def make(error_type, calls=None):
         def export(buffer, *args, **kwargs):
             if args:
+                if calls is not None:
+                    calls.append(1)
                 raise error_type("raised by the test's stand-in")
             return own(buffer, **kwargs)
 
@@ -180,6 +182,16 @@ def test_an_exception_of_the_shortcut_leaves_the_answer_to_dlpack(failing_export
     v = stridex.view(j)
     assert len(to_dlpack_calls) == 1
     assert v.ptr == j.unsafe_buffer_pointer() and v.readonly
+
+
+def test_a_type_error_turns_the_shortcut_off(failing_export, to_dlpack_calls):
+    # What a jaxlib whose function takes other arguments raises: asked once, then not again.
+    calls = []
+    failing_export(TypeError, calls)
+    j = cpu_array(np.arange(4, dtype=np.float32))
+    for _ in range(3):
+        assert stridex.view(j).ptr == j.unsafe_buffer_pointer()
+    assert (len(calls), len(to_dlpack_calls)) == (1, 3)
 
 
 def test_a_keyboard_interrupt_in_the_shortcut_is_the_answer(failing_export, to_dlpack_calls):
