@@ -12,9 +12,12 @@
 // and the same stream. The shortcut is taken only where __dlpack__ would reach that call with them:
 //  - the type is jaxlib._jax.ArrayImpl itself, and its __dlpack__ is JAX's own (the function of
 //    jax._src.array named ArrayImpl.__dlpack__, not one patched in);
-//  - the array's sharding (the C++ getter ArrayImpl.sharding reads) is a SingleDeviceSharding: one
-//    device, whose buffer is the one addressable_data(0) gives. __dlpack__ refuses arrays on more
-//    than one device; the function alone would export the first shard of a sharded array;
+//  - the array's sharding (the C++ getter ArrayImpl.sharding reads) is a SingleDeviceSharding whose
+//    device list (C++, as the getters below) says it is addressable by this process: one device,
+//    whose buffer is the one addressable_data(0) gives. __dlpack__ refuses arrays on more than one
+//    device, and raises for one on another process's device; the function alone would export the
+//    first shard of a sharded array, and reads a buffer that is not there for the other process's
+//    array (a segmentation fault, seen with JAX 0.10 on two CPU processes);
 //  - stridex sends no dl_device and no copy (never), and max_version selects nothing in JAX: every
 //    version it accepts gets the same legacy capsule.
 // Anything else, and any Exception the shortcut raises (a deleted array, a stream for a CPU
@@ -32,6 +35,8 @@ struct Jaxlib {
     PyTypeObject* array = nullptr;          // jaxlib._jax.ArrayImpl
     PyTypeObject* single_device = nullptr;  // jaxlib._jax.SingleDeviceSharding
     PyObject* sharding_getter = nullptr;    // the C++ getter of ArrayImpl._sharding
+    PyObject* device_list_getter = nullptr; // ... of SingleDeviceSharding._internal_device_list
+    PyObject* addressable_getter = nullptr; // ... of DeviceList.is_fully_addressable
     PyObject* export_fn = nullptr;          // jaxlib._jax.buffer_to_dlpack_managed_tensor
 };
 Jaxlib g_jaxlib;
@@ -60,8 +65,20 @@ void release(Jaxlib& j) noexcept {
     Py_XDECREF(reinterpret_cast<PyObject*>(j.array));
     Py_XDECREF(reinterpret_cast<PyObject*>(j.single_device));
     Py_XDECREF(j.sharding_getter);
+    Py_XDECREF(j.device_list_getter);
+    Py_XDECREF(j.addressable_getter);
     Py_XDECREF(j.export_fn);
     j = Jaxlib{};
+}
+
+// The getter of the property `name` of the class `type` (a new reference), or nullptr: the class
+// attribute is the property itself.
+PyObject* property_getter(PyObject* type, const char* name) noexcept {
+    PyObject* property = attr_or_null(type, name);
+    PyObject* getter = property && Py_IS_TYPE(property, &PyProperty_Type) ? attr_or_null(property, "fget") : nullptr;
+    Py_XDECREF(property);
+    if (getter && !PyCallable_Check(getter)) Py_CLEAR(getter);
+    return getter;
 }
 
 // Fills `out` from the loaded jaxlib (nothing is imported); false when anything is missing.
@@ -70,15 +87,15 @@ bool find_jaxlib(Jaxlib& out) noexcept {
     PyObject* jaxlib = modules ? PyDict_GetItemString(modules, "jaxlib._jax") : nullptr;  // borrowed
     PyObject* array = attr_or_null(jaxlib, "ArrayImpl");
     PyObject* single_device = attr_or_null(jaxlib, "SingleDeviceSharding");
-    PyObject* export_fn = attr_or_null(jaxlib, "buffer_to_dlpack_managed_tensor");
-    // The class attribute is the descriptor itself: ArrayImpl.sharding returns self._sharding.
-    PyObject* property = attr_or_null(array, "_sharding");
-    PyObject* getter = property && Py_IS_TYPE(property, &PyProperty_Type) ? attr_or_null(property, "fget") : nullptr;
-    const bool ok = array && PyType_Check(array) && single_device && PyType_Check(single_device) && export_fn &&
-                    PyCallable_Check(export_fn) && getter && PyCallable_Check(getter);
-    Py_XDECREF(property);
-    out = Jaxlib{reinterpret_cast<PyTypeObject*>(array), reinterpret_cast<PyTypeObject*>(single_device), getter,
-                 export_fn};
+    PyObject* device_list = attr_or_null(jaxlib, "DeviceList");
+    out = Jaxlib{reinterpret_cast<PyTypeObject*>(array), reinterpret_cast<PyTypeObject*>(single_device),
+                 property_getter(array, "_sharding"),  // ArrayImpl.sharding returns self._sharding
+                 property_getter(single_device, "_internal_device_list"), property_getter(device_list, "is_fully_addressable"),
+                 attr_or_null(jaxlib, "buffer_to_dlpack_managed_tensor")};
+    const bool ok = array && PyType_Check(array) && single_device && PyType_Check(single_device) &&
+                    out.sharding_getter && out.device_list_getter && out.addressable_getter && out.export_fn &&
+                    PyCallable_Check(out.export_fn);
+    Py_XDECREF(device_list);
     if (!ok) release(out);
     return ok;
 }
@@ -92,7 +109,8 @@ bool jaxlib_export_usable(PyTypeObject* type, const ProducerRow& row, PyObject* 
     const bool usable = found.array == type;
     const Jaxlib& j = g_jaxlib;
     if (!usable || (j.array == found.array && j.single_device == found.single_device &&
-                    j.sharding_getter == found.sharding_getter && j.export_fn == found.export_fn)) {
+                    j.sharding_getter == found.sharding_getter && j.device_list_getter == found.device_list_getter &&
+                    j.addressable_getter == found.addressable_getter && j.export_fn == found.export_fn)) {
         release(found);  // not jaxlib's type, or what a probe before found (the common re-probe)
         return usable;
     }
@@ -114,18 +132,33 @@ PyObject* export_through_jaxlib(PyObject* obj, PyObject* stream) {
             Py_INCREF(reinterpret_cast<PyObject*>(j.array));
             Py_INCREF(reinterpret_cast<PyObject*>(j.single_device));
             Py_INCREF(j.sharding_getter);
+            Py_INCREF(j.device_list_getter);
+            Py_INCREF(j.addressable_getter);
             Py_INCREF(j.export_fn);
         }
         ~Held() { release(j); }
     } held{g_jaxlib};
     const Jaxlib& j = held.j;
-    PyObject* args[3] = {nullptr, obj, stream};  // a slot before args[0]: vectorcall may use it
-    PyObject* sharding = PyObject_Vectorcall(j.sharding_getter, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
-    PyObject* capsule = nullptr;
-    if (sharding) {
-        const bool one_device = Py_IS_TYPE(sharding, j.single_device);
+    // Each answer is a new reference, or nullptr with an error set.
+    const auto get = [](PyObject* getter, PyObject* of) {
+        PyObject* args[2] = {nullptr, of};  // a slot before args[0]: vectorcall may use it
+        return PyObject_Vectorcall(getter, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+    };
+    PyObject* sharding = get(j.sharding_getter, obj);
+    if (sharding && !Py_IS_TYPE(sharding, j.single_device)) {
         Py_DECREF(sharding);
-        if (!one_device) return nullptr;
+        return nullptr;  // more than one device, or a sharding that may say so
+    }
+    PyObject* devices = sharding ? get(j.device_list_getter, sharding) : nullptr;
+    Py_XDECREF(sharding);
+    PyObject* addressable = devices ? get(j.addressable_getter, devices) : nullptr;
+    Py_XDECREF(devices);
+    PyObject* capsule = nullptr;
+    if (addressable) {
+        const bool here = addressable == Py_True;
+        Py_DECREF(addressable);
+        if (!here) return nullptr;  // another process's device
+        PyObject* args[3] = {nullptr, obj, stream};
         capsule = PyObject_Vectorcall(j.export_fn, args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
     }
     if (capsule) return capsule;

@@ -274,3 +274,48 @@ def test_gpu_arrays_same_view_for_every_stream(gpu, to_dlpack_calls, monkeypatch
     assert fast == [outcome(lambda s=s: stridex.view(j, stream=s)) for s in streams]
     assert fast[0][4].startswith("cuda") and fast[0][0] == j.unsafe_buffer_pointer()
     assert fast[-1][-1] == side.cuda_stream  # ordered on the stream asked for
+
+
+WORKER = """
+import sys
+import numpy as np
+import jax
+import stridex
+from jax.sharding import SingleDeviceSharding
+
+process, port = int(sys.argv[1]), sys.argv[2]
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=process)
+remote = next(d for d in jax.devices() if d.process_index != process)
+elsewhere = jax.make_array_from_single_device_arrays((4,), SingleDeviceSharding(remote), [], dtype=np.float32)
+print("ready", flush=True)
+try:
+    stridex.view(elsewhere)
+    print("imported")
+except BufferError as e:
+    print("BufferError", "no addressable shards" in str(e))
+here = jax.device_put(np.arange(4, dtype=np.float32), jax.local_devices()[0])
+print("local", stridex.view(here).ptr == here.unsafe_buffer_pointer(), flush=True)
+jax.distributed.shutdown()
+"""
+
+
+def test_an_array_on_another_processs_device_gets_jaxs_error_not_a_crash(tmp_path):
+    # jaxlib's export function alone reads a buffer such an array does not have (a segmentation
+    # fault); __dlpack__ raises. Two CPU processes of one JAX program on this machine.
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    workers = [subprocess.Popen([sys.executable, str(script), str(i), str(port)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for i in range(2)]
+    results = [w.communicate(timeout=240) for w in workers]
+    for w, (out, err) in zip(workers, results):
+        if "ready" not in out:
+            pytest.skip(f"no two-process JAX program here: {err.strip().splitlines()[-1:]}")
+        assert w.returncode == 0, err[-2000:]  # a crash is -11
+        assert out.split("\n")[1:3] == ["BufferError True", "local True"], out
