@@ -504,6 +504,24 @@ StreamRequest caller_stream_request(PyObject* obj) {
     return caller_stream_request(obj, e);
 }
 
+PyObject* attr_or_null(PyObject* obj, const char* name) noexcept {
+    PyObject* out = obj ? PyObject_GetAttrString(obj, name) : nullptr;
+    if (!out) PyErr_Clear();
+    return out;
+}
+
+PyObject* loaded_attr(const char* module, const char* name) noexcept {
+    PyObject* modules = PyImport_GetModuleDict();
+    return attr_or_null(modules ? PyDict_GetItemString(modules, module) : nullptr, name);  // borrowed module
+}
+
+PyTypeObject* loaded_type(const char* module, const char* name) noexcept {
+    PyObject* t = loaded_attr(module, name);
+    if (t && PyType_Check(t)) return reinterpret_cast<PyTypeObject*>(t);
+    Py_XDECREF(t);
+    return nullptr;
+}
+
 CacheStats cache_stats() noexcept { return g_stats; }
 
 void clear_type_cache() noexcept {

@@ -149,6 +149,12 @@ PyObject* import_object(PyObject* obj, const StreamRequest& request);
 // constructed at `storage` (raw memory; the caller destroys it) only if the import succeeds.
 void import_view_into(PyObject* obj, const StreamRequest& request, View* storage);
 
+// What the readers of a framework's own objects (import_cupy.cpp, import_jax.cpp) look up when a
+// type is probed. Each returns a new reference, or nullptr without an error; nothing is imported.
+PyObject* attr_or_null(PyObject* obj, const char* name) noexcept;         // obj.name (obj may be NULL)
+PyObject* loaded_attr(const char* module, const char* name) noexcept;     // sys.modules[module].name
+PyTypeObject* loaded_type(const char* module, const char* name) noexcept; // the same, if it is a type
+
 // Per-type cache statistics (stridex._stridex._internals.cache_stats).
 struct CacheStats {
     std::uint64_t hits = 0, fills = 0, uncacheable = 0;

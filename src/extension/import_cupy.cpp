@@ -89,22 +89,6 @@ struct Cupy {
 };
 Cupy g_cupy;
 
-// sys.modules[module].name (a new reference), or nullptr without an error: nothing is imported.
-PyObject* loaded_attr(const char* module, const char* name) noexcept {
-    PyObject* modules = PyImport_GetModuleDict();
-    PyObject* m = modules ? PyDict_GetItemString(modules, module) : nullptr;  // borrowed
-    PyObject* out = m ? PyObject_GetAttrString(m, name) : nullptr;
-    if (!out) PyErr_Clear();
-    return out;
-}
-
-PyTypeObject* loaded_type(const char* module, const char* name) noexcept {
-    PyObject* t = loaded_attr(module, name);
-    if (t && PyType_Check(t)) return reinterpret_cast<PyTypeObject*>(t);
-    Py_XDECREF(t);
-    return nullptr;
-}
-
 bool cupy_is_cuda_build() noexcept {
     PyObject* hip = loaded_attr("cupy_backends.cuda.api.runtime", "is_hip");
     const bool cuda = hip == Py_False;

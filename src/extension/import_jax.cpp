@@ -26,6 +26,9 @@
 // tests/python/test_import_jax.py compares both paths.
 #include "import.hpp"
 
+#include <array>
+#include <utility>
+
 namespace stridex::python {
 namespace {
 
@@ -38,14 +41,22 @@ struct Jaxlib {
     PyObject* device_list_getter = nullptr; // ... of SingleDeviceSharding._internal_device_list
     PyObject* addressable_getter = nullptr; // ... of DeviceList.is_fully_addressable
     PyObject* export_fn = nullptr;          // jaxlib._jax.buffer_to_dlpack_managed_tensor
+
+    // Every reference, for what is done to all of them alike.
+    std::array<PyObject*, 6> objects() const noexcept {
+        return {reinterpret_cast<PyObject*>(array), reinterpret_cast<PyObject*>(single_device), sharding_getter,
+                device_list_getter, addressable_getter, export_fn};
+    }
+    bool complete() const noexcept {
+        for (PyObject* o : objects())
+            if (!o) return false;
+        return true;
+    }
 };
 Jaxlib g_jaxlib;
 
-// obj.name (a new reference), or nullptr without an error.
-PyObject* attr_or_null(PyObject* obj, const char* name) noexcept {
-    PyObject* out = obj ? PyObject_GetAttrString(obj, name) : nullptr;
-    if (!out) PyErr_Clear();
-    return out;
+void release(const Jaxlib& j) noexcept {
+    for (PyObject* o : j.objects()) Py_XDECREF(o);
 }
 
 bool text_is(PyObject* text, const char* expected) noexcept {
@@ -61,80 +72,56 @@ bool is_jax_dlpack(PyObject* dlpack) noexcept {
     return ok;
 }
 
-void release(Jaxlib& j) noexcept {
-    Py_XDECREF(reinterpret_cast<PyObject*>(j.array));
-    Py_XDECREF(reinterpret_cast<PyObject*>(j.single_device));
-    Py_XDECREF(j.sharding_getter);
-    Py_XDECREF(j.device_list_getter);
-    Py_XDECREF(j.addressable_getter);
-    Py_XDECREF(j.export_fn);
-    j = Jaxlib{};
-}
-
 // The getter of the property `name` of the class `type` (a new reference), or nullptr: the class
 // attribute is the property itself.
-PyObject* property_getter(PyObject* type, const char* name) noexcept {
-    PyObject* property = attr_or_null(type, name);
+PyObject* property_getter(PyTypeObject* type, const char* name) noexcept {
+    PyObject* property = attr_or_null(reinterpret_cast<PyObject*>(type), name);
     PyObject* getter = property && Py_IS_TYPE(property, &PyProperty_Type) ? attr_or_null(property, "fget") : nullptr;
     Py_XDECREF(property);
     if (getter && !PyCallable_Check(getter)) Py_CLEAR(getter);
     return getter;
 }
 
-// Fills `out` from the loaded jaxlib (nothing is imported); false when anything is missing.
-bool find_jaxlib(Jaxlib& out) noexcept {
-    PyObject* modules = PyImport_GetModuleDict();
-    PyObject* jaxlib = modules ? PyDict_GetItemString(modules, "jaxlib._jax") : nullptr;  // borrowed
-    PyObject* array = attr_or_null(jaxlib, "ArrayImpl");
-    PyObject* single_device = attr_or_null(jaxlib, "SingleDeviceSharding");
-    PyObject* device_list = attr_or_null(jaxlib, "DeviceList");
-    out = Jaxlib{reinterpret_cast<PyTypeObject*>(array), reinterpret_cast<PyTypeObject*>(single_device),
-                 property_getter(array, "_sharding"),  // ArrayImpl.sharding returns self._sharding
-                 property_getter(single_device, "_internal_device_list"), property_getter(device_list, "is_fully_addressable"),
-                 attr_or_null(jaxlib, "buffer_to_dlpack_managed_tensor")};
-    const bool ok = array && PyType_Check(array) && single_device && PyType_Check(single_device) &&
-                    out.sharding_getter && out.device_list_getter && out.addressable_getter && out.export_fn &&
-                    PyCallable_Check(out.export_fn);
-    Py_XDECREF(device_list);
-    if (!ok) release(out);
-    return ok;
+// What the loaded jaxlib offers (nothing is imported); complete() is false when anything is missing.
+Jaxlib find_jaxlib() noexcept {
+    constexpr char kModule[] = "jaxlib._jax";
+    Jaxlib j;
+    j.array = loaded_type(kModule, "ArrayImpl");
+    j.single_device = loaded_type(kModule, "SingleDeviceSharding");
+    PyTypeObject* device_list = loaded_type(kModule, "DeviceList");
+    j.sharding_getter = property_getter(j.array, "_sharding");  // ArrayImpl.sharding returns self._sharding
+    j.device_list_getter = property_getter(j.single_device, "_internal_device_list");
+    j.addressable_getter = property_getter(device_list, "is_fully_addressable");
+    Py_XDECREF(reinterpret_cast<PyObject*>(device_list));
+    j.export_fn = loaded_attr(kModule, "buffer_to_dlpack_managed_tensor");
+    if (j.export_fn && !PyCallable_Check(j.export_fn)) Py_CLEAR(j.export_fn);
+    return j;
 }
 
 }  // namespace
 
 bool jaxlib_export_usable(PyTypeObject* type, const ProducerRow& row, PyObject* dlpack) noexcept {
     if (!row.jaxlib_export || !is_jax_dlpack(dlpack)) return false;
-    Jaxlib found;
-    if (!find_jaxlib(found)) return false;
-    const bool usable = found.array == type;
-    const Jaxlib& j = g_jaxlib;
-    if (!usable || (j.array == found.array && j.single_device == found.single_device &&
-                    j.sharding_getter == found.sharding_getter && j.device_list_getter == found.device_list_getter &&
-                    j.addressable_getter == found.addressable_getter && j.export_fn == found.export_fn)) {
+    const Jaxlib found = find_jaxlib();
+    const bool usable = found.complete() && found.array == type;
+    if (!usable || found.objects() == g_jaxlib.objects()) {
         release(found);  // not jaxlib's type, or what a probe before found (the common re-probe)
         return usable;
     }
     // Objects that replace others (jaxlib's module attributes were rebound). An export in progress
     // holds its own references (export_through_jaxlib), so the old ones can go.
-    Jaxlib old = g_jaxlib;
-    g_jaxlib = found;
-    release(old);
+    release(std::exchange(g_jaxlib, found));
     return true;
 }
 
 PyObject* export_through_jaxlib(PyObject* obj, PyObject* stream) {
-    if (Py_TYPE(obj) != g_jaxlib.array) return nullptr;
+    if (Py_TYPE(obj) != g_jaxlib.array) return nullptr;  // turned off (below) since the type was probed
     // Held for the call: a function that runs Python code may import a changed ArrayImpl, whose
     // probe replaces g_jaxlib and releases what it held.
     struct Held {
         Jaxlib j;
         explicit Held(const Jaxlib& from) noexcept : j(from) {
-            Py_INCREF(reinterpret_cast<PyObject*>(j.array));
-            Py_INCREF(reinterpret_cast<PyObject*>(j.single_device));
-            Py_INCREF(j.sharding_getter);
-            Py_INCREF(j.device_list_getter);
-            Py_INCREF(j.addressable_getter);
-            Py_INCREF(j.export_fn);
+            for (PyObject* o : j.objects()) Py_INCREF(o);
         }
         ~Held() { release(j); }
     } held{g_jaxlib};
@@ -166,11 +153,8 @@ PyObject* export_through_jaxlib(PyObject* obj, PyObject* stream) {
     if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nanobind::python_error();
     // A TypeError is a jaxlib whose function takes other arguments than these: no shortcut until a
     // probe finds jaxlib again (JAX's own errors for an array are JaxRuntimeErrors).
-    if (PyErr_ExceptionMatches(PyExc_TypeError) && g_jaxlib.export_fn == j.export_fn) {
-        Jaxlib gone = g_jaxlib;
-        g_jaxlib = Jaxlib{};
-        release(gone);
-    }
+    if (PyErr_ExceptionMatches(PyExc_TypeError) && g_jaxlib.export_fn == j.export_fn)
+        release(std::exchange(g_jaxlib, Jaxlib{}));
     PyErr_Clear();
     return nullptr;
 }

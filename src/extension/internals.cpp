@@ -71,6 +71,16 @@ nb::dict row_dict(const ProducerRow& r) {
     return d;
 }
 
+PyTypeObject* type_arg(nb::handle type) {
+    if (!PyType_Check(type.ptr())) fail(ErrorKind::type, "expected a type");
+    return reinterpret_cast<PyTypeObject*>(type.ptr());
+}
+
+// The __dlpack__ a probe finds on a type (through its MRO), or an invalid object.
+nb::object dlpack_of(PyTypeObject* type) {
+    return nb::steal(attr_or_null(reinterpret_cast<PyObject*>(type), "__dlpack__"));
+}
+
 }  // namespace
 
 void bind_internals(nb::module_& parent) {
@@ -86,24 +96,17 @@ void bind_internals(nb::module_& parent) {
         return out;
     });
     m.def("producer_for", [](nb::handle type) {
-        if (!PyType_Check(type.ptr())) fail(ErrorKind::type, "expected a type");
-        return std::string(producer_for(reinterpret_cast<PyTypeObject*>(type.ptr())).name);
+        return std::string(producer_for(type_arg(type)).name);
     }, "type"_a, "The quirk-table row stridex uses for a type.");
     m.def("array_struct", [](nb::handle type) -> nb::object {
-        if (!PyType_Check(type.ptr())) fail(ErrorKind::type, "expected a type");
-        auto* t = reinterpret_cast<PyTypeObject*>(type.ptr());
-        nb::object dlpack = nb::steal(PyObject_GetAttr(type.ptr(), names.dlpack));
-        if (!dlpack.is_valid()) PyErr_Clear();
-        const ArrayStruct s = readable_array_struct(t, producer_for(t), dlpack.ptr());
+        PyTypeObject* t = type_arg(type);
+        const ArrayStruct s = readable_array_struct(t, producer_for(t), dlpack_of(t).ptr());
         return s == ArrayStruct::none ? nb::none() : nb::object(nb::str(array_struct_name(s)));
     }, "type"_a, "Which struct stridex.view() reads instances of a type from: 'numpy' (import_numpy.cpp), 'cupy' "
        "(import_cupy.cpp) or None (the protocols).");
     m.def("jaxlib_export", [](nb::handle type) {
-        if (!PyType_Check(type.ptr())) fail(ErrorKind::type, "expected a type");
-        auto* t = reinterpret_cast<PyTypeObject*>(type.ptr());
-        nb::object dlpack = nb::steal(PyObject_GetAttr(type.ptr(), names.dlpack));
-        if (!dlpack.is_valid()) PyErr_Clear();
-        return jaxlib_export_usable(t, producer_for(t), dlpack.ptr());
+        PyTypeObject* t = type_arg(type);
+        return jaxlib_export_usable(t, producer_for(t), dlpack_of(t).ptr());
     }, "type"_a, "Whether stridex.view() takes the capsule of instances of a type from jaxlib directly "
        "(import_jax.cpp) rather than from their __dlpack__.");
     m.def("dlpack_stream", [](const std::string& row_name, nb::handle stream, nb::object device) {

@@ -42,6 +42,19 @@ def torch_with_cuda():
     return torch
 
 
+@pytest.fixture(scope="session")
+def jax_gpu():
+    """(jax, its first GPU), skipping the test (with the reason) unless JAX has a GPU backend."""
+    jax = pytest.importorskip("jax")
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:
+        gpus = []
+    if not gpus:
+        pytest.skip("JAX has no GPU backend")
+    return jax, gpus[0]
+
+
 @pytest.fixture
 def recorded_orders():
     """Streams ordered during the test are recorded (stridex_testing), never sent to a driver;

@@ -239,18 +239,6 @@ def test_cupy_managed_memory(cp):
 # ---- JAX ----------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def jax_gpu():
-    jax = pytest.importorskip("jax")
-    try:
-        gpus = jax.devices("gpu")
-    except RuntimeError:
-        gpus = []
-    if not gpus:
-        pytest.skip("JAX has no GPU backend")
-    return jax, gpus[0]
-
-
 @pytest.mark.parametrize("stream", [None, stridex.NO_SYNC, -1, "torch"])
 def test_jax_gpu_never_receives_minus_one(jax_gpu, stream):
     jax, gpu = jax_gpu

@@ -43,10 +43,9 @@ def outcome(make):
         return type(e), str(e)
 
 
-@pytest.fixture
-def through_dlpack(monkeypatch):
-    """Makes ArrayImpl.__dlpack__ a counting wrapper of JAX's own for the test: stridex then calls
-    it (the shortcut is for JAX's own __dlpack__ only). Yields the list of calls."""
+def through_own_dlpack(monkeypatch) -> list:
+    """Makes ArrayImpl.__dlpack__ a wrapper of JAX's own for the rest of the test, which stridex
+    calls (the shortcut is for JAX's own __dlpack__ only). Returns the list of its calls."""
     own = ArrayImpl.__dlpack__
     calls = []
 
@@ -55,7 +54,13 @@ def through_dlpack(monkeypatch):
         return own(self, **kwargs)
 
     monkeypatch.setattr(ArrayImpl, "__dlpack__", counting_dlpack)
-    yield calls
+    return calls
+
+
+@pytest.fixture
+def through_dlpack(monkeypatch):
+    """through_own_dlpack for the whole test."""
+    return through_own_dlpack(monkeypatch)
 
 
 @pytest.fixture
@@ -105,8 +110,7 @@ CASES = [
 def test_same_view_as_dlpack(dtype, shape, monkeypatch):
     j = cpu_array(np.arange(int(np.prod(shape)), dtype=np.float64).astype(dtype).reshape(shape))
     fast = outcome(lambda: stridex.view(j))
-    own = ArrayImpl.__dlpack__
-    monkeypatch.setattr(ArrayImpl, "__dlpack__", lambda self, **kw: own(self, **kw))
+    through_own_dlpack(monkeypatch)
     assert fast == outcome(lambda: stridex.view(j))
     if j.size:
         np.testing.assert_array_equal(host_array(stridex.view(j)), np.asarray(j))
@@ -143,8 +147,7 @@ def test_a_deleted_array_gets_jaxs_own_error(to_dlpack_calls, monkeypatch):
     fast = outcome(lambda: stridex.view(j))  # the shortcut fails, and __dlpack__ answers
     assert len(to_dlpack_calls) == 1
     assert fast[0] is BufferError and "deleted" in fast[1]
-    own = ArrayImpl.__dlpack__
-    monkeypatch.setattr(ArrayImpl, "__dlpack__", lambda self, **kw: own(self, **kw))
+    through_own_dlpack(monkeypatch)
     assert outcome(lambda: stridex.view(j)) == fast
 
 
@@ -211,11 +214,15 @@ def test_stream_arguments_on_the_cpu_are_as_before(to_dlpack_calls):
     assert to_dlpack_calls == []
 
 
+def cpu_jax_env(**extra) -> dict:
+    """The environment of a fresh interpreter that imports what this one does, JAX on its CPU."""
+    return dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **extra)
+
+
 def run_isolated(code: str) -> str:
     """Runs `code` in a fresh interpreter with two CPU devices (XLA's flag must be set before JAX
     starts) and returns what it printed."""
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env = cpu_jax_env(XLA_FLAGS="--xla_force_host_platform_device_count=2")
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -252,26 +259,14 @@ def test_arrays_on_two_devices_are_refused_as_jax_refuses_them():
 # ---- GPU ----------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    try:
-        gpus = jax.devices("gpu")
-    except RuntimeError:
-        gpus = []
-    if not gpus:
-        pytest.skip("JAX has no GPU backend")
-    return gpus[0]
-
-
-def test_gpu_arrays_same_view_for_every_stream(gpu, to_dlpack_calls, monkeypatch):
+def test_gpu_arrays_same_view_for_every_stream(jax_gpu, to_dlpack_calls, monkeypatch):
     torch = pytest.importorskip("torch")
     side = torch.cuda.Stream()
     streams = [None, stridex.NO_SYNC, -1, 1, side.cuda_stream]
-    j = jax.device_put(np.arange(12, dtype=np.float32).reshape(3, 4), gpu)
+    j = jax.device_put(np.arange(12, dtype=np.float32).reshape(3, 4), jax_gpu[1])
     fast = [outcome(lambda s=s: stridex.view(j, stream=s)) for s in streams]
     assert to_dlpack_calls == []
-    own = ArrayImpl.__dlpack__
-    monkeypatch.setattr(ArrayImpl, "__dlpack__", lambda self, **kw: own(self, **kw))
+    through_own_dlpack(monkeypatch)
     assert fast == [outcome(lambda s=s: stridex.view(j, stream=s)) for s in streams]
     assert fast[0][4].startswith("cuda") and fast[0][0] == j.unsafe_buffer_pointer()
     assert fast[-1][-1] == side.cuda_stream  # ordered on the stream asked for
@@ -311,8 +306,7 @@ def test_an_array_on_another_processs_device_gets_jaxs_error_not_a_crash(tmp_pat
         port = s.getsockname()[1]
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    workers = [subprocess.Popen([sys.executable, str(script), str(i), str(port)], env=env, stdout=subprocess.PIPE,
+    workers = [subprocess.Popen([sys.executable, str(script), str(i), str(port)], env=cpu_jax_env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True) for i in range(2)]
     results = [w.communicate(timeout=240) for w in workers]
     for w, (out, err) in zip(workers, results):
