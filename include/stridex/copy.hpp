@@ -1,14 +1,9 @@
-// Copies between strided views, anywhere: `stridex::copy(dst, src, stream)` and allocation of
-// fresh views on any device (docs/copy.md).
+// Host copies: copies between host-accessible memory on the calling thread, and fresh host
+// buffers. The copy engine, which copies between any two devices (`stridex::copy`, `copy_to`,
+// `allocate`), is the CUDA layer's: include/stridex/cuda/copy.hpp (docs/copy.md).
 //
-// copy() takes any two Views of one shape and dtype, each on the CPU, a CUDA device (any
-// ordinal), pinned or managed memory, with any strides (negative; zero in src to broadcast). Copies
-// between host-accessible memory run on the calling thread (copy_host); copies that touch device
-// memory are queued on a CUDA stream (src/cuda/copy_engine.cpp): driver memcpy for contiguous
-// layouts, the embedded kernels for the rest, pinned staging buffers between pageable host memory
-// and the GPU. host_copy/copy_host stay for callers that know both sides are host memory. The
-// result of host_copy is always C-contiguous, so a consumer that only takes compact strides (JAX,
-// O7 in docs/protocols.md) can read it.
+// The result of host_copy is always C-contiguous, so a consumer that only takes compact strides
+// (JAX, O7 in docs/protocols.md) can read it.
 #pragma once
 
 #include <cstdint>
@@ -34,35 +29,5 @@ void copy_host(const View& dst, const View& src);
 // A C-contiguous host copy of `src` (see allocate_host), writable, with no pending stream; sub-byte
 // data keeps its packing. The caller makes sure pending device work on src is finished.
 View host_copy(const View& src);
-
-// The stream argument of the copy engine, in the DLPack encoding of View::stream():
-// kDefaultStream (1, view.hpp) the legacy default stream (the default, as the array API's None), 2
-// the per-thread default stream, any other value above 2 a CUstream handle of the device that runs
-// the copy (dst's GPU, else src's). kNoStream (-1) queues the copy on the legacy default stream and
-// waits for it before returning.
-
-// Element order of a fresh copy: C (row-major), F (column-major) or K (the source's order of axes,
-// by decreasing stride magnitude, as NumPy's order='K': the cheapest copy of a transposed view).
-enum class Order : char { C = 'C', F = 'F', K = 'K' };
-
-// A fresh, writable, dense view of `shape` on `device`: cpu (allocate_host), cuda:N (cuMemAlloc),
-// cuda_host (pinned, cuMemHostAlloc, portable) or cuda_managed (cuMemAllocManaged), freed when the
-// last View of it goes. Contents uninitialised. Other devices: Error(unsupported).
-View allocate(std::span<const std::int64_t> shape, Dtype dtype, Device device, Order order = Order::C,
-              bool subbyte_padded = false);
-
-// Copies src into dst, element (i, j, ...) to element (i, j, ...). Both must have one shape and
-// one dtype (no casting) -> else Error(value); dst must be writable and must not address one
-// element twice (zero or overlapping strides) -> else Error(buffer). Overlapping dst/src memory is
-// copied through a temporary. Packed sub-byte dtypes: C-contiguous views only.
-//
-// Stream contract (docs/copy.md): the copy is queued on `stream` after the work pending on
-// src.stream() and dst.stream() (event waits, no host block). Returns the stream dst's data is
-// ready on: `stream`, or kNoStream when the copy completed before returning (host copies, staged
-// copies into pageable host memory, stream = kNoStream).
-std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream = kDefaultStream);
-
-// A fresh copy of src on `device` in `order`, ready on the returned View's stream() (see copy()).
-View copy_to(const View& src, Device device, Order order = Order::C, std::intptr_t stream = kDefaultStream);
 
 }  // namespace stridex

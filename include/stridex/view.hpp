@@ -120,14 +120,8 @@ public:
     // Read-only from here on (an immutable view stays immutable: it is read-only already).
     View as_readonly() const;
 
-    // Copies (stridex/copy.hpp, docs/copy.md): a fresh, writable View on `device` (this view's own
-    // by default) in the given element order ('C', 'F' or 'K'), queued on `stream` (DLPack
-    // encoding; kDefaultStream, the legacy default stream, by default); the result records the stream it is
-    // ready on. contiguous() and to() return *this when nothing needs to change.
-    View copy(char order = 'C', std::intptr_t stream = kDefaultStream) const;
-    View copy(Device device, char order = 'C', std::intptr_t stream = kDefaultStream) const;
-    View contiguous(std::intptr_t stream = kDefaultStream) const;
-    View to(Device device, std::intptr_t stream = kDefaultStream) const;
+    // Copies are the copy engine's (the CUDA layer): stridex::copy_to, contiguous and to_device in
+    // include/stridex/cuda/copy.hpp; host copies are stridex::host_copy (include/stridex/copy.hpp).
 
     // Typed element access. T must match the dtype exactly (const T on read-only views); Rank is
     // checked when given. Elements may only be dereferenced where the memory is accessible: a

@@ -1,10 +1,10 @@
-// stridex::Array factories (include/stridex/array.hpp).
-#include "stridex/array.hpp"
+// stridex::Array factories (include/stridex/cuda/array.hpp).
+#include "stridex/cuda/array.hpp"
 
 #include <memory>
 #include <utility>
 
-#include "stridex/copy.hpp"
+#include "stridex/cuda/copy.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/cuda/from_pointer.hpp"
 

@@ -1,10 +1,10 @@
-// Checking Views against typed constraints (include/stridex/constraints.hpp). In the CUDA layer, not the
+// Checking Views against typed constraints (include/stridex/cuda/constraints.hpp). In the CUDA layer, not the
 // core: arg::may_copy copies through the copy engine (copy_to), which can copy device memory.
-#include "stridex/constraints.hpp"
+#include "stridex/cuda/constraints.hpp"
 
 #include <sstream>
 
-#include "stridex/copy.hpp"
+#include "stridex/cuda/copy.hpp"
 #include "stridex/error.hpp"
 
 namespace stridex {

@@ -183,7 +183,7 @@ bool transfer(Driver& d, const View& device, const View& host, bool to_device, i
 }
 
 // Host memory (pageable or pinned) to a GPU.
-void to_device(Driver& d, const View& dst, const View& src, int ordinal, cuda::CUstream stream) {
+void host_to_gpu(Driver& d, const View& dst, const View& src, int ordinal, cuda::CUstream stream) {
     host_wait(src);  // the host (or the DMA engine, for pinned memory) reads it now
     const CopyPlan p = detail::plan_copy(dst, src);
     if (p.kind == CopyPlan::Kind::nothing) return;
@@ -214,7 +214,7 @@ void to_device(Driver& d, const View& dst, const View& src, int ordinal, cuda::C
 }
 
 // A GPU to host memory. Returns true when the copy is still pending on the stream.
-bool to_host(Driver& d, const View& dst, const View& src, int ordinal, cuda::CUstream stream) {
+bool gpu_to_host(Driver& d, const View& dst, const View& src, int ordinal, cuda::CUstream stream) {
     const CopyPlan p = detail::plan_copy(dst, src);
     if (p.kind == CopyPlan::Kind::nothing) return false;
     host_wait(dst);  // the host, or the DMA engine, writes it from now on
@@ -286,9 +286,9 @@ std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream) {
     } else if (is_gpu(sd) && is_gpu(dd) && sd.id != dd.id) {
         peer_copy(d, dst, src, ordinal, handle);
     } else if (is_host_only(sd) && is_gpu(dd)) {
-        to_device(d, dst, src, ordinal, handle);
+        host_to_gpu(d, dst, src, ordinal, handle);
     } else if (is_gpu(sd) && is_host_only(dd)) {
-        pending = to_host(d, dst, src, ordinal, handle);
+        pending = gpu_to_host(d, dst, src, ordinal, handle);
     } else {
         device_copy(d, dst, src, ordinal, handle);  // one GPU and managed memory, or the GPU itself
     }
@@ -306,31 +306,21 @@ View copy_to(const View& src, Device device, Order order, std::intptr_t stream) 
     return out;
 }
 
-namespace {
-Order order_of(char c) {
-    switch (c) {
-        case 'C': return Order::C;
-        case 'F': return Order::F;
-        case 'K': return Order::K;
-        default: fail(ErrorKind::value, "order must be 'C', 'F' or 'K', found '", c, "'");
-    }
-}
-}  // namespace
-
-View View::copy(char order, std::intptr_t stream) const { return copy_to(*this, device_, order_of(order), stream); }
-
-View View::copy(Device device, char order, std::intptr_t stream) const {
-    return copy_to(*this, device, order_of(order), stream);
+Order parse_order(std::string_view letter) {
+    if (letter == "C") return Order::C;
+    if (letter == "F") return Order::F;
+    if (letter == "K") return Order::K;
+    fail(ErrorKind::value, "order must be 'C', 'F' or 'K', found '", excerpt(letter), "'");
 }
 
-View View::contiguous(std::intptr_t stream) const {
-    if (layout_.is_c_contiguous()) return *this;
-    return copy_to(*this, device_, Order::C, stream);
+View contiguous(const View& src, std::intptr_t stream) {
+    if (src.layout().is_c_contiguous()) return src;
+    return copy_to(src, src.device(), Order::C, stream);
 }
 
-View View::to(Device device, std::intptr_t stream) const {
-    if (device == device_) return *this;
-    return copy_to(*this, device, Order::K, stream);
+View to_device(const View& src, Device device, std::intptr_t stream) {
+    if (device == src.device()) return src;
+    return copy_to(src, device, Order::K, stream);
 }
 
 }  // namespace stridex

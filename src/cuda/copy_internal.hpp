@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "stridex/copy.hpp"
+#include "stridex/cuda/copy.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/cuda/stream.hpp"
 #include "stridex/detail/copy_plan.hpp"

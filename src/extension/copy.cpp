@@ -1,5 +1,5 @@
 // stridex.copy, stridex.empty and View.copy / contiguous / to: the Python face of the copy engine
-// (stridex/copy.hpp, docs/copy.md). The GIL is released while copying.
+// (stridex/cuda/copy.hpp, docs/copy.md). The GIL is released while copying.
 #include <nanobind/stl/string.h>
 
 #include <vector>
@@ -9,7 +9,7 @@
 #include "export.hpp"
 #include "import.hpp"
 #include "stream_policy.hpp"
-#include "stridex/copy.hpp"
+#include "stridex/cuda/copy.hpp"
 
 namespace nb = nanobind;
 
@@ -64,7 +64,7 @@ nb::object copy_of(const PyView& self, nb::handle device, const std::string& ord
     View out;
     {
         nb::gil_scoped_release release;
-        out = self.view.copy(target, o, s);
+        out = copy_to(self.view, target, static_cast<Order>(o), s);
     }
     return fresh(std::move(out));
 }

@@ -14,7 +14,7 @@
 
 #include "arguments.hpp"
 #include "bindings.hpp"
-#include "stridex/copy.hpp"
+#include "stridex/cuda/copy.hpp"
 #include "stream_policy.hpp"
 #include "stridex/cuda/stream.hpp"
 

@@ -1,12 +1,12 @@
-// Typed constraints (include/stridex/constraints.hpp) and owning Arrays (include/stridex/array.hpp).
+// Typed constraints (include/stridex/cuda/constraints.hpp) and owning Arrays (include/stridex/cuda/array.hpp).
 #include <gtest/gtest.h>
 
 #include <string_view>
 #include <vector>
 
 #include "expect_error.hpp"
-#include "stridex/array.hpp"
-#include "stridex/constraints.hpp"
+#include "stridex/cuda/array.hpp"
+#include "stridex/cuda/constraints.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/cuda/from_pointer.hpp"
 

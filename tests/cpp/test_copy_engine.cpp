@@ -1,7 +1,7 @@
 // The copy engine on the host: the plan every path shares (stridex/detail/copy_plan.hpp), the
-// checks of stridex::copy, View::copy/contiguous/to, and a randomised comparison with a reference
+// checks of stridex::copy, copy_to/contiguous/to_device, and a randomised comparison with a reference
 // element walk over every layout kind (negative, broadcast, sliced, permuted, up to 8-d). Device
-// paths are tested on a GPU by tests/python/test_copy_gpu.py.
+// paths are tested on a GPU by tests/python/test_copy.py (its device cases skip without one).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "expect_error.hpp"
-#include "stridex/copy.hpp"
+#include "stridex/cuda/copy.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/detail/copy_plan.hpp"
 
@@ -122,7 +122,9 @@ TEST(Copy, RefusesWhatItCannotDo) {
     EXPECT_ERROR(copy(over(g_dst, {4, 4}, {4, 1}, dtypes::float32), rocm), unsupported, "rocm");
     EXPECT_ERROR(allocate(std::vector<std::int64_t>{2}, dtypes::float32, Device{DeviceType::kROCM, 0}),
                  unsupported, "rocm");
-    EXPECT_ERROR(s.copy('X'), value, "order");
+    EXPECT_ERROR(parse_order("X"), value, "order must be 'C', 'F' or 'K', found 'X'");
+    EXPECT_ERROR(parse_order("CF"), value, "found 'CF'");
+    EXPECT_ERROR(parse_order(""), value, "found ''");
 }
 
 TEST(Copy, PackedSubbyteCopiesWholeStorage) {
@@ -132,7 +134,7 @@ TEST(Copy, PackedSubbyteCopiesWholeStorage) {
     const View d(out, 0, Layout::contiguous(std::vector<std::int64_t>{8}), int4, Device::cpu(), false, Owner());
     EXPECT_EQ(copy(d, s), kNoStream);
     EXPECT_EQ(std::memcmp(in, out, 4), 0);
-    const View fresh = s.copy();
+    const View fresh = copy_to(s, s.device());
     EXPECT_EQ(std::memcmp(fresh.ptr(), in, 4), 0);
     EXPECT_TRUE(fresh.is_packed_subbyte());
     std::uint8_t padded[8] = {};
@@ -140,7 +142,7 @@ TEST(Copy, PackedSubbyteCopiesWholeStorage) {
                  true);
     EXPECT_ERROR(copy(p, s), unsupported, "packed and padded");
     const View square(in, 0, Layout::contiguous(std::vector<std::int64_t>{2, 4}), int4, Device::cpu(), false, Owner());
-    EXPECT_ERROR(square.copy('F'), unsupported, "must be C-contiguous");
+    EXPECT_ERROR(copy_to(square, square.device(), Order::F), unsupported, "must be C-contiguous");
 }
 
 // ---- randomised: every layout kind against an element-by-element reference ----------------
@@ -229,16 +231,16 @@ TEST(CopyRandom, EveryLayoutMatchesTheReference) {
                 ASSERT_EQ(std::memcmp(&dbuf[i * item], &before[i * item], item), 0) << "trial " << trial;
             }
         // A fresh copy in each order holds the same elements.
-        for (char order : {'C', 'F', 'K'}) {
-            const View fresh = s.copy(order);
+        for (Order order : {Order::C, Order::F, Order::K}) {
+            const View fresh = copy_to(s, s.device(), order);
             EXPECT_EQ(fresh.stream(), kNoStream);
             EXPECT_TRUE(fresh.layout().is_dense());
-            if (order == 'C') {
+            if (order == Order::C) {
                 EXPECT_TRUE(fresh.layout().is_c_contiguous());
-            } else if (order == 'F') {
+            } else if (order == Order::F) {
                 EXPECT_TRUE(fresh.layout().is_f_contiguous());
             }
-            const View back = fresh.contiguous();
+            const View back = contiguous(fresh);
             for_each_index(shape, [&](const std::vector<std::int64_t>& idx) {
                 std::int64_t so = ls.offset, bo = 0;
                 for (std::size_t a = 0; a < nd; ++a) {
@@ -263,16 +265,16 @@ TEST(Copy, OverlappingSourceAndDestination) {
 TEST(Copy, ContiguousAndToReturnTheViewItself) {
     std::vector<float> buf(6);
     const View v = over(buf.data(), {2, 3}, {3, 1}, dtypes::float32);
-    EXPECT_EQ(v.contiguous().ptr(), v.ptr());
-    EXPECT_EQ(v.to(Device::cpu()).ptr(), v.ptr());
-    EXPECT_NE(v.transpose().contiguous().ptr(), v.ptr());
+    EXPECT_EQ(contiguous(v).ptr(), v.ptr());
+    EXPECT_EQ(to_device(v, Device::cpu()).ptr(), v.ptr());
+    EXPECT_NE(contiguous(v.transpose()).ptr(), v.ptr());
 }
 
 TEST(Copy, DeviceCopiesWithoutADriverSayWhy) {
     cuda::DriverOverride none("libstridex-no-such-cuda.so");
     std::vector<float> buf(4);
     const View v = over(buf.data(), {4}, {1}, dtypes::float32);
-    EXPECT_ERROR(v.to(Device::cuda(0)), cuda, "libstridex-no-such-cuda.so");
+    EXPECT_ERROR(to_device(v, Device::cuda(0)), cuda, "libstridex-no-such-cuda.so");
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 // header holds the argument and return types they bind and the conversions both use:
 //
 //   stridex::View               any array stridex.view() accepts, or a stridex.View -> a View
-//   stridex::Arg<constraints>   the same, checked against typed constraints (constraints.hpp)
+//   stridex::Arg<constraints>   the same, checked against typed constraints (cuda/constraints.hpp)
 //   stridex::Array / View       returned as a stridex.View, on the device of the memory itself
 //   stridex::Like               returned in the framework of an argument: like(x, out)
 //
@@ -37,8 +37,8 @@
 #include <string>
 #include <utility>
 
-#include "stridex/array.hpp"
-#include "stridex/constraints.hpp"
+#include "stridex/cuda/array.hpp"
+#include "stridex/cuda/constraints.hpp"
 #include "stridex/cuda/from_pointer.hpp"
 #include "stridex/python/caster_api.hpp"
 #include "stridex/python/errors.hpp"

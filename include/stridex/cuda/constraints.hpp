@@ -294,7 +294,7 @@ constexpr const auto& description() {
     return detail::Described<Constraints...>::text.data;
 }
 
-// ---- checking (src/core/constraints.cpp) -------------------------------------------------------
+// ---- checking (src/cuda/constraints.cpp) -------------------------------------------------------
 
 // Does `view` meet `r` as it is? (may_copy and caller_stream play no part here.)
 bool satisfies(const Requirements& r, const View& view) noexcept;
