@@ -114,19 +114,33 @@ View allocate_host(std::span<const std::int64_t> shape, Dtype dtype, bool subbyt
     return View(data, 0, std::move(layout), dtype, Device::cpu(), /*readonly=*/false, std::move(owner), subbyte_padded);
 }
 
+void check_copy(const View& dst, const View& src) {
+    if (src.dtype() != dst.dtype())
+        fail(ErrorKind::value, "copy between different dtypes: ", src.dtype().name(), " -> ", dst.dtype().name(),
+             " (stridex copies, it does not cast)");
+    if (!same_shape(src, dst)) fail(ErrorKind::value, "copy between different shapes: ", src.layout(), " -> ", dst.layout());
+    if (dst.readonly()) fail(ErrorKind::buffer, "cannot copy into a read-only view");
+    if (dst.layout().may_overlap() && !dst.layout().empty())
+        fail(ErrorKind::buffer, "copy destination addresses one element more than once (zero or overlapping "
+             "strides ", dst.layout(), "); copy into a view that has one place for every element");
+    if (src.is_packed_subbyte() != dst.is_packed_subbyte() && src.size() > 0)
+        fail(ErrorKind::unsupported, "copy between packed and padded ", src.dtype().name(), " is not supported");
+    if (src.is_packed_subbyte() && !(src.layout().is_c_contiguous() && dst.layout().is_c_contiguous()))
+        fail(ErrorKind::unsupported, "packed ", src.dtype().name(), " copies C-contiguous views only");
+}
+
 void copy_host(const View& dst, const View& src) {
     if (!src.device().host_accessible() || !dst.device().host_accessible())
         fail(ErrorKind::buffer, "host copy needs host-accessible memory on both sides, found ", src.device().name(),
              " -> ", dst.device().name());
-    if (dst.readonly()) fail(ErrorKind::buffer, "cannot copy into a read-only view");
-    if (src.dtype() != dst.dtype())
-        fail(ErrorKind::value, "copy between different dtypes: ", src.dtype().name(), " -> ", dst.dtype().name());
-    if (!same_shape(src, dst)) fail(ErrorKind::value, "copy between different shapes: ", src.layout(), " -> ", dst.layout());
-    if (src.is_packed_subbyte() || dst.is_packed_subbyte()) {
+    check_copy(dst, src);
+    detail::copy_host_checked(dst, src);
+}
+
+void detail::copy_host_checked(const View& dst, const View& src) {
+    if (src.is_packed_subbyte()) {
         // Packed elements have no byte address; such views are C-contiguous (View's invariant), so
-        // the storage is copied whole when both sides are packed alike.
-        if (src.is_packed_subbyte() != dst.is_packed_subbyte())
-            fail(ErrorKind::unsupported, "copy between packed and padded ", src.dtype().name(), " is not supported");
+        // the storage is copied whole (check_copy made sure both sides are packed alike).
         if (src.nbytes() > 0) std::memmove(dst.ptr(), src.ptr(), static_cast<std::size_t>(src.nbytes()));
         return;
     }

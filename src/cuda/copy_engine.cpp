@@ -25,20 +25,9 @@ bool is_gpu(Device d) noexcept { return d.type == DeviceType::kCUDA; }
 // Host memory a GPU's DMA engine or kernels cannot use as laid out by the CPU: pageable or pinned.
 bool is_host_only(Device d) noexcept { return d.type == DeviceType::kCPU || d.type == DeviceType::kCUDAHost; }
 
+// check_copy (the core's, one set of words for every copy), then the memory the engine reaches.
 void check(const View& dst, const View& src) {
-    if (src.dtype() != dst.dtype())
-        fail(ErrorKind::value, "copy between different dtypes: ", src.dtype().name(), " -> ", dst.dtype().name(),
-             " (stridex copies, it does not cast)");
-    if (!std::ranges::equal(src.shape(), dst.shape()))
-        fail(ErrorKind::value, "copy between different shapes: ", src.layout(), " -> ", dst.layout());
-    if (dst.readonly()) fail(ErrorKind::buffer, "cannot copy into a read-only view");
-    if (dst.layout().may_overlap() && !dst.layout().empty())
-        fail(ErrorKind::buffer, "copy destination addresses one element more than once (zero or overlapping "
-             "strides ", dst.layout(), "); copy into a view that has one place for every element");
-    if (src.is_packed_subbyte() != dst.is_packed_subbyte() && src.size() > 0)
-        fail(ErrorKind::unsupported, "copy between packed and padded ", src.dtype().name(), " is not supported");
-    if (src.is_packed_subbyte() && !(src.layout().is_c_contiguous() && dst.layout().is_c_contiguous()))
-        fail(ErrorKind::unsupported, "packed ", src.dtype().name(), " copies C-contiguous views only");
+    check_copy(dst, src);
     for (Device d : {src.device(), dst.device()})
         if (!d.host_accessible() && !is_gpu(d))
             fail(ErrorKind::unsupported, "stridex copies cpu, cuda, cuda_host and cuda_managed memory, not ", d.name());
@@ -269,7 +258,7 @@ std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream) {
     if (sd.host_accessible() && dd.host_accessible()) {
         host_wait(src);
         host_wait(dst);
-        copy_host(dst, src);
+        detail::copy_host_checked(dst, src);
         return kNoStream;
     }
     // The copy runs on dst's GPU when dst is GPU memory, else on src's.

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <vector>
 
+#include "expect_error.hpp"
 #include "stridex/copy.hpp"
 
 namespace stridex {
@@ -142,6 +143,33 @@ TEST(HostCopy, Refusals) {
     const View gpu(buf.data(), 0, Layout::contiguous(std::vector<std::int64_t>{6}), dtypes::float32, Device::cuda(0),
                    false, Owner());
     expect_kind([&] { (void)host_copy(gpu); }, ErrorKind::buffer);
+}
+
+// check_copy is the one precondition check of every copy: copy_host runs it, and so does the copy
+// engine (stridex::copy), so both refuse with these words.
+TEST(CopyCheck, OneSetOfWordsForEveryCopy) {
+    auto buf = iota<float>(6);
+    auto other = iota<float>(6);
+    std::vector<std::int32_t> ints(6);
+    const View src = view_over(buf, {6}, {1});
+    EXPECT_ERROR(check_copy(view_over(ints, {6}, {1}), src), value,
+                 "copy between different dtypes: float32 -> int32 (stridex copies, it does not cast)");
+    EXPECT_ERROR(check_copy(view_over(other, {3}, {1}), src), value, "copy between different shapes: ");
+    EXPECT_ERROR(check_copy(view_over(other, {6}, {1}, 0, true), src), buffer, "cannot copy into a read-only view");
+    EXPECT_ERROR(check_copy(view_over(other, {2, 3}, {0, 1}), view_over(buf, {2, 3}, {3, 1})), buffer,
+                 "copy destination addresses one element more than once");
+    EXPECT_NO_THROW(check_copy(view_over(other, {6}, {-1}, 5), src));
+    EXPECT_NO_THROW(check_copy(view_over(other, {0, 3}, {0, 1}), view_over(buf, {0, 3}, {3, 1})));  // empty
+    // copy_host says the same, and refuses a destination with one place for several elements.
+    EXPECT_ERROR(copy_host(view_over(other, {6}, {1}, 0, true), src), buffer, "cannot copy into a read-only view");
+    EXPECT_ERROR(copy_host(view_over(other, {2, 3}, {0, 1}), view_over(buf, {2, 3}, {3, 1})), buffer,
+                 "more than once");
+    const std::int64_t eight[] = {8};
+    std::uint8_t packed[4] = {}, padded[8] = {};
+    const Dtype int4 = Dtype::make(DtypeCode::kInt, 4);
+    const View p(packed, 0, Layout::contiguous(eight), int4, Device::cpu(), false, Owner());
+    const View q(padded, 0, Layout::contiguous(eight), int4, Device::cpu(), false, Owner(), /*subbyte_padded=*/true);
+    EXPECT_ERROR(copy_host(q, p), unsupported, "copy between packed and padded int4 is not supported");
 }
 
 TEST(HostCopy, PackedSubbyteCopiesStorage) {
