@@ -49,7 +49,9 @@ bool is_pinned(const View& v) {
            cuda::pointer_info(reinterpret_cast<std::uintptr_t>(v.ptr())).memory_type == cuda::MemoryType::pinned_host;
 }
 
-// Blocks the host until a view's pending work is done (before the host reads or writes it).
+// Blocks the host until a view's pending work is done: only before the host itself reads or writes
+// the memory (host copies, staging). Where the DMA engine takes pinned memory, the copy's stream
+// waits for the view's instead (wait_for, no host block: docs/copy.md).
 void host_wait(const View& v) {
     if (v.stream() == kNoStream || !v.device().is_cuda_family()) return;
     cuda::Stream::borrow(StreamRef(v.stream()), is_gpu(v.device()) ? v.device().id : 0).synchronize();
@@ -154,10 +156,16 @@ View same_layout_at(std::byte* base, const View& v, int ordinal) {
 
 // Queues a plain run of bytes between host and device: direct for pinned memory (and small runs,
 // which the driver stages well enough), else through the staging buffers. `device` must be
-// C-contiguous. Returns true when the transfer is still pending on the stream.
-bool transfer(Driver& d, const View& device, const View& host, bool to_device, int ordinal, cuda::CUstream stream) {
+// C-contiguous. `pending` is the caller's host view, whose recorded stream the host waits for only
+// where the host itself touches the bytes (pageable memory): pinned memory is read or written by
+// the DMA engine on the copy's stream, which waits for it already. Returns true when the transfer
+// is still pending on the stream.
+bool transfer(Driver& d, const View& device, const View& host, bool to_device, int ordinal, cuda::CUstream stream,
+              const View& pending) {
     const std::int64_t bytes = host.nbytes();
-    if (bytes < kStageFrom || is_pinned(host)) {
+    const bool pinned = is_pinned(host);
+    if (!pinned) host_wait(pending);
+    if (bytes < kStageFrom || pinned) {
         const void* from = to_device ? static_cast<const void*>(host.ptr()) : device.ptr();
         void* into = to_device ? static_cast<void*>(device.ptr()) : host.ptr();
         d.call("cuMemcpyAsync", d.api().memcpy_async, ce::address(into), ce::address(from),
@@ -173,13 +181,12 @@ bool transfer(Driver& d, const View& device, const View& host, bool to_device, i
 
 // Host memory (pageable or pinned) to a GPU.
 void host_to_gpu(Driver& d, const View& dst, const View& src, int ordinal, cuda::CUstream stream) {
-    host_wait(src);  // the host (or the DMA engine, for pinned memory) reads it now
     const CopyPlan p = detail::plan_copy(dst, src);
     if (p.kind == CopyPlan::Kind::nothing) return;
     if (src.is_packed_subbyte() || p.kind == CopyPlan::Kind::contiguous) {
         const std::int64_t bytes = src.is_packed_subbyte() ? src.nbytes() : p.bytes;
         transfer(d, bytes_at(dst, p.dst_offset, bytes), bytes_at(src, p.src_offset, bytes),
-                 /*to_device=*/true, ordinal, stream);
+                 /*to_device=*/true, ordinal, stream, src);
         return;
     }
     const bool pinned = is_pinned(src);
@@ -188,10 +195,11 @@ void host_to_gpu(Driver& d, const View& dst, const View& src, int ordinal, cuda:
     if (src.layout().is_dense() && ce::kernels_built()) {
         const View raw = raw_block(src);
         const ce::Scratch tmp(raw.nbytes(), ordinal, stream);
-        transfer(d, ce::scratch_view(tmp, raw, ordinal), raw, /*to_device=*/true, ordinal, stream);
+        transfer(d, ce::scratch_view(tmp, raw, ordinal), raw, /*to_device=*/true, ordinal, stream, src);
         device_copy(d, dst, same_layout_at(tmp.get(), src, ordinal), ordinal, stream);
         return;
     }
+    host_wait(src);  // the host packs it into the staging buffers now
     if (dst.layout().is_c_contiguous()) {
         ce::staged_to_device(dst, src, ordinal, stream);
         return;
@@ -206,11 +214,10 @@ void host_to_gpu(Driver& d, const View& dst, const View& src, int ordinal, cuda:
 bool gpu_to_host(Driver& d, const View& dst, const View& src, int ordinal, cuda::CUstream stream) {
     const CopyPlan p = detail::plan_copy(dst, src);
     if (p.kind == CopyPlan::Kind::nothing) return false;
-    host_wait(dst);  // the host, or the DMA engine, writes it from now on
     if (src.is_packed_subbyte() || p.kind == CopyPlan::Kind::contiguous) {
         const std::int64_t bytes = src.is_packed_subbyte() ? src.nbytes() : p.bytes;
         return transfer(d, bytes_at(src, p.src_offset, bytes), bytes_at(dst, p.dst_offset, bytes),
-                        /*to_device=*/false, ordinal, stream);
+                        /*to_device=*/false, ordinal, stream, dst);
     }
     const bool pinned = is_pinned(dst);
     if (pinned && try_memcpy_2d(d, p, dst, src, stream)) return true;
@@ -219,8 +226,9 @@ bool gpu_to_host(Driver& d, const View& dst, const View& src, int ordinal, cuda:
         const View raw = raw_block(dst);
         const ce::Scratch tmp(raw.nbytes(), ordinal, stream);
         device_copy(d, same_layout_at(tmp.get(), dst, ordinal), src, ordinal, stream);
-        return transfer(d, ce::scratch_view(tmp, raw, ordinal), raw, /*to_device=*/false, ordinal, stream);
+        return transfer(d, ce::scratch_view(tmp, raw, ordinal), raw, /*to_device=*/false, ordinal, stream, dst);
     }
+    host_wait(dst);  // the host unpacks the staging buffers into it
     if (src.layout().is_c_contiguous()) {
         ce::staged_to_host(dst, src, ordinal, stream);
         return false;

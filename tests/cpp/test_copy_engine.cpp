@@ -1,7 +1,8 @@
 // The copy engine on the host: the plan every path shares (stridex/detail/copy_plan.hpp), the
 // checks of stridex::copy, copy_to/contiguous/to_device, and a randomised comparison with a reference
-// element walk over every layout kind (negative, broadcast, sliced, permuted, up to 8-d). Device
-// paths are tested on a GPU by tests/python/test_copy.py (its device cases skip without one).
+// element walk over every layout kind (negative, broadcast, sliced, permuted, up to 8-d); the stream
+// order of pinned transfers against the fake driver. Device paths are tested on a GPU by
+// tests/python/test_copy.py (its device cases skip without one).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "stridex/cuda/copy.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/detail/copy_plan.hpp"
+#include "test_cuda_fake_driver.hpp"
 
 namespace stridex {
 namespace {
@@ -275,6 +277,85 @@ TEST(Copy, DeviceCopiesWithoutADriverSayWhy) {
     std::vector<float> buf(4);
     const View v = over(buf.data(), {4}, {1}, dtypes::float32);
     EXPECT_ERROR(to_device(v, Device::cuda(0)), cuda, "libstridex-no-such-cuda.so");
+}
+
+// ---- stream order of pinned transfers, against the fake driver --------------------------------
+// Pinned memory that records a stream is ordered on the GPU where the DMA engine takes it: the copy's
+// stream waits for an event recorded on the view's stream, and the host never waits (no stream,
+// event or context synchronize), so the call returns while the producer's work still runs.
+
+using Log = std::vector<std::string>;
+constexpr std::intptr_t kProducer = 0x5010, kCopyStream = 0x5020;
+
+cuda::CUdeviceptr address_of(const void* p) { return reinterpret_cast<cuda::CUdeviceptr>(p); }
+
+View labelled(void* data, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides, Device device,
+              std::intptr_t stream) {
+    View v(data, 0, Layout(shape, strides), dtypes::float32, device, false, Owner());
+    v.set_stream(stream);
+    return v;
+}
+
+// Host arrays the fake driver treats as pinned host memory and as device memory of cuda:0.
+struct PinnedAndDevice {
+    alignas(64) float pinned[128] = {};
+    alignas(64) float device[128] = {};
+    explicit PinnedAndDevice(stridex_test::FakeCuda& fake) {
+        for (int i = 0; i < 128; ++i) pinned[i] = static_cast<float>(i);
+        fake->add_pointer_range(address_of(pinned), sizeof pinned, cuda::cu::kMemoryTypeHost, false, 0);
+        fake->add_pointer_range(address_of(device), sizeof device, cuda::cu::kMemoryTypeDevice, false, 0);
+    }
+};
+
+TEST(CopyStreams, PinnedSourceWithAStreamIsOrderedOnTheGpuNotWaitedFor) {
+    stridex_test::FakeCuda fake;
+    PinnedAndDevice m(fake);
+    const View src = labelled(m.pinned, {64}, {1}, Device::cuda_host(), kProducer);
+    const View dst = labelled(m.device, {64}, {1}, Device::cuda(0), kNoStream);
+    EXPECT_EQ(copy(dst, src, kCopyStream), kCopyStream);
+    EXPECT_EQ(fake->take_log(), (Log{"event_create e1", "record e1 on s5010 ctx0", "wait s5020 on e1",
+                                     "memcpy_async device+0 <- pinned+0 256 on s5020"}));
+    EXPECT_EQ(std::memcmp(m.device, m.pinned, 256), 0);
+    fake->expect_clean();
+}
+
+TEST(CopyStreams, PinnedRowBlockWithAStreamIsOneOrdered2dCopy) {
+    stridex_test::FakeCuda fake;
+    PinnedAndDevice m(fake);
+    // 8 rows of 8 floats out of rows of 16: rows contiguous, pitch 64 bytes -> cuMemcpy2DAsync.
+    const View src = labelled(m.pinned, {8, 8}, {16, 1}, Device::cuda_host(), kProducer);
+    const View dst = labelled(m.device, {8, 8}, {8, 1}, Device::cuda(0), kNoStream);
+    EXPECT_EQ(copy(dst, src, kCopyStream), kCopyStream);
+    EXPECT_EQ(fake->take_log(), (Log{"event_create e1", "record e1 on s5010 ctx0", "wait s5020 on e1",
+                                     "memcpy_2d_async device+0 <- pinned+0 8x32 on s5020"}));
+    for (int r = 0; r < 8; ++r) EXPECT_EQ(std::memcmp(m.device + 8 * r, m.pinned + 16 * r, 32), 0) << "row " << r;
+    fake->expect_clean();
+}
+
+TEST(CopyStreams, PinnedDestinationWithAStreamIsOrderedOnTheGpuNotWaitedFor) {
+    stridex_test::FakeCuda fake;
+    PinnedAndDevice m(fake);
+    for (int i = 0; i < 128; ++i) m.device[i] = static_cast<float>(1000 + i);
+    const View src = labelled(m.device, {64}, {1}, Device::cuda(0), kNoStream);
+    const View dst = labelled(m.pinned, {64}, {1}, Device::cuda_host(), kProducer);  // still read there
+    EXPECT_EQ(copy(dst, src, kCopyStream), kCopyStream);
+    EXPECT_EQ(fake->take_log(), (Log{"event_create e1", "record e1 on s5010 ctx0", "wait s5020 on e1",
+                                     "memcpy_async pinned+0 <- device+0 256 on s5020"}));
+    EXPECT_EQ(std::memcmp(m.pinned, m.device, 256), 0);
+    fake->expect_clean();
+}
+
+TEST(CopyStreams, NoSyncWaitsForTheCopyStreamOnly) {
+    // stream = kNoStream: the copy runs on the legacy default stream, which the host then waits
+    // for (the caller asked for a finished copy); the producer's stream is still only an event.
+    stridex_test::FakeCuda fake;
+    PinnedAndDevice m(fake);
+    const View src = labelled(m.pinned, {64}, {1}, Device::cuda_host(), kProducer);
+    const View dst = labelled(m.device, {64}, {1}, Device::cuda(0), kNoStream);
+    EXPECT_EQ(copy(dst, src, kNoStream), kNoStream);
+    EXPECT_EQ(fake->take_log(), (Log{"event_create e1", "record e1 on s5010 ctx0", "wait legacy on e1",
+                                     "memcpy_async device+0 <- pinned+0 256 on legacy", "stream_sync legacy"}));
+    fake->expect_clean();
 }
 
 }  // namespace

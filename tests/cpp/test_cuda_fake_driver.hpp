@@ -39,7 +39,7 @@ public:
     std::vector<int> uuid_of_ordinal;        // device i reports UUID number uuid_of_ordinal[i]; empty = i
 
     // ---- observation ----
-    std::vector<std::string> log;         // VMM, copy, sync, stream and event calls
+    std::vector<std::string> log;         // VMM, copy, sync (of contexts, streams, events), stream and event calls
     std::vector<std::string> ctx_log;     // context calls (set_current, retain, release)
     std::vector<std::string> violations;  // rule breaks; tests expect none
     CUcontext current = nullptr;          // the calling thread's current context
@@ -428,6 +428,59 @@ public:
         return result::success;
     }
 
+    // Stream-ordered copies, run at once (the fake has no queue). Each side is device memory of a
+    // mapping, or a range the test registered (add_pointer_range), which the fake backs with the
+    // host bytes at that address: "device" memory of a test may be a host array labelled cuda:N.
+    std::byte* resolve(CUdeviceptr a, std::size_t bytes) {
+        for (auto& [start, m] : mappings_)
+            if (a >= start && a + bytes <= start + m.size) return bytes_at(a);
+        for (auto& r : ranges_)
+            if (a >= r.base && a + bytes <= r.base + r.size) return reinterpret_cast<std::byte*>(a);
+        return nullptr;
+    }
+    std::string name_of(CUdeviceptr a) const {
+        for (auto& r : ranges_)
+            if (a >= r.base && a < r.base + r.size)
+                return (r.type == cu::kMemoryTypeHost ? "pinned+" : "device+") + std::to_string(a - r.base);
+        return where(a);
+    }
+    CUresult memcpy_async(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream s) {
+        if (CUresult r = need_context("cuMemcpyAsync")) return r;
+        std::byte* into = resolve(dst, bytes);
+        const std::byte* from = resolve(src, bytes);
+        if (!into || !from) return violation("cuMemcpyAsync outside known memory");
+        if (CUresult r = injected("cuMemcpyAsync")) return r;
+        std::memmove(into, from, bytes);
+        log.push_back("memcpy_async " + name_of(dst) + " <- " + name_of(src) + " " + std::to_string(bytes) + " on " +
+                      stream_name(s));
+        return result::success;
+    }
+    CUresult memcpy_2d_async(const Memcpy2D* m, CUstream s) {
+        if (CUresult r = need_context("cuMemcpy2DAsync")) return r;
+        if (m->src_memory_type != cu::kMemoryTypeUnified || m->dst_memory_type != cu::kMemoryTypeUnified ||
+            m->src_pitch < m->width_in_bytes || m->dst_pitch < m->width_in_bytes || m->height == 0)
+            return violation("cuMemcpy2DAsync arguments");
+        const std::size_t src_span = (m->height - 1) * m->src_pitch + m->width_in_bytes;
+        const std::size_t dst_span = (m->height - 1) * m->dst_pitch + m->width_in_bytes;
+        std::byte* into = resolve(m->dst_device, dst_span);
+        const std::byte* from = resolve(m->src_device, src_span);
+        if (!into || !from) return violation("cuMemcpy2DAsync outside known memory");
+        if (CUresult r = injected("cuMemcpy2DAsync")) return r;
+        for (std::size_t row = 0; row < m->height; ++row)
+            std::memmove(into + row * m->dst_pitch, from + row * m->src_pitch, m->width_in_bytes);
+        log.push_back("memcpy_2d_async " + name_of(m->dst_device) + " <- " + name_of(m->src_device) + " " +
+                      std::to_string(m->height) + "x" + std::to_string(m->width_in_bytes) + " on " + stream_name(s));
+        return result::success;
+    }
+    CUresult stream_synchronize(CUstream s) {
+        log.push_back("stream_sync " + stream_name(s));
+        return result::success;
+    }
+    CUresult event_synchronize(CUevent e) {
+        log.push_back("event_sync " + event_name(e));
+        return result::success;
+    }
+
 private:
     struct Range {
         CUdeviceptr base;
@@ -514,11 +567,11 @@ inline DriverTable FakeDriver::table() const {
     };
     t.stream_create = [](CUstream* s, unsigned f) { return g_fake->stream_create(s, f); };
     t.stream_destroy = [](CUstream s) { return g_fake->stream_destroy(s); };
-    t.stream_synchronize = [](CUstream) { return result::success; };
+    t.stream_synchronize = [](CUstream s) { return g_fake->stream_synchronize(s); };
     t.stream_wait_event = [](CUstream s, CUevent e, unsigned f) { return g_fake->stream_wait_event(s, e, f); };
     t.event_create = [](CUevent* e, unsigned f) { return g_fake->event_create(e, f); };
     t.event_record = [](CUevent e, CUstream s) { return g_fake->event_record(e, s); };
-    t.event_synchronize = [](CUevent) { return result::success; };
+    t.event_synchronize = [](CUevent e) { return g_fake->event_synchronize(e); };
     t.event_destroy = [](CUevent e) { return g_fake->event_destroy(e); };
     t.mem_address_reserve = [](CUdeviceptr* p, std::size_t s, std::size_t a, CUdeviceptr h, unsigned long long f) {
         return g_fake->reserve(p, s, a, h, f);
@@ -538,6 +591,10 @@ inline DriverTable FakeDriver::table() const {
     t.mem_get_allocation_granularity = [](std::size_t* g, const MemAllocationProp* p, int o) {
         return g_fake->granularity_of(g, p, o);
     };
+    t.memcpy_async = [](CUdeviceptr d, CUdeviceptr s, std::size_t n, CUstream st) {
+        return g_fake->memcpy_async(d, s, n, st);
+    };
+    t.memcpy_2d_async = [](const Memcpy2D* m, CUstream s) { return g_fake->memcpy_2d_async(m, s); };
     t.memcpy_dtoh = [](void* h, CUdeviceptr d, std::size_t n) { return g_fake->copy(d, h, n, true); };
     t.memcpy_htod = [](CUdeviceptr d, const void* h, std::size_t n) {
         return g_fake->copy(d, const_cast<void*>(h), n, false);
