@@ -1,5 +1,6 @@
-// stridex.copy, stridex.empty and View.copy / contiguous / to: the Python face of the copy engine
-// (stridex/cuda/copy.hpp, docs/copy.md). The GIL is released while copying.
+// stridex.copy, stridex.empty, View.copy / contiguous / to and copy.copy / copy.deepcopy of a View:
+// the Python face of the copy engine (stridex/cuda/copy.hpp, docs/copy.md). The GIL is released
+// while copying.
 #include <nanobind/stl/string.h>
 
 #include <vector>
@@ -16,10 +17,10 @@ namespace nb = nanobind;
 namespace stridex::python {
 namespace {
 
-// The copy engine's stream: None -> the legacy default stream (array API), NO_SYNC / -1 ->
+// The copy engine's stream for the caller's request (parsed once per call: a stream object's
+// __cuda_stream__ is asked once): None -> the legacy default stream (array API), NO_SYNC / -1 ->
 // complete before returning, else the stream (the same spellings stridex.view takes).
-std::intptr_t copy_stream(nb::handle stream) {
-    const StreamRequest r = parse_stream(stream.ptr());
+std::intptr_t engine_stream(const StreamRequest& r) noexcept {
     switch (r.kind) {
         case StreamRequest::Kind::by_default: return kDefaultStream;
         case StreamRequest::Kind::no_sync: return kNoStream;
@@ -28,60 +29,65 @@ std::intptr_t copy_stream(nb::handle stream) {
     return kDefaultStream;
 }
 
-char order_argument(const std::string& order) {
-    if (order.size() != 1 || (order[0] != 'C' && order[0] != 'F' && order[0] != 'K'))
-        fail(ErrorKind::value, "order must be 'C', 'F' or 'K', found '", excerpt(order), "'");
-    return order[0];
-}
-
 // A View argument as is, or anything stridex.view takes, imported for use on the copy's stream.
-nb::object as_view(nb::handle obj, nb::handle stream) {
+nb::object as_view(nb::handle obj, const StreamRequest& request) {
     if (is_view(obj.ptr())) return nb::borrow(obj);
-    PyObject* v = import_object(obj.ptr(), parse_stream(stream.ptr()));
+    PyObject* v = import_object(obj.ptr(), request);
     if (!v) throw nb::python_error();
     return nb::steal(v);
 }
 
+// stridex.copy: returns `dst` itself. A View records the stream its data is ready on (set in place,
+// so code that ignores the return value orders its next work right); any other array is returned
+// as it is, its data ready on `stream` (docs/copy.md).
 nb::object copy_into(nb::handle dst, nb::handle src, nb::handle stream) {
-    const std::intptr_t s = copy_stream(stream);
-    nb::object d = as_view(dst, stream), o = as_view(src, stream);
-    View out = py_view(d.ptr()).view;
-    const View in = py_view(o.ptr()).view;
+    const StreamRequest request = parse_stream(stream.ptr());
+    const std::intptr_t s = engine_stream(request);
+    nb::object d = as_view(dst, request), o = as_view(src, request);
+    PyView& target = py_view(d.ptr());
+    const View out = target.view, in = py_view(o.ptr()).view;
+    std::intptr_t ready;
     {
         nb::gil_scoped_release release;
-        out.set_stream(copy(out, in, s));
+        ready = copy(out, in, s);
     }
-    return wrap_view(std::move(out), py_view(d.ptr()).source);
+    target.view.set_stream(ready);
+    return nb::borrow(dst);
 }
 
 // A fresh View has no Python owner: its memory is stridex's own.
 nb::object fresh(View v) { return wrap_view(std::move(v), nb::none()); }
 
-nb::object copy_of(const PyView& self, nb::handle device, const std::string& order, nb::handle stream) {
-    const Device target = device.is_none() ? self.view.device() : device_arg(device.ptr(), "View.copy(): device", /*ints_are_cuda_ordinals=*/false);
-    const char o = order_argument(order);
-    const std::intptr_t s = copy_stream(stream);
+nb::object copy_of(const PyView& self, Device target, Order order, nb::handle stream) {
+    const std::intptr_t s = engine_stream(parse_stream(stream.ptr()));
     View out;
     {
         nb::gil_scoped_release release;
-        out = copy_to(self.view, target, static_cast<Order>(o), s);
+        out = copy_to(self.view, target, order, s);
     }
     return fresh(std::move(out));
+}
+
+nb::object copy_of(const PyView& self, nb::handle device, const std::string& order, nb::handle stream) {
+    const Device target = device.is_none() ? self.view.device() : device_arg(device.ptr(), "View.copy(): device", /*ints_are_cuda_ordinals=*/false);
+    return copy_of(self, target, parse_order(order), stream);
 }
 
 }  // namespace
 
 void bind_copy(nb::module_& m) {
     m.def("copy", &copy_into, nb::arg("dst"), nb::arg("src"), nb::kw_only(), nb::arg("stream") = nb::none(),
-          nb::sig("def copy(dst: object, src: object, *, stream: object = None) -> View"),
+          nb::sig("def copy(dst: _T, src: object, *, stream: object = None) -> _T"),
           "Copies src into dst (equal shapes and dtypes; any devices and strides; zero strides only in src). "
           "Device copies are queued on `stream` (None: the legacy default stream; stridex.NO_SYNC or -1: wait for "
-          "the copy) after the work pending on both views. Returns dst, recording the stream it is ready on.");
+          "the copy) after the work pending on both. Returns dst itself: a stridex.View records the stream its data "
+          "is ready on (dst.stream, None when the copy completed); any other array's data is ready on `stream`.");
     m.def("empty", [](nb::handle shape, nb::handle dtype, nb::handle device, const std::string& order) {
         const std::vector<std::int64_t> extents = int64_list_arg(shape.ptr(), "empty(): shape");
         const Dtype dt = dtype_arg(dtype.ptr(), "empty(): dtype");
-        const char o = order_argument(order);
-        return fresh(allocate(extents, dt, device_arg(device.ptr(), "empty(): device", /*ints_are_cuda_ordinals=*/false), o == 'F' ? Order::F : Order::C));
+        // 'K' (the source's axis order) has no source here: C, as NumPy's empty_like without one.
+        const Order o = parse_order(order) == Order::F ? Order::F : Order::C;
+        return fresh(allocate(extents, dt, device_arg(device.ptr(), "empty(): device", /*ints_are_cuda_ordinals=*/false), o));
     }, nb::arg("shape"), nb::arg("dtype"), nb::kw_only(), nb::arg("device") = "cpu", nb::arg("order") = "C",
        nb::sig("def empty(shape: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex], dtype: "
                "Dtype | str | numpy.dtype[typing.Any] | type, *, device: Device | str | tuple[int, int] = 'cpu', order: typing.Literal['C', 'F', 'K'] = 'C') "
@@ -103,7 +109,7 @@ void bind_copy(nb::module_& m) {
         [](nb::handle self, nb::handle stream) -> nb::object {
             const PyView& v = py_view(self.ptr());
             if (v.view.layout().is_c_contiguous()) return nb::borrow(self);
-            return copy_of(v, nb::none(), "C", stream);
+            return copy_of(v, v.view.device(), Order::C, stream);
         },
         nb::is_method(), nb::name("contiguous"), nb::scope(cls), nb::kw_only(), nb::arg("stream") = nb::none(),
         nb::sig("def contiguous(self, *, stream: object = None) -> View"),
@@ -111,12 +117,28 @@ void bind_copy(nb::module_& m) {
     cls.attr("to") = nb::cpp_function(
         [](nb::handle self, nb::handle device, nb::handle stream) -> nb::object {
             const PyView& v = py_view(self.ptr());
-            if (device_arg(device.ptr(), "View.to(): device", /*ints_are_cuda_ordinals=*/false) == v.view.device()) return nb::borrow(self);
-            return copy_of(v, device, "K", stream);
+            const Device target = device_arg(device.ptr(), "View.to(): device", /*ints_are_cuda_ordinals=*/false);
+            if (target == v.view.device()) return nb::borrow(self);
+            return copy_of(v, target, Order::K, stream);
         },
         nb::is_method(), nb::name("to"), nb::scope(cls), nb::arg("device"), nb::kw_only(),
         nb::arg("stream") = nb::none(), nb::sig("def to(self, device: Device | str | tuple[int, int], *, stream: object = None) -> View"),
         "This view if it is on `device` already, else a copy there (keeping the source's axis order).");
+
+    // The copy module's protocol. Without these, copy.copy and copy.deepcopy fall back to
+    // __reduce__, which shares the memory with another process (stridex.ipc): an alias for shared
+    // memory, a BufferError for private memory, though no process is involved.
+    cls.attr("__copy__") = nb::cpp_function(
+        [](const PyView& self) { return wrap_view(self.view, self.source, self.element); }, nb::is_method(),
+        nb::name("__copy__"), nb::scope(cls), nb::sig("def __copy__(self) -> View"),
+        "copy.copy(view): a new View of the same memory (same dtype, shape, strides, device, read-only flag and "
+        "stream), keeping the memory's owner alive. No data is copied.");
+    cls.attr("__deepcopy__") = nb::cpp_function(
+        [](const PyView& self, nb::handle) { return copy_of(self, self.view.device(), Order::K, nb::none()); },
+        nb::is_method(), nb::name("__deepcopy__"), nb::scope(cls), nb::arg("memo"),
+        nb::sig("def __deepcopy__(self, memo: dict[int, typing.Any], /) -> View"),
+        "copy.deepcopy(view): a copy of the data on the same device, as view.copy(order='K'): fresh writable memory, "
+        "queued on the legacy default stream after the view's pending work (the result records the stream).");
 }
 
 }  // namespace stridex::python

@@ -8,12 +8,16 @@ before each copy so unwritten elements show. The CPU kinds run everywhere; the C
 
 from __future__ import annotations
 
+import copy
+import gc
+import time
 import zlib
 
 import numpy as np
 import pytest
 
 import stridex
+import stridex.ipc
 
 GPU = stridex.cuda_available()
 TWO_GPUS = GPU and stridex.device_count() >= 2
@@ -151,10 +155,86 @@ def test_copy_takes_any_array_and_returns_dst():
     a = np.arange(6, dtype=np.int64).reshape(2, 3)
     b = np.zeros((3, 2), dtype=np.int64)
     out = stridex.copy(b, stridex.view(a).T)
-    assert isinstance(out, stridex.View) and out.ptr == b.ctypes.data
+    assert out is b  # dst itself, whatever its type
     np.testing.assert_array_equal(b, a.T)
-    stridex.copy(b.T, np.full((2, 3), 9, dtype=np.int64))  # numpy on both sides, no View in sight
+    bt = b.T
+    assert stridex.copy(bt, np.full((2, 3), 9, dtype=np.int64)) is bt  # numpy on both sides, no View in sight
     assert (b == 9).all()
+
+
+def test_copy_returns_a_view_destination_with_its_stream_updated_in_place():
+    a = np.arange(6, dtype=np.float32)
+    b = np.zeros(6, dtype=np.float32)
+    dst = stridex.view(b)._with_stream(7)  # pretend work was pending on stream 7
+    assert dst.stream == 7
+    out = stridex.copy(dst, a)
+    assert out is dst
+    assert dst.stream is None  # a host copy completes before returning: nothing pending any more
+    np.testing.assert_array_equal(b, a)
+
+
+class CountingStream:
+    """A stream object (the __cuda_stream__ protocol) that counts how often it is asked."""
+
+    def __init__(self, handle: int):
+        self.handle, self.calls = handle, 0
+
+    def __cuda_stream__(self):
+        self.calls += 1
+        return (0, self.handle)
+
+
+@pytest.mark.parametrize("dst_kind", ["numpy", "view"])
+def test_copy_parses_its_stream_once(dst_kind):
+    a = np.arange(6, dtype=np.float32)
+    b = np.zeros(6, dtype=np.float32)
+    dst = b if dst_kind == "numpy" else stridex.view(b)
+    s = CountingStream(0x1234)
+    assert stridex.copy(dst, a, stream=s) is dst
+    assert s.calls == 1  # not once for the copy and once more for each array imported for it
+    np.testing.assert_array_equal(b, a)
+    s.calls = 0
+    stridex.view(a).copy(stream=s)
+    assert s.calls == 1
+
+
+def test_copy_copy_is_a_view_of_the_same_memory():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    v = stridex.view(a)[::2, 1:]  # private memory: pickling it would raise BufferError
+    c = copy.copy(v)
+    assert type(c) is stridex.View and c is not v
+    assert (c.ptr, c.shape, c.strides, c.dtype, c.device, c.readonly, c.stream) == \
+        (v.ptr, v.shape, v.strides, v.dtype, v.device, v.readonly, v.stream)
+    assert c.owner is a
+    np.asarray(c)[0, 0] = 100  # an alias: writes show in the original
+    assert a[0, 1] == 100
+    ro = copy.copy(stridex.view(np.frombuffer(bytes(16), np.int32)))
+    assert ro.readonly
+    with pytest.raises(BufferError, match="read-only"):
+        stridex.copy(ro, np.zeros(4, np.int32))
+    del a, v
+    gc.collect()
+    np.testing.assert_array_equal(np.asarray(c)[1], [9, 10, 11])  # the owner is kept alive
+
+
+@pytest.mark.parametrize("memory", ["private", "shared"])
+def test_copy_deepcopy_copies_the_data(memory):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    if memory == "shared":
+        base = stridex.copy(stridex.ipc.shared_empty((3, 4), np.float32), a)  # pickles as the same memory
+    else:
+        base = stridex.view(a)
+    v = base.T  # transposed: the copy keeps the axis order ('K'), as NumPy's deepcopy does
+    d = copy.deepcopy(v)
+    assert type(d) is stridex.View and d is not v and d.ptr != v.ptr
+    assert (d.shape, d.strides, d.dtype, d.device, d.readonly) == ((4, 3), (1, 4), v.dtype, v.device, False)
+    np.testing.assert_array_equal(np.asarray(d), a.T)
+    np.asarray(d)[0, 0] = -1  # not an alias
+    assert np.asarray(base)[0, 0] == 0
+    ro = stridex.view(np.frombuffer(np.arange(4, dtype=np.int32).tobytes(), np.int32))
+    assert not copy.deepcopy(ro).readonly  # fresh memory of its own, as NumPy's deepcopy
+    pair = copy.deepcopy([v, v])  # the memo: one copy for one View
+    assert pair[0] is pair[1] and pair[0].ptr != v.ptr
 
 
 def test_copy_errors():
@@ -247,6 +327,72 @@ def test_dlpack_copies_across_devices():
     np.testing.assert_array_equal(np.from_dlpack(up, device="cpu"), host)
     with pytest.raises(BufferError, match="copy=False"):
         g.__dlpack__(dl_device=(1, 0), copy=False)
+
+
+@gpu
+def test_copy_records_the_stream_in_a_view_destination_and_returns_other_arrays_as_they_are():
+    host = np.arange(1024, dtype=np.float32)
+    dst = stridex.empty((1024,), "float32", device="cuda:0")
+    assert stridex.copy(dst, host, stream=2) is dst
+    assert dst.stream == 2  # the per-thread default stream: the copy is pending there
+    np.testing.assert_array_equal(np.from_dlpack(dst, device="cpu"), host)
+    assert stridex.copy(dst, host, stream=stridex.NO_SYNC) is dst and dst.stream is None
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(1024, device="cuda")
+    s = torch.cuda.current_stream()
+    assert stridex.copy(t, host, stream=s) is t  # ready on s, where torch runs its next work
+    assert torch.equal(t.cpu(), torch.from_numpy(host))
+
+
+@gpu
+def test_pinned_source_is_ordered_on_the_gpu():
+    # A pinned View whose data a producer stream is still writing: the copy engine's DMA waits for
+    # it on the GPU (an event), so the call returns while the producer still sleeps, and the copy
+    # still reads what the producer wrote.
+    torch = pytest.importorskip("torch")
+    n = 1 << 20
+    values = torch.arange(n, dtype=torch.float32, device="cuda")
+    pinned = torch.zeros(n, dtype=torch.float32).pin_memory()
+    producer = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(1_000_000_000)  # ~0.5-1 s of GPU cycles
+        pinned.copy_(values, non_blocking=True)  # written only after the sleep
+    src = stridex.from_pointer(pinned.data_ptr(), (n,), "float32", owner=pinned)._with_stream(producer.cuda_stream)
+    assert src.device == "cuda_host"
+    dst = stridex.empty((n,), "float32", device="cuda:0")
+    consumer = torch.cuda.Stream()
+    start = time.perf_counter()
+    assert stridex.copy(dst, src, stream=consumer) is dst
+    returned_after = time.perf_counter() - start
+    assert not producer.query(), f"the copy waited for the producer on the host ({returned_after:.3f} s)"
+    assert dst.stream == consumer.cuda_stream
+    consumer.synchronize()
+    np.testing.assert_array_equal(np.from_dlpack(dst, device="cpu"), np.arange(n, dtype=np.float32))
+    # The other direction: a pinned destination another stream still reads is written after it.
+    pinned_out = torch.full((n,), -1.0).pin_memory()
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(1_000_000_000)
+        snapshot = pinned_out.to("cuda", non_blocking=True)  # reads the old values after the sleep
+    out = stridex.from_pointer(pinned_out.data_ptr(), (n,), "float32", owner=pinned_out)._with_stream(
+        producer.cuda_stream)
+    assert stridex.copy(out, dst, stream=consumer) is out
+    assert not producer.query(), "the copy waited for the reader of the destination on the host"
+    consumer.synchronize()
+    assert (snapshot == -1).all()  # the reader saw the old values: the copy came after it
+    np.testing.assert_array_equal(pinned_out.numpy(), np.arange(n, dtype=np.float32))
+
+
+@gpu
+def test_copy_and_deepcopy_of_device_views():
+    host = np.arange(24, dtype=np.int32).reshape(4, 6)
+    g = stridex.view(host).to("cuda:0")
+    c = copy.copy(g)
+    assert c is not g and (c.ptr, c.shape, c.strides, c.device, c.stream) == (g.ptr, g.shape, g.strides, g.device,
+                                                                             g.stream)
+    d = copy.deepcopy(g.T)
+    assert d.device == "cuda:0" and d.ptr != g.ptr and d.strides == (1, 6) and d.stream == 1
+    np.testing.assert_array_equal(np.from_dlpack(d, device="cpu"), host.T)
 
 
 @gpu
