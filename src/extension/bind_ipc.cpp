@@ -15,9 +15,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "py_owner.hpp"
-#include "stridex/copy.hpp"
 #include "stridex/cuda/ipc.hpp"
-#include "stridex/cuda/stream.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -78,29 +76,6 @@ std::vector<int> fds_arg(nb::handle o) {
 struct PyExport {
     Export exp;
 };
-
-// Dask over TCP stages device Views through host memory: one synchronous driver copy between
-// contiguous Views of equal size. The device View's stream is synchronized first (the host reads
-// or overwrites the bytes). Until stridex has a copy engine, this is the one device copy it makes.
-void copy_device_host(const View& device, const View& host, bool to_host) {
-    if (device.device().type != DeviceType::kCUDA || !host.device().host_accessible())
-        fail(ErrorKind::value, "expected a cuda View and a host View, found ", device.device().name(), " and ",
-             host.device().name());
-    if (!device.layout().is_c_contiguous() || !host.layout().is_c_contiguous() || device.nbytes() != host.nbytes())
-        fail(ErrorKind::value, "device-host copies need C-contiguous Views of equal size, found ", device.nbytes(),
-             " and ", host.nbytes(), " bytes");
-    if ((to_host ? host : device).readonly()) fail(ErrorKind::buffer, "cannot copy into a read-only View");
-    cuda::Driver& d = cuda::driver();
-    const cuda::ContextGuard guard(d, device.device().id);
-    if (device.stream() != kNoStream)
-        d.call("cuStreamSynchronize", d.api().stream_synchronize, cuda::StreamRef(device.stream()).handle());
-    const auto dptr = reinterpret_cast<cuda::CUdeviceptr>(device.ptr());
-    const auto n = static_cast<std::size_t>(device.nbytes());
-    if (to_host)
-        d.call("cuMemcpyDtoH", d.api().memcpy_dtoh, static_cast<void*>(host.ptr()), dptr, n);
-    else
-        d.call("cuMemcpyHtoD", d.api().memcpy_htod, dptr, static_cast<const void*>(host.ptr()), n);
-}
 
 }  // namespace
 
@@ -175,22 +150,6 @@ void bind_ipc(nb::module_& m) {
        nb::sig("def __reduce__(self) -> tuple[collections.abc.Callable[[dict[str, typing.Any]], View], "
                "tuple[dict[str, typing.Any]]]"),
        "A handle to the View's memory (stridex.ipc): same memory in the unpickling process."));
-
-    m.def("_copy_host", [](const PyView& dst, const PyView& src) { copy_host(dst.view, src.view); }, "dst"_a, "src"_a,
-          "Copies host memory element by element (any strides); for stridex.ipc and the Dask serializers.");
-    m.def("_host_contiguous", [](const PyView& v) -> nb::object {
-        if (v.view.layout().is_c_contiguous()) return nb::cast(v, nb::rv_policy::copy);
-        return wrap_view(host_copy(v.view), nb::none());
-    }, "view"_a, "The View itself when C-contiguous, else a C-contiguous host copy (host Views only).");
-
-    m.def("_copy_device_to_host", [](const PyView& host, const PyView& device) {
-        nb::gil_scoped_release release;
-        copy_device_host(device.view, host.view, true);
-    }, "host"_a, "device"_a);
-    m.def("_copy_host_to_device", [](const PyView& device, const PyView& host) {
-        nb::gil_scoped_release release;
-        copy_device_host(device.view, host.view, false);
-    }, "device"_a, "host"_a);
 
     m.def("_ipc_open_handles", &cuda::ipc::open_handles, "CUDA IPC handles this process has open (stridex.ipc).");
     m.def("device_uuid", [](nb::handle ordinal) {

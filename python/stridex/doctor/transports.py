@@ -10,7 +10,7 @@ sides, and says which mechanism carried it:
   staged through host memory);
 * Dask over UCX (distributed-ucxx installed, a GPU here): device Views as ``cuda`` device frames.
 
-Writes and reads of device memory use stridex's own driver copies, so no framework is needed.
+Writes and reads of device memory go through stridex's copy engine, so no framework is needed.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _fill(v, value: int) -> None:
 
     host = bytearray([value]) * v.nbytes
     if v.device.type == "cuda":
-        stridex._stridex._copy_host_to_device(_bytes(v), stridex.view(host))
+        stridex.copy(_bytes(v), host, stream=stridex.NO_SYNC)  # complete before the other process looks
     else:
         memoryview(_bytes(v))[:] = host
 
@@ -65,7 +65,7 @@ def _read(v) -> bytes:
 
     if v.device.type == "cuda":
         host = bytearray(v.nbytes)
-        stridex._stridex._copy_device_to_host(stridex.view(host), _bytes(v))
+        stridex.copy(host, _bytes(v), stream=stridex.NO_SYNC)
         return bytes(host)
     return bytes(memoryview(_bytes(v)))
 

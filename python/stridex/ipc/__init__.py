@@ -42,9 +42,7 @@ def to_shared(view: object) -> _stridex.View:
     v = view if isinstance(view, _stridex.View) else _stridex.view(view)
     if not v.device.host_accessible:
         raise TypeError(f"to_shared copies host memory; found a View on {v.device}")
-    out = shared_empty(v.shape, v.dtype)
-    _stridex._copy_host(out, v)
-    return out
+    return _stridex.copy(shared_empty(v.shape, v.dtype), v)
 
 
 def pending() -> dict[str, int]:

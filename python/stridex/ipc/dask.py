@@ -6,10 +6,11 @@
   frame -- the View itself, a CUDA-array-interface object UCX reads without a host copy. Host
   Views decline (NotImplementedError) and travel through the ``dask`` family.
 
-Views that are not C-contiguous are packed first: host Views by stridex's host copy, device Views
-by the copy engine (``View.contiguous()``, queued on the legacy default stream, which UCX
-synchronizes before it sends and the host staging copy follows). ``import stridex`` registers
-these only when distributed is imported (stridex._post_import).
+Every copy is the copy engine's (``stridex.copy``, ``View.copy``): views that are not C-contiguous
+are packed by it, a device View is staged into host memory by ``View.copy("cpu")`` (complete on
+return), and staged bytes go into fresh device memory by ``stridex.copy``, which leaves the View
+ready on the legacy default stream. ``import stridex`` registers these only when distributed is
+imported (stridex._post_import).
 """
 
 from __future__ import annotations
@@ -44,20 +45,21 @@ def _packed_device(v: _stridex.View) -> _stridex.View:
 
 
 # ---- dask family -----------------------------------------------------------------------------------
-def dask_serialize_view(v: _stridex.View) -> tuple[Header, list[memoryview | bytearray]]:
+def dask_serialize_view(v: _stridex.View) -> tuple[Header, list[memoryview]]:
     header = _meta(v)
     if v.device.type == "cpu" or v.device.host_accessible:
-        packed = _stridex._host_contiguous(v)
+        packed = v.contiguous(stream=_stridex.NO_SYNC)  # the View itself when already C-contiguous
         header["staged"] = False
         return header, [memoryview(_bytes_view(packed))] if v.nbytes else []
     if v.device.type != "cuda":
         raise TypeError(f"cannot send a {v.device} stridex.View through Dask")
-    packed = _packed_device(v)
-    host = bytearray(v.nbytes)
-    if v.nbytes:
-        _stridex._copy_device_to_host(_stridex.view(host), _bytes_view(packed))
     header["staged"] = True
-    return header, [host] if v.nbytes else []
+    if not v.nbytes:
+        return header, []
+    # One copy engine call packs and stages: ordered after the View's pending work, complete on
+    # return (NO_SYNC), so TCP may read the bytes at once.
+    host = v.copy("cpu", stream=_stridex.NO_SYNC)
+    return header, [memoryview(_bytes_view(host))]
 
 
 def dask_deserialize_view(header: Header, frames: Sequence[Buffer]) -> _stridex.View:
@@ -72,12 +74,15 @@ def dask_deserialize_view(header: Header, frames: Sequence[Buffer]) -> _stridex.
 
 
 def _to_device(data: Buffer, header: Header) -> _stridex.View:
-    """Staged bytes into fresh device memory (device 0 of the receiving worker)."""
+    """Staged bytes into fresh device memory (device 0 of the receiving worker), through the copy
+    engine: the View comes back ready on the legacy default stream (its ``stream`` says so), with
+    no host block; the frame is read before the copy returns (pageable memory)."""
     shape, dtype = header["shape"], header["dtype"]
     buf = _stridex.VirtualBuffer(max(header["nbytes"], 1), device=0)
     out = buf.view(dtype, shape)
     if header["nbytes"]:
-        _stridex._copy_host_to_device(_bytes_view(out), _stridex.view(data))
+        host = _stridex.view(data)
+        _stridex.copy(out, _stridex.from_pointer(host.ptr, shape, dtype, owner=host, readonly=True))
     return out
 
 
