@@ -153,6 +153,8 @@ private:
     // The common case of check_bytes() in one pass: true only when every rule holds (false for
     // packed sub-byte views, and for views near the int64 limits: check_bytes() decides those).
     bool bytes_fit() const noexcept;
+    // data + byte_offset, and that plus span.lo and span.hi, all inside the address space.
+    bool addresses_fit(Span span) const noexcept;
     void require_byte_addressable(const char* operation) const;
 
     void* data_ = nullptr;
