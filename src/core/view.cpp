@@ -166,6 +166,18 @@ void fail_typed_view(const View& view, Dtype wanted, std::size_t rank, bool want
     fail(ErrorKind::value, "typed access refused");
 }
 
+void fail_stream_value(std::intptr_t encoded, const char* what) {
+    if (encoded == 0)
+        fail(ErrorKind::value, what, " 0 is forbidden by DLPack and the CUDA array interface (ambiguous: the legacy "
+             "or the per-thread default stream?); pass 1 for the legacy default stream, 2 for the per-thread "
+             "default stream, -1 for none, or a stream handle");
+    fail(ErrorKind::value, what, " must be -1 (none), 1, 2 or a stream handle, found ", encoded);
+}
+
+void fail_stream_handle(std::uintptr_t handle) {
+    fail(ErrorKind::value, "stream handle ", hex(handle), " is no stream handle (above 2**63 - 1)");
+}
+
 void fail_index(std::int64_t index, int axis, std::int64_t extent) {
     fail(ErrorKind::index, "index ", index, " is out of bounds for axis ", axis, " with size ", extent);
 }
