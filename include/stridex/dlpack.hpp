@@ -61,6 +61,15 @@ inline constexpr std::uint64_t kFlagReadOnly = 1ULL << 0;
 inline constexpr std::uint64_t kFlagIsCopied = 1ULL << 1;  // consumer is the sole owner
 inline constexpr std::uint64_t kFlagIsSubbyteTypePadded = 1ULL << 2;
 
+// A Device and a Dtype as DLPack writes them: the one conversion each, for every export (capsules,
+// the exchange API's borrowed tensors) and every question put to a producer (current_work_stream).
+constexpr DLDevice dl_device_of(Device device) noexcept {
+    return DLDevice{static_cast<std::int32_t>(device.type), device.id};
+}
+constexpr DLDataType dl_dtype_of(Dtype dtype) noexcept {
+    return DLDataType{static_cast<std::uint8_t>(dtype.code), dtype.bits, dtype.lanes};
+}
+
 // What the flags say of a view, both ways: every importer and exporter of versioned tensors (and
 // the casters' C description, caster_api.hpp) goes through these two.
 inline std::uint64_t flags_of(const View& view) noexcept {

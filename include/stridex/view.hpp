@@ -26,6 +26,42 @@ inline constexpr std::intptr_t kNoStream = -1;
 // (The CUDA layer's StreamRef::kLegacy is this value.)
 inline constexpr std::intptr_t kDefaultStream = 1;
 
+namespace detail {
+[[noreturn]] void fail_stream_value(std::intptr_t encoded, const char* what);
+[[noreturn]] void fail_stream_handle(std::uintptr_t handle);
+}  // namespace detail
+
+// A stream value that is valid by construction: kNoStream, 1, 2 or a handle above 2. 0 is
+// ambiguous (the legacy or the per-thread default stream?) and DLPack and the CUDA array interface
+// forbid it; values below -1 mean nothing. Both are Error(value) here, the one place that checks,
+// so a View never holds one and no exit checks its stream again.
+class StreamValue {
+public:
+    constexpr StreamValue() noexcept = default;  // kNoStream: nothing pending
+    // Error(value) for 0 and values below -1; `what` names the value in the message.
+    constexpr explicit StreamValue(std::intptr_t encoded, const char* what = "stream") : encoded_(encoded) {
+        if (encoded == 0 || encoded < kNoStream) [[unlikely]]
+            detail::fail_stream_value(encoded, what);
+    }
+    // A driver handle (a CUstream or cudaStream_t, or what a stream object reports as one). NULL
+    // is the driver's legacy default stream, so it becomes 1, never the forbidden 0: the one home
+    // of that rule. 1 and 2 are the driver's own CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, so
+    // any other handle is its own value. Error(value) for a handle no stream can have (>= 2**63).
+    static constexpr StreamValue from_handle(std::uintptr_t handle) {
+        if (handle > static_cast<std::uintptr_t>(INTPTR_MAX)) [[unlikely]]
+            detail::fail_stream_handle(handle);
+        return StreamValue(handle == 0 ? kDefaultStream : static_cast<std::intptr_t>(handle));
+    }
+    static StreamValue from_handle(const void* handle) { return from_handle(reinterpret_cast<std::uintptr_t>(handle)); }
+
+    constexpr std::intptr_t encoded() const noexcept { return encoded_; }
+    constexpr bool is_none() const noexcept { return encoded_ == kNoStream; }
+    friend constexpr bool operator==(StreamValue, StreamValue) noexcept = default;
+
+private:
+    std::intptr_t encoded_ = kNoStream;
+};
+
 // Where a View's writability comes from: what its producer said, or could not say. Every export
 // gives a consumer what the producer itself would have given it, never more (docs/export.md,
 // "Writability").
@@ -91,8 +127,12 @@ public:
     // boundary without a copy, which would cost two atomic updates): the View keeps nothing alive
     // afterwards, so only its destruction may follow.
     Owner take_owner() && noexcept { return std::move(owner_); }
-    std::intptr_t stream() const noexcept { return stream_; }
-    void set_stream(std::intptr_t stream) noexcept { stream_ = stream; }
+    // The stream the data is ready on (kNoStream: nothing pending), in the encoding above.
+    std::intptr_t stream() const noexcept { return stream_.encoded(); }
+    void set_stream(StreamValue stream) noexcept { stream_ = stream; }
+    // The same from an encoded int: Error(value) for 0 and values below -1 (StreamValue), and the
+    // View keeps the stream it had.
+    void set_stream(std::intptr_t encoded) { stream_ = StreamValue(encoded); }
 
     // Sub-byte dtypes (int4, float4_e2m1fn, ...) are stored packed (two 4-bit values a byte) unless
     // the producer flagged them padded (one value a byte). Packed views are C-contiguous only: their
@@ -147,6 +187,8 @@ private:
     // The common case of check_bytes() in one pass: true only when every rule holds (false for
     // packed sub-byte views, and for views near the int64 limits: check_bytes() decides those).
     bool bytes_fit() const noexcept;
+    // data + byte_offset, and that plus span.lo and span.hi, all inside the address space.
+    bool addresses_fit(Span span) const noexcept;
     void require_byte_addressable(const char* operation) const;
 
     void* data_ = nullptr;
@@ -154,7 +196,7 @@ private:
     Layout layout_;
     Dtype dtype_ = dtypes::float32;
     Device device_ = Device::cpu();
-    std::intptr_t stream_ = kNoStream;
+    StreamValue stream_;
     Writability writability_ = Writability::writable;
     bool subbyte_padded_ = false;
     Owner owner_;

@@ -135,9 +135,9 @@ void describe(const View& view, DLTensor& t, std::int64_t* dims) noexcept {
         dims[ndim + a] = view.strides()[static_cast<std::size_t>(a)];
     }
     t.data = view.ptr();
-    t.device = DLDevice{static_cast<std::int32_t>(view.device().type), view.device().id};
+    t.device = dl_device_of(view.device());
     t.ndim = ndim;
-    t.dtype = DLDataType{static_cast<std::uint8_t>(view.dtype().code), view.dtype().bits, view.dtype().lanes};
+    t.dtype = dl_dtype_of(view.dtype());
     t.shape = ndim ? dims : nullptr;
     t.strides = ndim ? dims + ndim : nullptr;
     t.byte_offset = 0;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "stridex/address.hpp"
 #include "stridex/mdspan.hpp"
 
 namespace stridex {
@@ -29,16 +30,16 @@ void View::check_bytes() const {
     if (!is_packed_subbyte() && __builtin_mul_overflow(size(), item, &storage))
         fail(ErrorKind::value, "a view of ", size(), " elements of ", item, " bytes overflows int64");
     const Span span = byte_span();  // Error(value) when it overflows
-    // Address of element 0, then of the lowest and one past the highest byte, in uintptr_t.
-    const auto base = reinterpret_cast<std::uintptr_t>(data_);
-    const auto offset = static_cast<std::uintptr_t>(byte_offset_);  // two's complement
-    std::uintptr_t first = 0, low = 0, end = 0;
-    const bool wraps = byte_offset_ >= 0 ? __builtin_add_overflow(base, offset, &first)
-                                         : __builtin_sub_overflow(base, std::uintptr_t{0} - offset, &first);
-    if (wraps || __builtin_sub_overflow(first, std::uintptr_t{0} - static_cast<std::uintptr_t>(span.lo), &low) ||
-        __builtin_add_overflow(first, static_cast<std::uintptr_t>(span.hi), &end))
-        fail(ErrorKind::value, "data ", hex(base), " + byte_offset ", byte_offset_, " with bytes [", span.lo, ", ",
-             span.hi, ") leaves the address space");
+    if (!addresses_fit(span))
+        fail(ErrorKind::value, "data ", hex(reinterpret_cast<std::uintptr_t>(data_)), " + byte_offset ", byte_offset_,
+             " with bytes [", span.lo, ", ", span.hi, ") leaves the address space");
+}
+
+bool View::addresses_fit(Span span) const noexcept {
+    // Element 0, then the lowest byte and one past the highest, each inside [0, 2**64).
+    std::uint64_t first = 0, low = 0, end = 0;
+    return offset_address(reinterpret_cast<std::uintptr_t>(data_), byte_offset_, &first) &&
+           offset_address(first, span.lo, &low) && offset_address(first, span.hi, &end);
 }
 
 bool View::bytes_fit() const noexcept {
@@ -65,15 +66,7 @@ bool View::bytes_fit() const noexcept {
     std::uint64_t product = 0;
     if (__builtin_mul_overflow(most, item, &product) || product > std::uint64_t{INT64_MAX}) return false;
     // The span in bytes (now known to fit) and the addresses, exactly as check_bytes() has them.
-    const Span span = size == 0 ? Span{} : Span{lo * itemsize(), (hi + 1) * itemsize()};
-    const auto base = reinterpret_cast<std::uintptr_t>(data_);
-    const auto offset = static_cast<std::uintptr_t>(byte_offset_);
-    std::uintptr_t first = 0, start = 0, end = 0;
-    bool wraps = byte_offset_ >= 0 ? __builtin_add_overflow(base, offset, &first)
-                                   : __builtin_sub_overflow(base, std::uintptr_t{0} - offset, &first);
-    wraps |= __builtin_sub_overflow(first, std::uintptr_t{0} - static_cast<std::uintptr_t>(span.lo), &start);
-    wraps |= __builtin_add_overflow(first, static_cast<std::uintptr_t>(span.hi), &end);
-    return !wraps;
+    return addresses_fit(size == 0 ? Span{} : Span{lo * itemsize(), (hi + 1) * itemsize()});
 }
 
 View::View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, bool readonly,
@@ -171,6 +164,18 @@ void fail_typed_view(const View& view, Dtype wanted, std::size_t rank, bool want
     if (wants_mutable && view.readonly())
         fail(ErrorKind::buffer, "mutable typed access to a read-only view; ask for a const element type");
     fail(ErrorKind::value, "typed access refused");
+}
+
+void fail_stream_value(std::intptr_t encoded, const char* what) {
+    if (encoded == 0)
+        fail(ErrorKind::value, what, " 0 is forbidden by DLPack and the CUDA array interface (ambiguous: the legacy "
+             "or the per-thread default stream?); pass 1 for the legacy default stream, 2 for the per-thread "
+             "default stream, -1 for none, or a stream handle");
+    fail(ErrorKind::value, what, " must be -1 (none), 1, 2 or a stream handle, found ", encoded);
+}
+
+void fail_stream_handle(std::uintptr_t handle) {
+    fail(ErrorKind::value, "stream handle ", hex(handle), " is no stream handle (above 2**63 - 1)");
 }
 
 void fail_index(std::int64_t index, int axis, std::int64_t extent) {

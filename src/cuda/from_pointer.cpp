@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "stridex/address.hpp"
 #include "stridex/cuda/pointer.hpp"
 
 namespace stridex::cuda {
@@ -18,17 +19,11 @@ std::string describe(const PointerInfo& info) {
     return "host memory unknown to CUDA (cpu)";
 }
 
-// address + offset; false when the result leaves [0, 2^64).
-bool offset(std::uint64_t address, std::int64_t by, std::uint64_t& out) noexcept {
-    if (by >= 0) return !__builtin_add_overflow(address, static_cast<std::uint64_t>(by), &out);
-    return !__builtin_sub_overflow(address, 0 - static_cast<std::uint64_t>(by), &out);
-}
-
 void check_range(std::uint64_t address, Span span, const PointerInfo& info) {
     if (info.base == 0 || info.size == 0 || span.hi <= span.lo) return;  // unknown range, or no bytes
     std::uint64_t lo = 0, hi = 0, end = 0;
-    const bool representable = offset(address, span.lo, lo) && offset(address, span.hi, hi) &&
-                               !__builtin_add_overflow(info.base, info.size, &end);
+    const bool representable = offset_address(address, span.lo, &lo) && offset_address(address, span.hi, &hi) &&
+                               offset_address(info.base, info.size, /*negative=*/false, &end);
     if (!representable || lo < info.base || hi > end)
         fail(ErrorKind::value, "the view reaches bytes [", hex(lo), ", ", hex(hi), ") around ", hex(address),
              ", outside the allocation that holds it, [", hex(info.base), ", ", hex(info.base + info.size), ") (",

@@ -58,12 +58,8 @@ Layout checked_layout(const Shape& shape, std::uint64_t offset, std::uint64_t ex
     if (layout.empty()) fail(ErrorKind::value, "an IPC handle never describes an empty View");
     const Span span = layout.byte_span(shape.dtype.itemsize());
     constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-    std::int64_t lo = 0, hi = 0;
-    const bool bad = extent > kMax || offset > extent ||
-                     __builtin_add_overflow(static_cast<std::int64_t>(offset), span.lo, &lo) ||
-                     __builtin_add_overflow(static_cast<std::int64_t>(offset), span.hi, &hi) || lo < 0 ||
-                     hi > static_cast<std::int64_t>(extent);
-    if (bad)
+    if (extent > kMax || offset > extent ||
+        !span_within(span, static_cast<std::int64_t>(offset), static_cast<std::int64_t>(extent)))
         fail(ErrorKind::value, "IPC handle describes bytes [", span.lo, ", ", span.hi, ") around offset ", offset,
              " of a shared range of ", extent, " bytes");
     return layout;

@@ -6,6 +6,8 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include "attributes.hpp"
+#include "names.hpp"
 #include "stridex/error.hpp"
 #include "stridex/layout.hpp"
 
@@ -51,7 +53,7 @@ std::string short_repr(PyObject* o, std::size_t limit) {
     nb::object r = nb::steal(PyObject_Repr(o));
     const char* text = r.is_valid() ? PyUnicode_AsUTF8(r.ptr()) : nullptr;
     if (!text) {
-        PyErr_Clear();
+        clear_exception_or_throw();  // a repr that raises is no reason to hide a KeyboardInterrupt
         return "<" + std::string(type_name(o).text.substr(0, Excerpt::kLimit)) + " object>";
     }
     std::string out(text);
@@ -119,16 +121,34 @@ std::size_t size_arg(PyObject* o, const char* what) {
 Device device_arg(PyObject* o, const char* what, bool ints_are_cuda_ordinals) {
     nb::handle h(o);
     if (nb::isinstance<Device>(h)) return nb::cast<Device>(h);
-    if (PyUnicode_Check(o)) return Device::parse(nb::cast<std::string>(h));
+    if (PyUnicode_Check(o)) {
+        try {
+            return Device::parse(nb::cast<std::string>(h));
+        } catch (const Error& e) {
+            fail(e.kind(), what, ": ", e.what());
+        }
+    }
     if (is_integer(o) && ints_are_cuda_ordinals) {  // as torch.device(0)
         const std::int32_t ordinal = int32_arg(o, what);
-        if (ordinal < 0) fail(ErrorKind::value, what, ": a CUDA device ordinal must be >= 0, found ", ordinal);
+        if (ordinal < 0) fail(ErrorKind::value, what, ": device id must be >= 0, found ", ordinal, " for cuda");
         return Device::cuda(ordinal);
     }
-    if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 2) {
+    // The DLPack pair, a tuple as __dlpack_device__ returns it and __dlpack__(dl_device=) receives
+    // it (the specification's type; a list is refused everywhere, dl_device included).
+    if (PyTuple_Check(o)) {
+        if (PyTuple_GET_SIZE(o) != 2)
+            fail(ErrorKind::type, what, " must be a (device_type, device_id) pair, found a tuple of ",
+                 PyTuple_GET_SIZE(o), " items");
         const std::string name(what);
-        return Device::from_raw(int32_arg(PyTuple_GET_ITEM(o, 0), (name + "[0]").c_str()),
-                                int32_arg(PyTuple_GET_ITEM(o, 1), (name + "[1]").c_str()));
+        const std::int32_t type = int32_arg(PyTuple_GET_ITEM(o, 0), (name + "[0]").c_str());
+        const std::int32_t id = int32_arg(PyTuple_GET_ITEM(o, 1), (name + "[1]").c_str());
+        try {
+            // An unknown type is a BufferError (DLPack may add types: unservable, not malformed),
+            // a negative id a ValueError: the core's rule, whatever the entry (docs/import.md).
+            return Device::from_raw(type, id);
+        } catch (const Error& e) {
+            fail(e.kind(), what, ": ", e.what());
+        }
     }
     fail(ErrorKind::type, what, " must be a device (a stridex.Device, a name such as 'cuda:0', ",
          ints_are_cuda_ordinals ? "a CUDA ordinal " : "", "or a (device_type, device_id) pair), found ", type_name(o));
@@ -153,34 +173,86 @@ std::vector<std::int64_t> int64_list_arg(PyObject* o, const char* what) {
     return out;
 }
 
-Dtype dtype_arg(PyObject* o, const char* what) {
+namespace {
+
+[[noreturn]] void fail_not_dtype(PyObject* o, const char* what) {
+    fail(ErrorKind::type, what, " must be a dtype (a stridex.Dtype, a name such as 'float32' or 'torch.float32', a "
+         "NumPy, ml_dtypes or torch dtype or scalar type, or an array), found ", short_repr(o));
+}
+
+// An error of the core's parsers, with the argument named.
+[[noreturn]] void rethrow_named(const Error& e, const char* what) { fail(e.kind(), what, ": ", e.what()); }
+
+// numpy.dtype(o) (a new reference), or an invalid object where NumPy is absent or says no with an
+// Exception; anything else it raises (KeyboardInterrupt) propagates. Nothing is imported when
+// NumPy is absent from sys.modules only because it is not installed.
+nb::object numpy_dtype_or_null(PyObject* o) {
+    nb::object numpy = nb::steal(PyImport_ImportModule("numpy"));
+    if (!numpy.is_valid()) {
+        clear_exception_or_throw();
+        return {};
+    }
+    nb::object dtype_type = nb::steal(PyObject_GetAttrString(numpy.ptr(), "dtype"));
+    nb::object d = dtype_type.is_valid() ? nb::steal(PyObject_CallOneArg(dtype_type.ptr(), o)) : nb::object();
+    if (!d.is_valid()) clear_exception_or_throw();
+    return d;
+}
+
+// A stridex Dtype of a numpy.dtype: native byte order only (stridex views hold native-order
+// elements, and reading '>f4' bytes as float32 would misread), and a dtype stridex has.
+Dtype from_numpy_dtype(nb::handle d, const char* what) {
+    if (!nb::cast<bool>(d.attr("isnative")))
+        fail(ErrorKind::value, what, " ", short_repr(d.ptr()), " is not in native byte order; stridex views hold "
+             "native-order elements (byte-swap the data first)");
+    try {
+        return Dtype::from_name(nb::cast<std::string>(d.attr("name")));
+    } catch (const Error& e) {
+        rethrow_named(e, what);
+    }
+}
+
+// Text: a stridex name ('float32', 'float32x4'), a torch name ('torch.float32', how torch dtypes
+// print: torch's names are stridex's), or any other text numpy.dtype() takes ('<f4', 'f8').
+Dtype dtype_of_text(PyObject* text, const char* what) {
+    Py_ssize_t size = 0;
+    const char* data = PyUnicode_AsUTF8AndSize(text, &size);
+    if (!data) throw nb::python_error();
+    const std::string_view name(data, static_cast<std::size_t>(size));
+    const bool torch_name = name.starts_with("torch.");
+    try {
+        return Dtype::from_name(torch_name ? name.substr(6) : name);
+    } catch (const Error& e) {
+        if (torch_name) rethrow_named(e, what);
+        if (nb::object d = numpy_dtype_or_null(text); d.is_valid()) return from_numpy_dtype(d, what);
+        rethrow_named(e, what);  // the name's error: it says which names there are
+    }
+}
+
+Dtype dtype_of(PyObject* o, const char* what, bool array_allowed) {
     nb::handle h(o);
     if (nb::isinstance<Dtype>(h)) return nb::cast<Dtype>(h);
-    if (PyUnicode_Check(o)) {
-        const std::string name = nb::cast<std::string>(h);
-        if (name.find_first_of("<>|=") == std::string::npos) {
-            // 'torch.float32' is how torch dtypes print; the rest are stridex names.
-            return Dtype::from_name(name.rfind("torch.", 0) == 0 ? std::string_view(name).substr(6) : name);
-        }
-    } else if (std::strncmp(Py_TYPE(o)->tp_name, "torch.", 6) == 0) {
-        const std::string text = nb::cast<std::string>(nb::str(h));  // a torch.dtype prints 'torch.float32'
-        if (text.rfind("torch.", 0) == 0) return Dtype::from_name(std::string_view(text).substr(6));
+    if (PyUnicode_Check(o)) return dtype_of_text(o, what);
+    if (o == Py_None) fail_not_dtype(o, what);  // numpy.dtype(None) is float64: no default here
+    if (std::strncmp(Py_TYPE(o)->tp_name, "torch.", 6) == 0) {
+        // A torch.dtype prints as 'torch.float32' (torch's C type is named "torch.dtype").
+        const nb::str text(h);
+        if (std::string_view(text.c_str()).starts_with("torch.")) return dtype_of_text(text.ptr(), what);
     }
-    nb::object numpy_dtype;
-    try {
-        nb::object numpy = nb::module_::import_("numpy");
-        // An array (not a type, not a dtype) stands for its dtype.
-        const bool array = !PyType_Check(o) && nb::hasattr(h, "dtype") && !nb::isinstance(h, numpy.attr("dtype"));
-        numpy_dtype = numpy.attr("dtype")(array ? h.attr("dtype") : h);
-    } catch (const nb::python_error&) {
-        fail(ErrorKind::type, what, " must be a dtype (a stridex.Dtype, a name such as 'float32', a NumPy or torch "
-                                 "dtype), found ", short_repr(o));
+    if (array_allowed && !PyType_Check(o)) {
+        // An array (a NumPy, torch, JAX or stridex array; a NumPy scalar) stands for its dtype,
+        // read through this same parser. A dtype property that raises an Exception is no dtype;
+        // anything else it raises (KeyboardInterrupt) propagates.
+        nb::object d = nb::steal(PyObject_GetAttr(o, names.dtype));
+        if (d.is_valid()) return dtype_of(d.ptr(), what, /*array_allowed=*/false);
+        clear_exception_or_throw();
     }
-    if (!nb::cast<bool>(numpy_dtype.attr("isnative")))
-        fail(ErrorKind::value, what, " ", short_repr(numpy_dtype.ptr()), " is not in native byte order; stridex "
-                                     "views hold native-order elements (byte-swap the data first)");
-    return Dtype::from_name(nb::cast<std::string>(numpy_dtype.attr("name")));
+    if (nb::object d = numpy_dtype_or_null(o); d.is_valid()) return from_numpy_dtype(d, what);
+    fail_not_dtype(o, what);
 }
+
+}  // namespace
+
+Dtype dtype_arg(PyObject* o, const char* what) { return dtype_of(o, what, /*array_allowed=*/true); }
 
 PyObject* int_tuple(std::span<const std::int64_t> values, std::int64_t scale) {
     nb::object out = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(values.size())));

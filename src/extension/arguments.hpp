@@ -10,8 +10,11 @@
 //   * addresses also take objects with only __int__ (cuda.bindings' CUdeviceptr), never floats;
 //   * a size (bytes, an alignment) is an int in [0, 2**63): below 0 is ValueError ">= 0";
 //   * a shape is an int (one axis) or a sequence of at most kMaxNdim ints;
-//   * a device is a stridex.Device, a name ('cuda:0') or a DLPack (device_type, device_id) pair,
-//     and where only CUDA devices make sense, a CUDA ordinal (an int).
+//   * a device is a stridex.Device, a name ('cuda:0') or a DLPack (device_type, device_id) tuple
+//     (not a list: the specification's type), and where only CUDA devices make sense, a CUDA ordinal (an int); a
+//     negative id is a ValueError and an unknown device type a BufferError, whatever the entry;
+//   * a dtype is a stridex.Dtype, a name ('float32', or torch's 'torch.float32'), a torch dtype, an
+//     array (its .dtype) or anything numpy.dtype() takes; the same spellings at every entry.
 #pragma once
 
 #include <Python.h>
@@ -44,15 +47,21 @@ std::int64_t index_arg(PyObject* o, const char* what);
 std::uintptr_t address_arg(PyObject* o, const char* what);
 // A size in bytes (or an alignment): an int64 >= 0.
 std::size_t size_arg(PyObject* o, const char* what);
-// A Device in the spellings above; an unknown DLPack type is BufferError (unsupported). An int is
-// a CUDA ordinal only for arguments that name CUDA devices anyway (DevicePtr, VirtualBuffer):
-// elsewhere (from_pointer, copies) a bare int says nothing about the kind of memory: TypeError.
+// A Device in the spellings above: the one device parser, behind device= (empty, View.copy/to,
+// from_pointer), __dlpack__(dl_device=), stridex.Device(...), DevicePtr and VirtualBuffer. An
+// unknown DLPack type is BufferError (unsupported: unservable, not malformed), a negative id
+// ValueError. An int is a CUDA ordinal only for arguments that name CUDA devices anyway
+// (DevicePtr, VirtualBuffer): elsewhere a bare int says nothing about the kind of memory: TypeError.
 Device device_arg(PyObject* o, const char* what, bool ints_are_cuda_ordinals);
 // A CUDA ordinal: any device spelling that names a CUDA device (an int is one), ValueError otherwise.
 int cuda_ordinal_arg(PyObject* o, const char* what);
-// A Dtype from a stridex.Dtype, a name ('float32'), a torch dtype ('torch.float32'), an array
-// (its .dtype) or anything numpy.dtype() takes. Non-native byte order is refused (ValueError):
-// stridex views hold native-order elements, and reading '>f4' bytes as float32 would misread.
+// A Dtype from a stridex.Dtype, a name ('float32', 'torch.float32'), a torch dtype, an array
+// (its .dtype, read through this same parser) or anything numpy.dtype() takes ('<f4', np.float32,
+// ml_dtypes.bfloat16): the one dtype parser, behind stridex.dtype(), stridex.Dtype(...), empty,
+// from_pointer and VirtualBuffer.view. None is a TypeError (no default). Non-native byte order is
+// refused (ValueError): stridex views hold native-order elements, and reading '>f4' bytes as
+// float32 would misread. A producer's dtype property that raises an Exception is no dtype; a
+// KeyboardInterrupt propagates.
 Dtype dtype_arg(PyObject* o, const char* what);
 // A shape or strides: one int, or a sequence of ints (not str/bytes), at most kMaxNdim of them.
 std::vector<std::int64_t> int64_list_arg(PyObject* o, const char* what);

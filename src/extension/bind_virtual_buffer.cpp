@@ -187,7 +187,7 @@ void bind_virtual_buffer(nb::module_& m) {
                 return wrap_view(std::move(v), nb::find(&s));
             },
             "dtype"_a, "shape"_a, "byte_offset"_a.none() = 0,
-            nb::sig("def view(self, dtype: Dtype | str | numpy.dtype[typing.Any] | type, shape: typing.SupportsIndex | "
+            nb::sig("def view(self, dtype: _DtypeLike, shape: typing.SupportsIndex | "
                     "collections.abc.Sequence[typing.SupportsIndex], byte_offset: typing.SupportsIndex = 0) -> View"),
             "A C-contiguous stridex.View of the bytes from byte_offset, within size. It keeps those bytes "
             "mapped while it (or any array made from it) is alive.")

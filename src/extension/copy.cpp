@@ -90,7 +90,7 @@ void bind_copy(nb::module_& m) {
         return fresh(allocate(extents, dt, device_arg(device.ptr(), "empty(): device", /*ints_are_cuda_ordinals=*/false), o));
     }, nb::arg("shape"), nb::arg("dtype"), nb::kw_only(), nb::arg("device") = "cpu", nb::arg("order") = "C",
        nb::sig("def empty(shape: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex], dtype: "
-               "Dtype | str | numpy.dtype[typing.Any] | type, *, device: Device | str | tuple[int, int] = 'cpu', order: typing.Literal['C', 'F', 'K'] = 'C') "
+               "_DtypeLike, *, device: _DeviceLike = 'cpu', order: typing.Literal['C', 'F', 'K'] = 'C') "
                "-> View"),
        "A fresh, uninitialised, writable View on cpu, cuda:N, cuda_host (pinned) or cuda_managed memory.");
 
@@ -101,7 +101,7 @@ void bind_copy(nb::module_& m) {
         },
         nb::is_method(), nb::name("copy"), nb::scope(cls), nb::arg("device") = nb::none(), nb::arg("order") = "C",
         nb::kw_only(), nb::arg("stream") = nb::none(),
-        nb::sig("def copy(self, device: Device | str | tuple[int, int] | None = None, order: typing.Literal['C', 'F', 'K'] = 'C', *, "
+        nb::sig("def copy(self, device: _DeviceLike | None = None, order: typing.Literal['C', 'F', 'K'] = 'C', *, "
                 "stream: object = None) -> View"),
         "A fresh copy on `device` (this view's by default) in element order 'C', 'F' or 'K' (the source's axis "
         "order). Queued on `stream` (None: legacy default stream); the result records the stream it is ready on.");
@@ -122,7 +122,7 @@ void bind_copy(nb::module_& m) {
             return copy_of(v, target, Order::K, stream);
         },
         nb::is_method(), nb::name("to"), nb::scope(cls), nb::arg("device"), nb::kw_only(),
-        nb::arg("stream") = nb::none(), nb::sig("def to(self, device: Device | str | tuple[int, int], *, stream: object = None) -> View"),
+        nb::arg("stream") = nb::none(), nb::sig("def to(self, device: _DeviceLike, *, stream: object = None) -> View"),
         "This view if it is on `device` already, else a copy there (keeping the source's axis order).");
 
     // The copy module's protocol. Without these, copy.copy and copy.deepcopy fall back to

@@ -162,9 +162,9 @@ int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
     }
     // Borrowed: shape and strides point into the View's Layout, alive as long as the object.
     out->data = v.ptr();
-    out->device = dlpack::DLDevice{static_cast<std::int32_t>(v.device().type), v.device().id};
+    out->device = dlpack::dl_device_of(v.device());
     out->ndim = v.ndim();
-    out->dtype = dlpack::DLDataType{static_cast<std::uint8_t>(v.dtype().code), v.dtype().bits, v.dtype().lanes};
+    out->dtype = dlpack::dl_dtype_of(v.dtype());
     out->shape = const_cast<std::int64_t*>(v.shape().data());
     out->strides = const_cast<std::int64_t*>(v.strides().data());
     out->byte_offset = 0;

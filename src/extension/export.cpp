@@ -11,9 +11,12 @@
 
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "arguments.hpp"
+#include "attributes.hpp"
 #include "bindings.hpp"
+#include "names.hpp"
 #include "stridex/cuda/copy.hpp"
 #include "stream_policy.hpp"
 #include "stridex/cuda/stream.hpp"
@@ -24,32 +27,33 @@ namespace stridex::python {
 
 namespace {
 
-PyTypeObject* g_view_type = nullptr;
-
-// Interned keyword names: a consumer's `stream=` arrives as the interned "stream", so the usual
-// match is one pointer compare.
-PyObject* s_stream = nullptr;
-PyObject* s_max_version = nullptr;
-PyObject* s_dl_device = nullptr;
-PyObject* s_copy = nullptr;
-
 using dlpack::kLegacyCapsule, dlpack::kUsedLegacyCapsule, dlpack::kUsedVersionedCapsule, dlpack::kVersionedCapsule;
 
 // ---- capsules ---------------------------------------------------------------------------------
+// The two kinds, versioned ("dltensor_versioned", DLManagedTensorVersioned) and legacy
+// ("dltensor", DLManagedTensor), as one template over which: the same steps for both, each
+// spelling chosen at compile time (as nanobind's nb_ndarray.cpp does for its capsule helpers).
+
+template <bool Versioned>
+using Managed = std::conditional_t<Versioned, dlpack::DLManagedTensorVersioned, dlpack::DLManagedTensor>;
+template <bool Versioned>
+constexpr const char* kCapsuleName = Versioned ? kVersionedCapsule : kLegacyCapsule;
+template <bool Versioned>
+constexpr const char* kUsedCapsuleName = Versioned ? kUsedVersionedCapsule : kUsedLegacyCapsule;
 
 // Runs the deleter of an unconsumed capsule. A capsule may die while an exception is propagating
 // (the consumer failed half-way), so the pending exception is saved around the deleter, and any
 // error the capsule access itself raises is reported as unraisable rather than replacing it.
-template <class Managed>
-void capsule_destructor(PyObject* capsule, const char* name, const char* used_name) noexcept {
-    if (PyCapsule_IsValid(capsule, used_name)) return;  // consumed: the consumer owns the deleter
+template <bool Versioned>
+void capsule_destructor(PyObject* capsule) noexcept {
+    if (PyCapsule_IsValid(capsule, kUsedCapsuleName<Versioned>)) return;  // consumed: the consumer owns the deleter
 #if PY_VERSION_HEX >= 0x030C0000
     PyObject* pending = PyErr_GetRaisedException();
 #else
     PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
     PyErr_Fetch(&type, &value, &traceback);
 #endif
-    auto* managed = static_cast<Managed*>(PyCapsule_GetPointer(capsule, name));
+    auto* managed = static_cast<Managed<Versioned>*>(PyCapsule_GetPointer(capsule, kCapsuleName<Versioned>));
     if (managed == nullptr)
         PyErr_WriteUnraisable(capsule);
     else if (managed->deleter)
@@ -61,11 +65,22 @@ void capsule_destructor(PyObject* capsule, const char* name, const char* used_na
 #endif
 }
 
-void versioned_destructor(PyObject* capsule) noexcept {
-    capsule_destructor<dlpack::DLManagedTensorVersioned>(capsule, kVersionedCapsule, kUsedVersionedCapsule);
-}
-void legacy_destructor(PyObject* capsule) noexcept {
-    capsule_destructor<dlpack::DLManagedTensor>(capsule, kLegacyCapsule, kUsedLegacyCapsule);
+// A capsule around a fresh export of `view`; a legacy capsule carries no flags, so `extra_flags`
+// reaches versioned capsules only.
+template <bool Versioned>
+PyObject* make_capsule(const View& view, std::uint64_t extra_flags) {
+    Managed<Versioned>* t = nullptr;
+    if constexpr (Versioned)
+        t = dlpack::export_versioned(view, extra_flags);
+    else
+        t = dlpack::export_legacy(view);
+    PyObject* capsule = PyCapsule_New(t, kCapsuleName<Versioned>, &capsule_destructor<Versioned>);
+    if (capsule == nullptr) {
+        nb::python_error error;  // fetched first: the deleter may run Python code
+        t->deleter(t);
+        throw error;
+    }
+    return capsule;
 }
 
 // ---- argument parsing -------------------------------------------------------------------------
@@ -73,7 +88,7 @@ void legacy_destructor(PyObject* capsule) noexcept {
 bool is_none(PyObject* o) noexcept { return o == nullptr || o == Py_None; }
 
 
-// A pair of ints, as a tuple (or list): max_version and dl_device.
+// A pair of ints, as a tuple (or list): max_version.
 std::pair<long long, long long> int_pair(PyObject* o, const char* what) {
     if (!PyTuple_Check(o) && !PyList_Check(o))
         fail(ErrorKind::type, what, " must be a tuple of two ints, found ", type_name(o));
@@ -96,12 +111,11 @@ bool parse_max_version(PyObject* o) {
     return major >= 1;
 }
 
+// Any device spelling (arguments.hpp's device_arg, as for device= everywhere): a (device_type,
+// device_id) tuple as the protocol sends it, a stridex.Device or a name; the same errors.
 std::optional<Device> parse_dl_device(PyObject* o) {
     if (is_none(o)) return std::nullopt;
-    const auto [type, id] = int_pair(o, "__dlpack__: dl_device");
-    if (type < 0 || type > INT32_MAX || id < 0 || id > INT32_MAX)
-        fail(ErrorKind::buffer, "__dlpack__: dl_device (", type, ", ", id, ") is not a DLPack device");
-    return Device::from_raw(static_cast<std::int32_t>(type), static_cast<std::int32_t>(id));
+    return device_arg(o, "__dlpack__: dl_device", /*ints_are_cuda_ordinals=*/false);
 }
 
 std::optional<bool> parse_copy(PyObject* o) {
@@ -204,15 +218,15 @@ PyObject* dlpack_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
             PyObject* name = PyTuple_GET_ITEM(kwnames, i);
             PyObject* value = args[i];
             PyObject** slot = nullptr;
-            if (name == s_stream) slot = &a.stream;
-            else if (name == s_max_version) slot = &a.max_version;
-            else if (name == s_dl_device) slot = &a.dl_device;
-            else if (name == s_copy) slot = &a.copy;
+            if (name == names.stream) slot = &a.stream;
+            else if (name == names.max_version_kw) slot = &a.max_version;
+            else if (name == names.dl_device) slot = &a.dl_device;
+            else if (name == names.copy) slot = &a.copy;
             // Not interned (built at run time, e.g. **{"str" + "eam": ...}): compare the text.
-            else if (PyUnicode_Compare(name, s_stream) == 0) slot = &a.stream;
-            else if (PyUnicode_Compare(name, s_max_version) == 0) slot = &a.max_version;
-            else if (PyUnicode_Compare(name, s_dl_device) == 0) slot = &a.dl_device;
-            else if (PyUnicode_Compare(name, s_copy) == 0) slot = &a.copy;
+            else if (PyUnicode_Compare(name, names.stream) == 0) slot = &a.stream;
+            else if (PyUnicode_Compare(name, names.max_version_kw) == 0) slot = &a.max_version;
+            else if (PyUnicode_Compare(name, names.dl_device) == 0) slot = &a.dl_device;
+            else if (PyUnicode_Compare(name, names.copy) == 0) slot = &a.copy;
             if (slot == nullptr) {
                 PyErr_Format(PyExc_TypeError,
                              "__dlpack__() got an unexpected keyword argument '%U' (it takes stream, max_version, "
@@ -275,7 +289,7 @@ std::optional<std::string> interface_typestr(const PyView& pv) {
     if (v.dtype().is_opaque_bytes()) {
         PyObject* typestr = element_description(pv, "typestr");
         const char* text = typestr && PyUnicode_Check(typestr) ? PyUnicode_AsUTF8(typestr) : nullptr;
-        if (!text) PyErr_Clear();
+        if (!text) clear_exception_or_throw();
         return text ? std::string(text) : v.dtype().typestr();
     }
     if (v.is_packed_subbyte() || v.dtype().lanes != 1) return std::nullopt;
@@ -331,10 +345,9 @@ PyObject* cuda_array_interface_get(PyObject* self, void*) noexcept {
             return attribute_error("__cuda_array_interface__: dtype " + v.dtype().name() +
                                    " has no typestr; use __dlpack__");
         nb::dict d = interface_dict(pv, *typestr);
-        // The stream the data is ready on: consumers wait on it. Never 0 (forbidden): a View made
-        // ready on "stream 0" was made ready on the legacy default stream.
-        const std::intptr_t s = v.stream();
-        d["stream"] = s == kNoStream ? nb::none() : nb::object(nb::int_(s == 0 ? cuda::StreamRef::kLegacy : s));
+        // The stream the data is ready on: consumers wait on it. Never 0 (forbidden), which a
+        // View cannot hold (StreamValue).
+        d["stream"] = v.stream() == kNoStream ? nb::none() : nb::object(nb::int_(v.stream()));
         return d.release().ptr();
     } catch (...) {
         set_python_error_from_current_exception();
@@ -423,8 +436,6 @@ nb::object array_method(nb::handle self, nb::handle dtype, nb::handle copy) {
 
 }  // namespace
 
-PyTypeObject* view_type() noexcept { return g_view_type; }
-
 PyObject* element_description(const PyView& view, const char* key) noexcept {
     if (!view.element.is_valid() || !PyDict_Check(view.element.ptr())) return nullptr;
     return PyDict_GetItemString(view.element.ptr(), key);  // borrowed; never raises
@@ -438,24 +449,7 @@ void require_dlpack_dtype(const View& view) {
 }
 
 PyObject* dlpack_capsule(const View& view, bool versioned, std::uint64_t extra_flags) {
-    if (versioned) {
-        dlpack::DLManagedTensorVersioned* t = dlpack::export_versioned(view, extra_flags);
-        PyObject* capsule = PyCapsule_New(t, kVersionedCapsule, &versioned_destructor);
-        if (capsule == nullptr) {
-            nb::python_error error;  // fetched first: the deleter may run Python code
-            t->deleter(t);
-            throw error;
-        }
-        return capsule;
-    }
-    dlpack::DLManagedTensor* t = dlpack::export_legacy(view);
-    PyObject* capsule = PyCapsule_New(t, kLegacyCapsule, &legacy_destructor);
-    if (capsule == nullptr) {
-        nb::python_error error;
-        t->deleter(t);
-        throw error;
-    }
-    return capsule;
+    return versioned ? make_capsule<true>(view, extra_flags) : make_capsule<false>(view, extra_flags);
 }
 
 void host_sync(const View& view) {
@@ -466,25 +460,18 @@ void host_sync(const View& view) {
 }
 
 void bind_export(nb::module_& m) {
-    s_stream = PyUnicode_InternFromString("stream");
-    s_max_version = PyUnicode_InternFromString("max_version");
-    s_dl_device = PyUnicode_InternFromString("dl_device");
-    s_copy = PyUnicode_InternFromString("copy");
-    if (!s_stream || !s_max_version || !s_dl_device || !s_copy) throw nb::python_error();
-
-    nb::handle cls = nb::type<PyView>();
-    if (!cls.is_valid()) fail(ErrorKind::value, "bind_export: stridex.View must be bound before export");
-    g_view_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+    if (!view_type()) fail(ErrorKind::value, "bind_export: stridex.View must be bound before export");
+    nb::handle cls(reinterpret_cast<PyObject*>(view_type()));
 
     auto add = [&](const char* name, PyObject* descriptor) {
         if (!descriptor) throw nb::python_error();
         nb::object owned = nb::steal(descriptor);
         cls.attr(name) = owned;
     };
-    add("__dlpack__", PyDescr_NewMethod(g_view_type, &g_dlpack_def));
-    add("__dlpack_device__", PyDescr_NewMethod(g_view_type, &g_dlpack_device_def));
-    add("__cuda_array_interface__", PyDescr_NewGetSet(g_view_type, &g_cai_def));
-    add("__array_interface__", PyDescr_NewGetSet(g_view_type, &g_ai_def));
+    add("__dlpack__", PyDescr_NewMethod(view_type(), &g_dlpack_def));
+    add("__dlpack_device__", PyDescr_NewMethod(view_type(), &g_dlpack_device_def));
+    add("__cuda_array_interface__", PyDescr_NewGetSet(view_type(), &g_cai_def));
+    add("__array_interface__", PyDescr_NewGetSet(view_type(), &g_ai_def));
     cls.attr("__array__") = nb::cpp_function(&array_method, nb::is_method(), nb::name("__array__"), nb::scope(cls),
                                              nb::arg("dtype") = nb::none(), nb::arg("copy") = nb::none(),
                                              nb::sig("def __array__(self, dtype: numpy.dtype[typing.Any] | None = None, "

@@ -12,8 +12,11 @@
 namespace stridex::python {
 
 
-// The stridex.View type object (set by bind_export) and a checked access to its View.
-PyTypeObject* view_type() noexcept;
+// The stridex.View type object: the one home of it, set by bind_view (view.cpp) when it binds the
+// class. Inline: stridex.view() compares every argument's type with it.
+extern PyTypeObject* g_view_type;
+inline PyTypeObject* view_type() noexcept { return g_view_type; }
+// A checked access to a stridex.View's View.
 inline bool is_view(PyObject* o) noexcept { return PyObject_TypeCheck(o, view_type()) != 0; }
 // `stridex.View.__new__(stridex.View)` (or a subclass's) makes an object with no View in it, and
 // nanobind reuses pooled memory for it: every raw entry point reaches the View through here.

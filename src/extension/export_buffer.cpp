@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "attributes.hpp"
 #include "export.hpp"
 
 namespace stridex::python {
@@ -31,7 +32,7 @@ bool requested(int flags, int what) noexcept { return (flags & what) == what; }
 const char* opaque_format(const PyView& pv) {
     PyObject* format = element_description(pv, "format");
     const char* text = format && PyUnicode_Check(format) ? PyUnicode_AsUTF8(format) : nullptr;
-    if (!text) PyErr_Clear();
+    if (!text) clear_exception_or_throw();
     return text;
 }
 }  // namespace

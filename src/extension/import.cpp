@@ -1,4 +1,5 @@
-// stridex.view(obj, *, stream=...): the entry point, the per-type cache and the protocol order.
+// stridex.view(obj, *, stream=...): the entry point and the protocol order. (The per-type cache
+// is import_type_cache.cpp; the attribute lookups and their error rule are attributes.cpp.)
 //
 // Order of preference (first that the object offers and that accepts it):
 //   0. a stridex.View (a cheap copy) or a raw DLPack capsule (consumed); numpy.ndarray read from
@@ -10,7 +11,6 @@
 //   5. the buffer protocol
 // A BufferError from one protocol (a refusal of this particular array, e.g. NumPy refusing to
 // export bfloat16 through DLPack) moves on to the next; any other error is the answer.
-#include "arguments.hpp"
 #include "import.hpp"
 
 #include <exception>
@@ -18,213 +18,28 @@
 #include <string>
 #include <vector>
 
+#include "arguments.hpp"
+#include "attributes.hpp"
 #include "export.hpp"
+#include "import_type_cache.hpp"
+#include "names.hpp"
 #include "py_owner.hpp"
-#include "stridex/error.hpp"
 #include "set_error.hpp"
+#include "stridex/error.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace stridex::python {
 
-Names names{};
-
-
 namespace {
-
-PyTypeObject* g_view_type = nullptr;
-
-// ---- The per-type cache ------------------------------------------------------------------------
-// Direct-mapped, keyed by PyTypeObject*. An entry holds a strong reference to its type (so the
-// address cannot be reused by another type while cached) and the type's tp_version_tag when it was
-// probed: CPython resets the tag to 0 whenever the type or one of its bases is modified, and never
-// reuses a tag, so a changed tag means "probe again". Types without a tag are never cached.
-constexpr std::size_t kCacheSlots = 64;
-TypeEntry g_cache[kCacheSlots];
-CacheStats g_stats;
-
-std::size_t slot_of(PyTypeObject* type) noexcept {
-    const auto p = reinterpret_cast<std::uintptr_t>(type);
-    return ((p >> 4) ^ (p >> 10)) & (kCacheSlots - 1);
-}
-
-unsigned int version_tag(PyTypeObject* type) noexcept {
-#if PY_VERSION_HEX >= 0x030C0000
-    if (type->tp_version_tag == 0) PyUnstable_Type_AssignVersionTag(type);
-#endif
-    return type->tp_version_tag;
-}
-
-// A class attribute found through the MRO (new reference), without running any code. None is
-// absent: `__dlpack__ = None` in a subclass says "no DLPack here" (as `__hash__ = None` does), so
-// the next protocol is tried.
-PyObject* type_lookup(PyTypeObject* type, PyObject* name) noexcept {
-#if PY_VERSION_HEX >= 0x030D0000
-    PyObject* found = _PyType_LookupRef(type, name);
-#else
-    PyObject* found = _PyType_Lookup(type, name);
-    Py_XINCREF(found);
-#endif
-    if (found == Py_None) {
-        Py_DECREF(found);
-        return nullptr;
-    }
-    return found;
-}
-
-bool method_like(PyObject* descriptor) noexcept {
-    // Functions, method descriptors and nanobind methods: callable with self as the first argument
-    // (what CPython's own LOAD_METHOD relies on).
-    return PyType_HasFeature(Py_TYPE(descriptor), Py_TPFLAGS_METHOD_DESCRIPTOR);
-}
-
-void release(TypeEntry& e) noexcept {
-    Py_XDECREF(e.dlpack);
-    Py_XDECREF(e.dlpack_device);
-    Py_XDECREF(e.exchange_holder);
-    Py_XDECREF(reinterpret_cast<PyObject*>(e.type));
-    e = TypeEntry{};
-}
-
-// Imports in progress (a producer's __dlpack__ may call stridex.view again). While any is, entries
-// leaving the cache are parked here instead of released: an import in progress uses a plain copy
-// of its type's entry, whose references stay valid until the outermost import returns.
-int g_depth = 0;
-std::vector<TypeEntry>* g_parked = nullptr;
-
-void retire(TypeEntry& old) noexcept {
-    if (!old.type) return;
-    if (g_depth > 0) {
-        try {
-            if (!g_parked) g_parked = new std::vector<TypeEntry>();
-            g_parked->push_back(old);
-            old = TypeEntry{};
-            return;
-        } catch (...) {
-            // Out of memory: leak the references rather than free what an import may use.
-            old = TypeEntry{};
-            return;
-        }
-    }
-    release(old);
-}
-
-struct Depth {
-    Depth() noexcept { ++g_depth; }
-    ~Depth() {
-        if (--g_depth == 0 && g_parked && !g_parked->empty()) {
-            std::vector<TypeEntry> parked;
-            parked.swap(*g_parked);
-            for (TypeEntry& e : parked) release(e);
-        }
-    }
-    Depth(const Depth&) = delete;
-    Depth& operator=(const Depth&) = delete;
-};
-
-TypeEntry probe(PyTypeObject* type) {
-    TypeEntry e;
-    Py_INCREF(reinterpret_cast<PyObject*>(type));
-    e.type = type;
-    e.exchange = exchange_api_of(type, &e.exchange_holder);
-    e.dlpack = type_lookup(type, names.dlpack);
-    e.dlpack_unbound = e.dlpack && method_like(e.dlpack);
-    e.dlpack_device = type_lookup(type, names.dlpack_device);
-    e.dlpack_device_unbound = e.dlpack_device && method_like(e.dlpack_device);
-    PyObject* cai = type_lookup(type, names.cuda_array_interface);
-    PyObject* ai = type_lookup(type, names.array_interface);
-    e.cai_on_type = cai != nullptr;
-    e.ai_on_type = ai != nullptr;
-    Py_XDECREF(cai);
-    Py_XDECREF(ai);
-    // Instances with a __dict__ or a custom __getattr__ may carry the protocols themselves.
-    e.instance_attrs = type->tp_dictoffset != 0 || type->tp_getattro != PyObject_GenericGetAttr;
-    e.buffer = type->tp_as_buffer && type->tp_as_buffer->bf_getbuffer;
-    e.row = &producer_for(type);
-    e.keywords = e.row->keywords;
-    e.array_struct = readable_array_struct(type, *e.row, e.dlpack);
-    e.jaxlib_export = jaxlib_export_usable(type, *e.row, e.dlpack);
-    if (e.row->exchange_skips_refusals) {
-        // A C getset (torch's) is called without the generic attribute lookup on every import; the
-        // type holds it, and a change to the type means a new probe. Anything else: getattr.
-        if (PyObject* d = type_lookup(type, names.requires_grad)) {
-            if (Py_TYPE(d) == &PyGetSetDescr_Type) {
-                const PyGetSetDef* def = reinterpret_cast<PyGetSetDescrObject*>(d)->d_getset;
-                e.requires_grad_get = def->get;
-                e.requires_grad_closure = def->closure;
-            }
-            Py_DECREF(d);
-        }
-    }
-    e.version_tag = version_tag(type);
-    return e;
-}
-
-// The type's entry, as a plain copy (see g_parked). `fresh` receives a probed entry that could
-// not be cached (no version tag): its references are the caller's to release.
-TypeEntry entry_for(PyTypeObject* type, bool* uncached) {
-    TypeEntry& slot = g_cache[slot_of(type)];
-    *uncached = false;
-    if (slot.type == type && slot.version_tag != 0 && slot.version_tag == type->tp_version_tag) {
-        ++g_stats.hits;
-        return slot;
-    }
-    TypeEntry e = probe(type);
-    if (e.version_tag == 0) {
-        ++g_stats.uncacheable;
-        *uncached = true;
-        return e;
-    }
-    ++g_stats.fills;
-    TypeEntry old = slot;
-    slot = e;
-    retire(old);
-    return e;
-}
-
-// The object a bound method (Python or C) is bound to, or nullptr (borrowed).
-PyObject* bound_self(PyObject* callable) noexcept {
-    if (PyMethod_Check(callable)) return PyMethod_GET_SELF(callable);
-    if (PyCFunction_Check(callable)) {
-        PyObject* self = PyCFunction_GET_SELF(callable);
-        return self && !PyModule_Check(self) ? self : nullptr;  // a module function has its module
-    }
-    return nullptr;
-}
-
-// Releases an entry_for() entry that could not be cached: a probed entry that is nobody else's.
-struct Uncached {
-    TypeEntry& e;
-    bool on;
-    ~Uncached() {
-        if (on) release(e);
-    }
-};
-
-// Remembers what a TypeError retry learned (keywords the producer does not take).
-void learn(const TypeEntry& e, DlpackKeywords keywords) noexcept {
-    TypeEntry& slot = g_cache[slot_of(e.type)];
-    if (slot.type == e.type && slot.version_tag == e.version_tag) slot.keywords = keywords;
-}
-
-// obj.name or nullptr when absent, without raising (and clearing) AttributeError where possible.
-PyObject* optional_attr(PyObject* obj, PyObject* name) {
-    PyObject* out = nullptr;
-#if PY_VERSION_HEX >= 0x030D0000
-    if (PyObject_GetOptionalAttr(obj, name, &out) < 0) throw nb::python_error();
-#else
-    if (_PyObject_LookupAttr(obj, name, &out) < 0) throw nb::python_error();
-#endif
-    return out;
-}
 
 // Where an import builds its View: inside a new stridex.View object (stridex.view()), or in C++
 // storage the caller owns (the caster API: no Python object at all). Either way the View is built
 // once, in place (from the importers' prvalues), and never moved.
 class Result {
 public:
-    Result() : object_(nb::inst_alloc(nb::handle(reinterpret_cast<PyObject*>(g_view_type)))) {
+    Result() : object_(nb::inst_alloc(nb::handle(reinterpret_cast<PyObject*>(view_type())))) {
         slot_ = nb::inst_ptr<PyView>(object_);
         view_ = &slot_->view;
     }
@@ -449,16 +264,11 @@ stream it is ready on (View.stream). See docs/import.md.)";
 PyMethodDef g_view_def = {"view", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&view_fastcall)),
                           METH_FASTCALL | METH_KEYWORDS, kViewDoc};
 
-void intern(PyObject*& slot, const char* text) {
-    slot = PyUnicode_InternFromString(text);
-    if (!slot) throw nb::python_error();
-}
-
 // The whole import into `result`.
 PyObject* import_into(PyObject* obj, const StreamRequest& request, Result& result) {
     const Depth depth;
     PyTypeObject* type = Py_TYPE(obj);
-    if (type == g_view_type) {
+    if (type == view_type()) {
         // Same memory, same owner: a copy of the View, ordered for the caller's stream.
         const PyView* in = &py_view(obj);
         new (result.storage()) View(in->view);
@@ -477,13 +287,6 @@ PyObject* import_into(PyObject* obj, const StreamRequest& request, Result& resul
 }
 
 }  // namespace
-
-ArrayStruct readable_array_struct(PyTypeObject* type, const ProducerRow& row, PyObject* dlpack) noexcept {
-    if (!dlpack) return ArrayStruct::none;  // only what __dlpack__ would describe is read
-    if (numpy_struct_readable(type, row)) return ArrayStruct::numpy;
-    if (cupy_struct_readable(type, row, dlpack)) return ArrayStruct::cupy;
-    return ArrayStruct::none;
-}
 
 PyObject* import_object(PyObject* obj, const StreamRequest& request) {
     Result result;
@@ -504,69 +307,8 @@ StreamRequest caller_stream_request(PyObject* obj) {
     return caller_stream_request(obj, e);
 }
 
-PyObject* attr_or_null(PyObject* obj, const char* name) noexcept {
-    PyObject* out = obj ? PyObject_GetAttrString(obj, name) : nullptr;
-    if (!out) PyErr_Clear();
-    return out;
-}
-
-PyObject* loaded_attr(const char* module, const char* name) noexcept {
-    PyObject* modules = PyImport_GetModuleDict();
-    return attr_or_null(modules ? PyDict_GetItemString(modules, module) : nullptr, name);  // borrowed module
-}
-
-PyTypeObject* loaded_type(const char* module, const char* name) noexcept {
-    PyObject* t = loaded_attr(module, name);
-    if (t && PyType_Check(t)) return reinterpret_cast<PyTypeObject*>(t);
-    Py_XDECREF(t);
-    return nullptr;
-}
-
-CacheStats cache_stats() noexcept { return g_stats; }
-
-void clear_type_cache() noexcept {
-    for (TypeEntry& s : g_cache) {
-        TypeEntry old = s;
-        s = TypeEntry{};
-        retire(old);
-    }
-}
-
 void bind_import(nb::module_& m) {
-    intern(names.dlpack, "__dlpack__");
-    intern(names.dlpack_device, "__dlpack_device__");
-    intern(names.exchange_api, "__dlpack_c_exchange_api__");
-    intern(names.exchange_api_int, "__c_dlpack_exchange_api__");
-    intern(names.cuda_array_interface, "__cuda_array_interface__");
-    intern(names.array_interface, "__array_interface__");
-    intern(names.dtype, "dtype");
-    intern(names.name, "name");
-    intern(names.requires_grad, "requires_grad");
-    intern(names.is_conj, "is_conj");
-    intern(names.version, "version");
-    intern(names.shape, "shape");
-    intern(names.typestr, "typestr");
-    intern(names.data, "data");
-    intern(names.strides, "strides");
-    intern(names.mask, "mask");
-    intern(names.stream, "stream");
-    intern(names.offset, "offset");
-    intern(names.descr, "descr");
-    PyObject* s = nullptr;
-    PyObject* mv = nullptr;
-    intern(s, "stream");
-    intern(mv, "max_version");
-    names.kw_stream_max_version = PyTuple_Pack(2, s, mv);
-    names.kw_max_version = PyTuple_Pack(1, mv);
-    names.kw_stream = PyTuple_Pack(1, s);
-    names.max_version = Py_BuildValue("(II)", dlpack::kMajorVersion, dlpack::kMinorVersion);
-    Py_DECREF(s);
-    Py_DECREF(mv);
-    if (!names.kw_stream_max_version || !names.kw_max_version || !names.kw_stream || !names.max_version)
-        throw nb::python_error();
-
-    g_view_type = reinterpret_cast<PyTypeObject*>(nb::type<PyView>().ptr());
-    if (!g_view_type) fail(ErrorKind::value, "internal error: stridex.View must be bound before view()");
+    if (!view_type()) fail(ErrorKind::value, "internal error: stridex.View must be bound before view()");
 
     bind_stream_policy(m);
     bind_consumed_capsule_error(m);

@@ -1,11 +1,14 @@
 // stridex.view(obj, *, stream=...): the importers and what they share.
 //
-// import.cpp         the entry point, the per-type cache and the order of the protocols
-// import_dlpack.cpp  the DLPack C exchange API, __dlpack__ and raw capsules
-// import_numpy.cpp   numpy.ndarray read from its struct (the fast path before __dlpack__)
-// import_cupy.cpp    cupy.ndarray read through CuPy's C API or its stable layout (likewise)
-// import_interfaces.cpp  __cuda_array_interface__, __array_interface__ and the buffer protocol
-// internals.cpp      stridex._stridex._internals: the quirk table, stream rules and cache, read-only
+// import.cpp               the entry point and the order of the protocols
+// import_type_cache.*      the per-type cache: what each type offers, probed once (TypeEntry)
+// attributes.*             attribute lookups, and the rule that only Exceptions are swallowed
+// names.*                  the interned names (names.dlpack, names.stream ...)
+// import_dlpack.cpp        the DLPack C exchange API, __dlpack__ and raw capsules
+// import_numpy.cpp         numpy.ndarray read from its struct (the fast path before __dlpack__)
+// import_cupy.cpp          cupy.ndarray read through CuPy's C API or its stable layout (likewise)
+// import_interfaces.cpp    __cuda_array_interface__, __array_interface__ and the buffer protocol
+// internals.cpp            stridex._stridex._internals: the quirk table, stream rules and cache, read-only
 //
 // Everything here runs with the GIL held. Errors are stridex::Error (mapped by errors.cpp) or
 // nb::python_error (a producer's own exception, passed through unchanged).
@@ -16,6 +19,9 @@
 #include <cstdint>
 #include <string>
 
+#include "attributes.hpp"
+#include "import_type_cache.hpp"
+#include "names.hpp"
 #include "producers.hpp"
 #include "stream_policy.hpp"
 #include "stridex/dlpack.hpp"
@@ -23,51 +29,6 @@
 #include "stridex/view.hpp"
 
 namespace stridex::python {
-
-// Attribute names, interned once (bind_import).
-struct Names {
-    PyObject* dlpack;                  // __dlpack__
-    PyObject* dlpack_device;           // __dlpack_device__
-    PyObject* exchange_api;            // __dlpack_c_exchange_api__ (DLPack 1.3, a capsule)
-    PyObject* exchange_api_int;        // __c_dlpack_exchange_api__ (DLPack 1.2, an int)
-    PyObject* cuda_array_interface;    // __cuda_array_interface__
-    PyObject* array_interface;         // __array_interface__
-    PyObject* dtype;                   // dtype
-    PyObject* name;                    // name
-    PyObject* requires_grad;           // requires_grad (torch)
-    PyObject* is_conj;                 // is_conj (torch)
-    // dict keys
-    PyObject* version, *shape, *typestr, *data, *strides, *mask, *stream, *offset, *descr;
-    // __dlpack__ keyword names and values
-    PyObject* kw_stream_max_version;  // ("stream", "max_version")
-    PyObject* kw_max_version;         // ("max_version",)
-    PyObject* kw_stream;              // ("stream",)
-    PyObject* max_version;            // (1, 3)
-};
-extern Names names;
-
-// What a Python type offers, found once per type (import.cpp caches it).
-struct TypeEntry {
-    PyTypeObject* type = nullptr;        // strong reference while cached
-    unsigned int version_tag = 0;        // the type's tp_version_tag when probed
-    const dlpack::DLPackExchangeAPI* exchange = nullptr;
-    PyObject* exchange_holder = nullptr; // the capsule or int the API came from (strong)
-    PyObject* dlpack = nullptr;          // __dlpack__ as found on the type (strong)
-    PyObject* dlpack_device = nullptr;   // __dlpack_device__ as found on the type (strong)
-    bool dlpack_unbound = false;         // a plain method: call it with self first, no binding
-    bool dlpack_device_unbound = false;
-    bool cai_on_type = false;            // __cuda_array_interface__ defined on the type
-    bool ai_on_type = false;             // __array_interface__ defined on the type
-    bool instance_attrs = false;         // instances have a __dict__: interfaces may live there
-    bool buffer = false;                 // tp_as_buffer->bf_getbuffer
-    ArrayStruct array_struct = ArrayStruct::none;  // read from the array's struct (import_numpy.cpp,
-                                         // import_cupy.cpp) before anything else is tried
-    bool jaxlib_export = false;          // __dlpack__'s capsule from jaxlib directly (import_jax.cpp)
-    getter requires_grad_get = nullptr;  // the type's requires_grad getset, called directly where the
-    void* requires_grad_closure = nullptr;  // row refuses what __dlpack__ refuses (torch)
-    DlpackKeywords keywords = DlpackKeywords::full;  // from the row, lowered by a TypeError retry
-    const ProducerRow* row = nullptr;
-};
 
 // Each importer returns the View (still without its stream) as a prvalue, so that it is built
 // once, in place, inside the Python object (a View move copies ~200 bytes), and sets `ready` to the
@@ -109,7 +70,7 @@ StreamRequest caller_stream_request(PyObject* obj);
 
 // ---- import_numpy.cpp, import_cupy.cpp: arrays read from their struct ----
 // Which struct instances of `type` are read from (its quirk-table row, and the __dlpack__ found on
-// it, may allow one); import.cpp asks once per type.
+// it, may allow one); the type cache asks once per type (import_type_cache.cpp).
 ArrayStruct readable_array_struct(PyTypeObject* type, const ProducerRow& row, PyObject* dlpack) noexcept;
 bool numpy_struct_readable(PyTypeObject* type, const ProducerRow& row) noexcept;
 bool cupy_struct_readable(PyTypeObject* type, const ProducerRow& row, PyObject* dlpack) noexcept;
@@ -127,7 +88,7 @@ StreamRequest cupy_caller_stream(PyObject* obj);
 
 // ---- import_jax.cpp: JAX arrays through jaxlib's export function ----
 // Whether instances of `type` may take the shortcut (its row allows one, the type is jaxlib's
-// ArrayImpl and `dlpack`, the __dlpack__ found on it, is JAX's own); import.cpp asks once per type.
+// ArrayImpl and `dlpack`, the __dlpack__ found on it, is JAX's own); the type cache asks once per type.
 bool jaxlib_export_usable(PyTypeObject* type, const ProducerRow& row, PyObject* dlpack) noexcept;
 // The capsule obj.__dlpack__(stream=stream) would return (a new reference), made without its Python
 // layers; nullptr (no error set) where __dlpack__ must answer itself. Throws only what is not an
@@ -148,19 +109,6 @@ PyObject* import_object(PyObject* obj, const StreamRequest& request);
 // The same import without the Python object, for the caster API (caster_api.cpp): the View is
 // constructed at `storage` (raw memory; the caller destroys it) only if the import succeeds.
 void import_view_into(PyObject* obj, const StreamRequest& request, View* storage);
-
-// What the readers of a framework's own objects (import_cupy.cpp, import_jax.cpp) look up when a
-// type is probed. Each returns a new reference, or nullptr without an error; nothing is imported.
-PyObject* attr_or_null(PyObject* obj, const char* name) noexcept;         // obj.name (obj may be NULL)
-PyObject* loaded_attr(const char* module, const char* name) noexcept;     // sys.modules[module].name
-PyTypeObject* loaded_type(const char* module, const char* name) noexcept; // the same, if it is a type
-
-// Per-type cache statistics (stridex._stridex._internals.cache_stats).
-struct CacheStats {
-    std::uint64_t hits = 0, fills = 0, uncacheable = 0;
-};
-CacheStats cache_stats() noexcept;
-void clear_type_cache() noexcept;
 
 // ---- internals.cpp ----
 void bind_internals(nanobind::module_& m);  // stridex._stridex._internals

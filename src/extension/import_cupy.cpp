@@ -78,7 +78,7 @@ static_assert(sizeof(Py_ssize_t) == sizeof(std::int64_t));  // shapes are read a
 constexpr char kLayoutBase[] = "cupy._core.core._ndarray_base";
 constexpr char kStreamSignature[] = "intptr_t (int)";  // cdef intptr_t get_stream_ptr(int) except? -1
 
-// What was found of CuPy when cupy.ndarray was last probed (import.cpp probes a type again only
+// What was found of CuPy when cupy.ndarray was last probed (the type cache probes a type again only
 // when it changes). The references are kept for the life of the process, as CuPy is never unloaded.
 struct Cupy {
     PyTypeObject* ndarray = nullptr;     // cupy.ndarray
@@ -138,7 +138,7 @@ bool find_cupy() noexcept {
         Py_XDECREF(reinterpret_cast<PyObject*>(c.memory_pointer));
         return false;
     }
-    // The previous find's references stay: an import in progress may still use them (import.cpp's
+    // The previous find's references stay: an import in progress may still use them (the type cache's
     // parked entries), and there is one per probe of cupy.ndarray.
     g_cupy = c;
     return true;

@@ -387,7 +387,7 @@ StreamRequest caller_stream_request(PyObject* obj, const TypeEntry& entry) {
     const Device device = call_dlpack_device(obj, entry);
     if (!device.is_cuda_device_or_managed()) return {};
     return {StreamRequest::Kind::on_stream,
-            exchange_ready_stream(api, dlpack::DLDevice{static_cast<std::int32_t>(device.type), device.id})};
+            exchange_ready_stream(api, dlpack::dl_device_of(device))};
 }
 
 View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& request, std::intptr_t& ready) {
@@ -423,7 +423,7 @@ View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& 
     ready = stream.ready;
     if (row.repair_negative_strides) repair_unsigned_strides(capsule.ptr());
     // JAX arrays are immutable, but its legacy capsules cannot say so (jax#19123).
-    return consume_capsule(capsule.ptr(), /*raw=*/false, /*readonly=*/row.immutable);
+    return consume_capsule(capsule.ptr(), /*raw=*/false, /*immutable=*/row.immutable);
 }
 
 View consume_capsule(PyObject* capsule, bool raw, bool immutable) {

@@ -76,10 +76,9 @@ PyTypeObject* type_arg(nb::handle type) {
     return reinterpret_cast<PyTypeObject*>(type.ptr());
 }
 
-// The __dlpack__ a probe finds on a type (through its MRO), or an invalid object.
-nb::object dlpack_of(PyTypeObject* type) {
-    return nb::steal(attr_or_null(reinterpret_cast<PyObject*>(type), "__dlpack__"));
-}
+// The __dlpack__ a probe finds on a type (through its MRO, as import_type_cache.cpp's probe), or an
+// invalid object.
+nb::object dlpack_of(PyTypeObject* type) { return nb::steal(type_lookup(type, names.dlpack)); }
 
 }  // namespace
 

@@ -1,11 +1,13 @@
 // The _stridex module: binds each piece (bindings.hpp) in dependency order.
 #include "bindings.hpp"
+#include "names.hpp"
 
 NB_MODULE(_stridex, m) {
     using namespace stridex::python;
     m.doc() = "stridex native core: zero-copy array views with exact protocol semantics";
     // The one version string: CMake's project(VERSION), which pyproject.toml reads too.
     m.attr("__version__") = STRIDEX_VERSION;
+    intern_names();  // names.hpp: every name the pieces below look up or match
     bind_errors(m);
     bind_types(m);
     bind_view(m);

@@ -3,7 +3,7 @@
 // stridex.view() says which stream the caller will use; each row says how that intent is spelled
 // for one producer (docs/protocols.md). A row is chosen once per Python type, from the `__module__`
 // of the type or of its nearest base a row names and the package's `__version__`, and cached with
-// the type (import.cpp). Every row has a test in tests/python/test_stream_policy.py; the prose for
+// the type (import_type_cache.cpp). Every row has a test in tests/python/test_stream_policy.py; the prose for
 // each row is in docs/import.md.
 #pragma once
 

@@ -2,6 +2,8 @@
 #include "stream_policy.hpp"
 
 #include "arguments.hpp"
+#include "attributes.hpp"
+#include "names.hpp"
 
 #include <cstring>
 #include <string>
@@ -19,22 +21,6 @@ namespace stridex::python {
 namespace {
 
 PyObject* g_no_sync = nullptr;  // the NO_SYNC sentinel, alive for the life of the process
-
-// obj.name, or nullptr when absent (no AttributeError is raised or cleared on the way when the
-// interpreter can avoid it). Other errors propagate as nb::python_error.
-PyObject* optional_attr(PyObject* obj, const char* name) {
-    PyObject* out = nullptr;
-#if PY_VERSION_HEX >= 0x030D0000
-    if (PyObject_GetOptionalAttrString(obj, name, &out) < 0) throw nb::python_error();
-#else
-    PyObject* key = PyUnicode_InternFromString(name);
-    if (!key) throw nb::python_error();
-    const int r = _PyObject_LookupAttr(obj, key, &out);
-    Py_DECREF(key);
-    if (r < 0) throw nb::python_error();
-#endif
-    return out;
-}
 
 const char kAccepted[] =
     "stream must be None (the default: legacy default stream on CUDA), stridex.NO_SYNC (or -1: no "
@@ -54,15 +40,10 @@ StreamRequest from_int(PyObject* value) {
 }  // namespace
 
 std::intptr_t checked_stream_int(long long value, const char* where, bool allow_no_sync) {
-    if (value == 0)
-        fail(ErrorKind::value, where, " 0 is forbidden by DLPack and the CUDA array interface (ambiguous: the legacy "
-             "or the per-thread default stream?); pass 1 for the legacy default stream, 2 for the per-thread "
-             "default stream, or a stream handle", allow_no_sync ? ", or -1 (stridex.NO_SYNC) for no ordering" : "");
-    if (value == -1 && allow_no_sync) return kNoStream;
-    if (value < (allow_no_sync ? -1 : 1))
-        fail(ErrorKind::value, where, " must be ", allow_no_sync ? "-1 (no ordering), " : "",
-             "1, 2 or a stream handle, found ", value);
-    return static_cast<std::intptr_t>(value);
+    // The encoding's own rule (0 and values below -1) is the core's StreamValue; only "-1 is not
+    // allowed here" (a CAI's 'stream' key) is this argument's.
+    if (value == kNoStream && !allow_no_sync) fail(ErrorKind::value, where, " must be 1, 2 or a stream handle, found -1");
+    return StreamValue(static_cast<std::intptr_t>(value), where).encoded();
 }
 
 std::intptr_t stream_int_arg(PyObject* o, const char* where, bool allow_no_sync) {
@@ -71,21 +52,21 @@ std::intptr_t stream_int_arg(PyObject* o, const char* where, bool allow_no_sync)
 
 namespace {
 
-// A handle read from a stream object. NULL is the driver's default stream, i.e. the legacy one
-// (torch.cuda.default_stream().cuda_stream is 0): it becomes kLegacy (1), as CuPy and torch do.
+// A handle read from a stream object. NULL (or None, a ctypes c_void_p's NULL) is the driver's
+// default stream, i.e. the legacy one (torch.cuda.default_stream().cuda_stream is 0): it becomes
+// kLegacy (1), as CuPy and torch do, by StreamValue::from_handle, the one home of that rule.
 StreamRequest from_handle(PyObject* value, const char* where) {
-    if (value == Py_None) return {StreamRequest::Kind::on_stream, cuda::StreamRef::kLegacy};
-    const std::int64_t v = int64_arg(value, where);
+    const std::int64_t v = value == Py_None ? 0 : int64_arg(value, where);
     if (v < 0) fail(ErrorKind::value, where, " must be a stream handle (a non-negative int), found ", v);
-    return {StreamRequest::Kind::on_stream, v == 0 ? cuda::StreamRef::kLegacy : static_cast<std::intptr_t>(v)};
+    return {StreamRequest::Kind::on_stream, StreamValue::from_handle(static_cast<std::uintptr_t>(v)).encoded()};
 }
 
 bool module_starts_with(PyObject* obj, const char* prefix) {
-    nb::object module = nb::steal(optional_attr(reinterpret_cast<PyObject*>(Py_TYPE(obj)), "__module__"));
+    nb::object module = nb::steal(optional_attr(reinterpret_cast<PyObject*>(Py_TYPE(obj)), names.module));
     if (!module.is_valid() || !PyUnicode_Check(module.ptr())) return false;
     const char* text = PyUnicode_AsUTF8(module.ptr());
     if (!text) {
-        PyErr_Clear();
+        clear_exception_or_throw();
         return false;
     }
     return std::strncmp(text, prefix, std::strlen(prefix)) == 0;
@@ -93,7 +74,7 @@ bool module_starts_with(PyObject* obj, const char* prefix) {
 
 StreamRequest from_object(PyObject* stream) {
     // The CUDA stream protocol (cuda.core; CuPy >= 13, recent torch and Numba too): preferred.
-    if (nb::object protocol = nb::steal(optional_attr(stream, "__cuda_stream__")); protocol.is_valid()) {
+    if (nb::object protocol = nb::steal(optional_attr(stream, names.cuda_stream_protocol)); protocol.is_valid()) {
         nb::object pair = PyCallable_Check(protocol.ptr()) ? protocol() : protocol;
         if (!PyTuple_Check(pair.ptr()) || PyTuple_GET_SIZE(pair.ptr()) != 2)
             fail(ErrorKind::value, "__cuda_stream__() must return a (version, handle) tuple, found ",
@@ -101,20 +82,20 @@ StreamRequest from_object(PyObject* stream) {
         return from_handle(PyTuple_GET_ITEM(pair.ptr(), 1), "__cuda_stream__()[1]");
     }
     // torch.cuda.Stream / ExternalStream
-    if (nb::object h = nb::steal(optional_attr(stream, "cuda_stream")); h.is_valid())
+    if (nb::object h = nb::steal(optional_attr(stream, names.cuda_stream)); h.is_valid())
         return from_handle(h.ptr(), "stream.cuda_stream");
     // cupy.cuda.Stream / ExternalStream
     if (module_starts_with(stream, "cupy"))
-        if (nb::object h = nb::steal(optional_attr(stream, "ptr")); h.is_valid())
+        if (nb::object h = nb::steal(optional_attr(stream, names.ptr)); h.is_valid())
             return from_handle(h.ptr(), "stream.ptr");
     // numba.cuda streams: .handle is a ctypes c_void_p (.value, None for NULL) or a driver handle.
     if (module_starts_with(stream, "numba")) {
-        if (nb::object h = nb::steal(optional_attr(stream, "handle")); h.is_valid()) {
-            if (nb::object v = nb::steal(optional_attr(h.ptr(), "value")); v.is_valid())
+        if (nb::object h = nb::steal(optional_attr(stream, names.handle)); h.is_valid()) {
+            if (nb::object v = nb::steal(optional_attr(h.ptr(), names.value)); v.is_valid())
                 return from_handle(v.ptr(), "stream.handle.value");
             nb::object as_int = nb::steal(PyNumber_Long(stream));
             if (as_int.is_valid()) return from_handle(as_int.ptr(), "int(stream)");
-            PyErr_Clear();
+            clear_exception_or_throw();  // no int(): the handle itself, unless Ctrl-C came in between
             return from_handle(h.ptr(), "stream.handle");
         }
     }

@@ -35,15 +35,16 @@ struct StreamRequest {
 
 // None, stridex.NO_SYNC, an int (0 -> ValueError, -1 = NO_SYNC, 1, 2, handle), an object with
 // __cuda_stream__ (preferred), a torch (.cuda_stream), CuPy (.ptr) or Numba (.handle) stream, or
-// anything with __index__. A stream object whose handle is NULL means the legacy default stream.
+// anything with __index__. A stream object whose handle is NULL means the legacy default stream
+// (StreamValue::from_handle).
 // Throws stridex::Error (type or value) or nb::python_error.
 StreamRequest parse_stream(PyObject* stream);
 
-// The DLPack / CUDA-array-interface encoding of a stream as an int, checked in this one place for
-// stridex.view(stream=...), View.__dlpack__(stream=...) and a CAI's 'stream' key: -1 means no
+// The DLPack / CUDA-array-interface encoding of a stream as an int, for stridex.view(stream=...),
+// View.__dlpack__(stream=...), a CAI's 'stream' key and the caster API: -1 means no
 // synchronization (where `allow_no_sync`), 1 the legacy default stream, 2 the per-thread default
-// stream, anything above a CUstream handle. 0 is forbidden (legacy or per-thread?), values below
-// -1 mean nothing. `where` names the argument in the ValueError.
+// stream, anything above a CUstream handle. 0 (legacy or per-thread?) and values below -1 are the
+// core's StreamValue's ValueError (view.hpp). `where` names the argument in the ValueError.
 std::intptr_t checked_stream_int(long long value, const char* where, bool allow_no_sync);
 // The same for a Python int argument (int64_arg, then the rules above): stridex.view(stream=<int>),
 // View.__dlpack__(stream=...) and View._with_stream(stream).

@@ -3,6 +3,7 @@
 #include <nanobind/stl/string_view.h>
 
 #include "arguments.hpp"
+#include "attributes.hpp"
 #include "bindings.hpp"
 #include "stridex/device.hpp"
 #include "stridex/dtype.hpp"
@@ -22,15 +23,17 @@ nb::object numpy_dtype(Dtype d) {
          d.code != DtypeCode::kOpaqueHandle) ||
         d.is_opaque_bytes())
         return numpy.attr("dtype")(d.typestr());  // opaque bytes: NumPy's void of that size
-    nb::object ml_dtypes;
-    try {
-        ml_dtypes = nb::module_::import_("ml_dtypes");
-    } catch (nb::python_error&) {
+    nb::object ml_dtypes = nb::steal(PyImport_ImportModule("ml_dtypes"));
+    if (!ml_dtypes.is_valid()) {
+        clear_exception_or_throw();  // not installed (or broken): say what to do; Ctrl-C propagates
         fail(ErrorKind::type, "NumPy has no ", d.name(), " dtype; install ml_dtypes for it");
     }
-    if (!nb::hasattr(ml_dtypes, d.name().c_str()))
+    nb::object type = nb::steal(PyObject_GetAttrString(ml_dtypes.ptr(), d.name().c_str()));
+    if (!type.is_valid()) {
+        clear_exception_or_throw();
         fail(ErrorKind::type, "neither NumPy nor ml_dtypes has a ", d.name(), " dtype");
-    return numpy.attr("dtype")(ml_dtypes.attr(d.name().c_str()));
+    }
+    return numpy.attr("dtype")(type);
 }
 
 bool dtype_equals(Dtype d, nb::handle other) {
@@ -48,8 +51,16 @@ bool device_equals(Device d, nb::handle other) {
 }  // namespace
 
 void bind_types(nb::module_& m) {
+    // The dtype parser itself (arguments.cpp's dtype_arg), as every other entry uses it.
+    m.def("dtype", [](nb::handle spec) { return dtype_arg(spec.ptr(), "dtype(): spec"); }, nb::arg("spec").none(),
+          nb::sig("def dtype(spec: _DtypeLike) -> Dtype"),
+          "A stridex Dtype from any dtype spelling stridex takes, the same at every entry (empty, from_pointer, "
+          "Dtype(), VirtualBuffer.view): a Dtype, a name ('float32', 'torch.float32'), a NumPy, ml_dtypes or "
+          "torch dtype or scalar type (np.float32, ml_dtypes.bfloat16, float), an array (its dtype), or any other "
+          "text NumPy takes ('<f4'). TypeError for anything else; ValueError for non-native byte order.");
     nb::class_<Dtype>(m, "Dtype", "An element type: DLPack type code, bits and lanes, with a canonical name.")
-        .def(nb::new_([](std::string_view name) { return Dtype::from_name(name); }), nb::arg("name"))
+        .def(nb::new_([](nb::handle spec) { return dtype_arg(spec.ptr(), "Dtype(): spec"); }), nb::arg("spec").none(),
+             "The Dtype of any dtype spelling stridex takes (stridex.dtype()).")
         .def_static("from_dlpack", [](nb::handle code_arg, nb::handle bits_arg, nb::handle lanes_arg) {
             const std::int64_t code = int64_arg(code_arg.ptr(), "Dtype.from_dlpack(): code");
             const std::int64_t bits = int64_arg(bits_arg.ptr(), "Dtype.from_dlpack(): bits");
@@ -76,7 +87,10 @@ void bind_types(nb::module_& m) {
         .def("__repr__", [](Dtype d) { return "stridex.Dtype('" + d.name() + "')"; });
 
     nb::class_<Device>(m, "Device", "A DLPack device: type and ordinal, printed as 'cpu', 'cuda:0', 'cuda_host' ...")
-        .def(nb::new_([](std::string_view name) { return Device::parse(name); }), nb::arg("name"))
+        .def(nb::new_([](nb::handle spec) { return device_arg(spec.ptr(), "Device(): spec", /*ints_are_cuda_ordinals=*/false); }),
+             nb::arg("spec").none(),
+             "The Device of any device spelling stridex takes: a Device, a name such as 'cuda:0', or a DLPack "
+             "(device_type, device_id) pair.")
         .def_static("from_dlpack", [](nb::handle type, nb::handle id) {
             return Device::from_raw(int32_arg(type.ptr(), "Device.from_dlpack(): device_type"),
                                     int32_arg(id.ptr(), "Device.from_dlpack(): device_id"));

@@ -137,13 +137,17 @@ const PyType_Slot kViewSlots[] = {
 
 }  // namespace
 
+PyTypeObject* g_view_type = nullptr;
+
 void fail_uninitialized(PyObject* o) {
     fail(ErrorKind::type, "this ", type_name(o), " holds no view: it was made by __new__, not by stridex.view()");
 }
 
 void bind_view(nb::module_& m) {
-    nb::class_<PyView>(m, "View", "A zero-copy strided view of CPU or GPU memory owned by another object.",
-                       nb::type_slots(kViewSlots), nb::pooled())
+    auto cls = nb::class_<PyView>(m, "View", "A zero-copy strided view of CPU or GPU memory owned by another object.",
+                       nb::type_slots(kViewSlots), nb::pooled());
+    g_view_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+    cls
         .def("__init__", [](nb::handle, nb::args, nb::kwargs) {
             fail(ErrorKind::type, "stridex.View cannot be created directly: call stridex.view(obj) on an array, "
                                   "or stridex.from_pointer(...) for raw memory");

@@ -18,6 +18,17 @@ using testing::DeleterCount;
 using ::stridex::testing::expect_error;
 using testing::produce;
 
+TEST(DLPackConversions, DeviceAndDtypeAsDLPackWritesThem) {
+    constexpr dlpack::DLDevice d = dlpack::dl_device_of(Device::cuda(3));
+    static_assert(d.device_type == 2 && d.device_id == 3);
+    EXPECT_EQ(dlpack::dl_device_of(Device::cuda_host()).device_type, 3);
+    EXPECT_EQ(dlpack::dl_device_of(Device::cpu()).device_id, 0);
+    const dlpack::DLDataType t = dlpack::dl_dtype_of(Dtype::from_name("float32x4"));
+    EXPECT_EQ(t.code, 2);
+    EXPECT_EQ(t.bits, 32);
+    EXPECT_EQ(t.lanes, 4);
+}
+
 TEST(DLPackImport, VersionedTensorBecomesAView) {
     std::vector<float> buf(24);
     DeleterCount count;

@@ -282,7 +282,7 @@ def test_virtual_buffer_takes_int_like_sizes():
 
 @pytest.mark.parametrize("bad,error,says", [
     (0, ValueError, "0 is forbidden"),
-    (-2, ValueError, "must be -1 (no ordering), 1, 2 or a stream handle, found -2"),
+    (-2, ValueError, "must be -1 (none), 1, 2 or a stream handle, found -2"),
     (2**63, ValueError, "does not fit in int64"),
     (True, TypeError, "must be an int, found bool"),
     (1.5, TypeError, "must be an int, found float"),
@@ -315,6 +315,7 @@ BAD_DEVICES = [
     (True, TypeError, "must be a device"),
     (1.5, TypeError, "must be a device"),
     ([1, 0], TypeError, "must be a device"),  # a pair is a tuple, as __dlpack_device__ gives
+    ((1, 0, 0), TypeError, "must be a (device_type, device_id) pair, found a tuple of 3 items"),
     ((2**31, 0), ValueError, "[0]"),
     ((1, 2**40), ValueError, "[1]"),
     ((True, 0), TypeError, "[0] must be an int"),
@@ -328,7 +329,7 @@ BAD_DEVICES = [
     *[(make, *case) for make in ANY_DEVICE + CUDA_DEVICE for case in BAD_DEVICES],
     *[(make, 0, TypeError, "must be a device") for make in ANY_DEVICE],
     *[(make, 2**40, ValueError, "does not fit in int32") for make in CUDA_DEVICE],
-    *[(make, -1, ValueError, "ordinal must be >= 0") for make in CUDA_DEVICE],
+    *[(make, -1, ValueError, "device id must be >= 0") for make in CUDA_DEVICE],
 ])
 def test_devices_are_parsed_alike_everywhere(make, bad, error, says):
     # One parser for every device argument: it used to be three, each taking its own spellings.

@@ -166,7 +166,7 @@ def test_unservable_dl_device_is_a_buffer_error():
         v.__dlpack__(max_version=(1, 0), dl_device=(2, 0), copy=False)
     with pytest.raises(BufferError):
         v.__dlpack__(max_version=(1, 0), dl_device=(99, 0))  # not a DLPack device type
-    with pytest.raises(BufferError):
+    with pytest.raises(ValueError, match="device id must be >= 0"):  # a malformed device, as for device=
         v.__dlpack__(max_version=(1, 0), dl_device=(1, -1))
 
 
@@ -209,7 +209,8 @@ def test_unknown_keyword_is_a_type_error():
         ({"max_version": 1}, TypeError, "max_version"),
         ({"max_version": (1,)}, TypeError, "max_version"),
         ({"max_version": ("1", "0")}, TypeError, "max_version"),
-        ({"dl_device": "cpu"}, TypeError, "dl_device"),
+        ({"dl_device": [1, 0]}, TypeError, "dl_device must be a device"),
+        ({"dl_device": (1, 0, 0)}, TypeError, "dl_device must be a .device_type, device_id. pair, found a tuple of 3"),
         ({"copy": 1}, TypeError, "copy must be"),
     ],
 )

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "stridex/address.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/device.hpp"
 #include "stridex/error.hpp"
@@ -83,14 +84,13 @@ constexpr std::uint64_t magnitude(I v) noexcept {
     const auto u = static_cast<std::uint64_t>(v);
     return is_negative(v) ? 0 - u : u;
 }
-// address + sign * bytes; Error(value) when the result leaves [0, 2^64).
+// address + sign * bytes through the core's offset_address (address.hpp); Error(value) when the
+// result leaves [0, 2^64).
 template <Count I>
-constexpr std::uint64_t offset_address(std::uint64_t address, I bytes, bool subtract) {
+constexpr std::uint64_t moved_address(std::uint64_t address, I bytes, bool subtract) {
     std::uint64_t out = 0;
-    const bool down = is_negative(bytes) != subtract;
-    const bool bad = down ? __builtin_sub_overflow(address, magnitude(bytes), &out)
-                          : __builtin_add_overflow(address, magnitude(bytes), &out);
-    if (bad) fail_pointer_range(address, subtract ? "-" : "+", std::to_string(bytes));
+    if (!stridex::offset_address(address, magnitude(bytes), is_negative(bytes) != subtract, &out))
+        fail_pointer_range(address, subtract ? "-" : "+", std::to_string(bytes));
     return out;
 }
 }  // namespace detail
@@ -109,11 +109,11 @@ public:
     // Byte arithmetic. Results outside [0, 2^64) are Error(value), never a wrapped address.
     template <detail::Count I>
     constexpr DevicePtr operator+(I bytes) const {
-        return {detail::offset_address(address_, bytes, /*subtract=*/false), device_};
+        return {detail::moved_address(address_, bytes, /*subtract=*/false), device_};
     }
     template <detail::Count I>
     constexpr DevicePtr operator-(I bytes) const {
-        return {detail::offset_address(address_, bytes, /*subtract=*/true), device_};
+        return {detail::moved_address(address_, bytes, /*subtract=*/true), device_};
     }
     template <detail::Count I>
     constexpr DevicePtr& operator+=(I bytes) { return *this = *this + bytes; }

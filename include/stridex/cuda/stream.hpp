@@ -28,11 +28,9 @@ public:
     static constexpr StreamRef none() noexcept { return StreamRef(kNone); }
     static constexpr StreamRef legacy() noexcept { return StreamRef(kLegacy); }
     static constexpr StreamRef per_thread() noexcept { return StreamRef(kPerThread); }
-    // A driver handle; the NULL handle is the legacy default stream in the driver API, so it
-    // becomes 1 (never the forbidden 0).
-    static StreamRef from_handle(CUstream handle) noexcept {
-        return handle ? StreamRef(reinterpret_cast<std::intptr_t>(handle)) : legacy();
-    }
+    // A driver handle: the NULL handle is the legacy default stream, so it becomes 1 (never the
+    // forbidden 0), by the core's StreamValue::from_handle (view.hpp), the one home of that rule.
+    static StreamRef from_handle(CUstream handle) { return StreamRef(StreamValue::from_handle(handle).encoded()); }
 
     constexpr std::intptr_t encoded() const noexcept { return encoded_; }
     constexpr bool is_none() const noexcept { return encoded_ == kNone; }

@@ -123,6 +123,7 @@ struct Link {
     PyObject* stream_name = nullptr;            // "stream"
     PyObject* dlpack_device_name = nullptr;     // "__dlpack_device__"
     PyObject* exchange_api_name = nullptr;      // "__dlpack_c_exchange_api__" (DLPack 1.3, a capsule)
+    PyObject* with_stream_name = nullptr;       // "_with_stream"
     const dlpack::DLPackExchangeAPI* api = nullptr;  // nullptr when the API's major is not ours
     const python::CasterApi* caster_api = nullptr;    // nullptr when absent or of another major
 };
@@ -167,7 +168,8 @@ inline Link* link() {
     Ref fn = checked(PyObject_GetAttrString(module.get(), "view"));
     Ref names[] = {checked(PyUnicode_InternFromString("stream")),
                    checked(PyUnicode_InternFromString("__dlpack_device__")),
-                   checked(PyUnicode_InternFromString("__dlpack_c_exchange_api__"))};
+                   checked(PyUnicode_InternFromString("__dlpack_c_exchange_api__")),
+                   checked(PyUnicode_InternFromString("_with_stream"))};
     // An older wheel has no caster API: the Python path then.
     Ref caster_api{PyObject_GetAttrString(module.get(), "_stridex")};
     if (caster_api) caster_api = Ref{PyObject_GetAttrString(caster_api.get(), "_caster_api")};
@@ -176,6 +178,7 @@ inline Link* link() {
     l->stream_name = names[0].release();
     l->dlpack_device_name = names[1].release();
     l->exchange_api_name = names[2].release();
+    l->with_stream_name = names[3].release();
     l->api = exchange_api_of(type.get(), *l);
     if (caster_api) l->caster_api = caster_api_of(caster_api.release());  // the module keeps it alive too
     l->view_type = type.release();
@@ -230,7 +233,7 @@ inline View from_stridex_view(PyObject* obj, std::intptr_t stream) {
 // exchange_api_of(type), remembered per type while the type is unchanged, so that an argument of a
 // type without one (NumPy) does not pay two failed attribute lookups on every call. CPython resets
 // a type's tp_version_tag whenever the type or a base is modified and never reuses a tag (the
-// wheel's per-type cache, src/extension/import.cpp, relies on the same); a type without a tag is
+// wheel's per-type cache, src/extension/import_type_cache.hpp, relies on the same); a type without a tag is
 // looked up every time. An entry holds a strong reference to its type, so that its address cannot
 // be taken by another type while cached. Under the GIL, as everything here.
 inline const dlpack::DLPackExchangeAPI* exchange_api_of_type(PyTypeObject* type, const Link& l) {
@@ -271,8 +274,8 @@ inline Ref caller_stream_of(PyObject* obj) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "current_work_stream of the exchange API failed");
         throw PythonError{};
     }
-    // The NULL handle is the legacy default stream; the protocols spell it 1, never 0.
-    return checked(PyLong_FromVoidPtr(stream ? stream : reinterpret_cast<void*>(kDefaultStream)));
+    // The NULL handle is the legacy default stream, spelt 1, never 0 (the core's rule).
+    return checked(PyLong_FromSsize_t(StreamValue::from_handle(stream).encoded()));
 }
 
 // Python argument -> View through the wheel's import_array: stridex.view(src, stream=stream)'s
@@ -420,8 +423,10 @@ inline Ref to_stridex_view(const View& view) {
         }
         out = checked(PyObject_CallOneArg(l->view_fn, capsule.get()));
     }
-    if (view.stream() != kNoStream)
-        out = checked(PyObject_CallMethod(out.get(), "_with_stream", "n", static_cast<Py_ssize_t>(view.stream())));
+    if (view.stream() != kNoStream) {
+        Ref stream = checked(PyLong_FromSsize_t(view.stream()));
+        out = checked(PyObject_CallMethodOneArg(out.get(), l->with_stream_name, stream.get()));
+    }
     return out;
 }
 
