@@ -125,9 +125,9 @@ struct Depth {
 
 TypeEntry probe(PyTypeObject* type) {
     TypeEntry e;
+    e.exchange = exchange_api_of(type, &e.exchange_holder, &e.exchange_declined);  // first: it may throw
     Py_INCREF(reinterpret_cast<PyObject*>(type));
     e.type = type;
-    e.exchange = exchange_api_of(type, &e.exchange_holder);
     e.dlpack = type_lookup(type, names.dlpack);
     e.dlpack_unbound = e.dlpack && method_like(e.dlpack);
     e.dlpack_device = type_lookup(type, names.dlpack_device);
@@ -145,7 +145,7 @@ TypeEntry probe(PyTypeObject* type) {
     e.keywords = e.row->keywords;
     e.array_struct = readable_array_struct(type, *e.row, e.dlpack);
     e.jaxlib_export = jaxlib_export_usable(type, *e.row, e.dlpack);
-    if (e.row->exchange_skips_refusals) {
+    if (e.row->exchange_skips_refusals && e.row->takes(Shortcut::torch_getter)) {
         // A C getset (torch's) is called without the generic attribute lookup on every import; the
         // type holds it, and a change to the type means a new probe. Anything else: getattr.
         if (PyObject* d = type_lookup(type, names.requires_grad)) {
@@ -296,10 +296,15 @@ private:
     int count_ = 0;
 };
 
-[[noreturn]] void fail_no_protocol(PyObject* obj) {
+// `declined`: why the type's exchange API was not used (TypeEntry::exchange_declined), or nullptr.
+[[noreturn]] void fail_no_protocol(PyObject* obj, const char* declined) {
+    constexpr char kRest[] = "no __dlpack__, no __cuda_array_interface__, no __array_interface__ and no buffer "
+                             "protocol, and it is neither a DLPack capsule nor a stridex.View";
+    if (declined)
+        fail(ErrorKind::type, "stridex.view() cannot import an object of type ", type_name(obj),
+             ": stridex declined its DLPack exchange API (", declined, "), and it has ", kRest);
     fail(ErrorKind::type, "stridex.view() cannot import an object of type ", type_name(obj),
-         ": it has no DLPack exchange API (__dlpack_c_exchange_api__), no __dlpack__, no __cuda_array_interface__, "
-         "no __array_interface__ and no buffer protocol, and it is neither a DLPack capsule nor a stridex.View");
+         ": it has no DLPack exchange API (__dlpack_c_exchange_api__), ", kRest);
 }
 
 // The protocols in order, each building the View into `result` on success.
@@ -396,7 +401,7 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
         if (failures.attempt("buffer protocol", result, [&](View* at) { new (at) View(import_buffer(obj, &element)); }))
             return done(/*order=*/false);
     }
-    if (!offered) fail_no_protocol(obj);
+    if (!offered) fail_no_protocol(obj, e.exchange_declined);
     failures.raise(obj);
 }
 
@@ -520,6 +525,19 @@ PyTypeObject* loaded_type(const char* module, const char* name) noexcept {
     if (t && PyType_Check(t)) return reinterpret_cast<PyTypeObject*>(t);
     Py_XDECREF(t);
     return nullptr;
+}
+
+ShortcutSet shortcuts_of(PyTypeObject* type) {
+    const Depth depth;  // the probe's release may drop what an import in progress uses
+    TypeEntry e = probe(type);
+    ShortcutSet s;
+    if (e.array_struct == ArrayStruct::numpy) s.add(Shortcut::numpy_struct);
+    if (e.array_struct == ArrayStruct::cupy) s.add(cupy_struct_shortcut());
+    if (e.jaxlib_export) s.add(Shortcut::jaxlib_export);
+    if (e.requires_grad_get) s.add(Shortcut::torch_getter);
+    if (borrows_exchange_tensors(e)) s.add(Shortcut::torch_borrowed);
+    retire(e);
+    return s;
 }
 
 CacheStats cache_stats() noexcept { return g_stats; }

@@ -52,6 +52,7 @@ struct TypeEntry {
     unsigned int version_tag = 0;        // the type's tp_version_tag when probed
     const dlpack::DLPackExchangeAPI* exchange = nullptr;
     PyObject* exchange_holder = nullptr; // the capsule or int the API came from (strong)
+    const char* exchange_declined = nullptr;  // why the type's exchange API is not used (static words)
     PyObject* dlpack = nullptr;          // __dlpack__ as found on the type (strong)
     PyObject* dlpack_device = nullptr;   // __dlpack_device__ as found on the type (strong)
     bool dlpack_unbound = false;         // a plain method: call it with self first, no binding
@@ -60,11 +61,12 @@ struct TypeEntry {
     bool ai_on_type = false;             // __array_interface__ defined on the type
     bool instance_attrs = false;         // instances have a __dict__: interfaces may live there
     bool buffer = false;                 // tp_as_buffer->bf_getbuffer
+    // The framework shortcuts (shortcuts.hpp) the type takes, decided here under the switch:
     ArrayStruct array_struct = ArrayStruct::none;  // read from the array's struct (import_numpy.cpp,
                                          // import_cupy.cpp) before anything else is tried
     bool jaxlib_export = false;          // __dlpack__'s capsule from jaxlib directly (import_jax.cpp)
     getter requires_grad_get = nullptr;  // the type's requires_grad getset, called directly where the
-    void* requires_grad_closure = nullptr;  // row refuses what __dlpack__ refuses (torch)
+    void* requires_grad_closure = nullptr;  // row refuses what __dlpack__ refuses (torch_getter)
     DlpackKeywords keywords = DlpackKeywords::full;  // from the row, lowered by a TypeError retry
     const ProducerRow* row = nullptr;
 };
@@ -97,8 +99,11 @@ View consume_capsule(PyObject* capsule, bool raw, bool immutable = false);
 // The exchange API a type offers (1.3 capsule preferred over the 1.2 int), walking prev_api to
 // major 1; nullptr if none, or if what the type points at is not readable, loops, or has its
 // functions outside executable code (docs/import.md). `holder` receives a strong reference to
-// keep it alive.
-const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder);
+// keep it alive; `declined` the reason (static words) where the type offers an API that is not
+// used, nullptr otherwise. Throws only what a metaclass raises that is not an Exception.
+const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder, const char** declined);
+// Whether the entry's exchange API lends its tensors (the shortcut torch_borrowed).
+bool borrows_exchange_tensors(const TypeEntry& entry) noexcept;
 
 // The calling framework's current stream for obj's GPU, as a request to import on (what the
 // casters' arg::caller_stream asks): the stream the exchange API of obj's type names for the
@@ -118,6 +123,8 @@ bool cupy_struct_readable(PyTypeObject* type, const ProducerRow& row, PyObject* 
 // either path, or what the producer's own C API raises. CuPy's sets `ready` as import_exchange does.
 bool import_numpy_struct(PyObject* obj, View* at);
 bool import_cupy_struct(PyObject* obj, View* at, std::intptr_t& ready);
+// Which of CuPy's two shortcuts the last probe of cupy.ndarray that found one took.
+Shortcut cupy_struct_shortcut() noexcept;
 // The Dtype of a numpy.dtype object (`descr`), where DLPack has a code for it and its data are in
 // native byte order; false otherwise.
 bool numpy_dtype_of(PyObject* descr, Dtype* out) noexcept;
@@ -154,6 +161,10 @@ void import_view_into(PyObject* obj, const StreamRequest& request, View* storage
 PyObject* attr_or_null(PyObject* obj, const char* name) noexcept;         // obj.name (obj may be NULL)
 PyObject* loaded_attr(const char* module, const char* name) noexcept;     // sys.modules[module].name
 PyTypeObject* loaded_type(const char* module, const char* name) noexcept; // the same, if it is a type
+
+// The framework shortcuts that imports of `type` take now: a probe outside the cache
+// (stridex._stridex._internals.shortcuts_of, the doctor's check).
+ShortcutSet shortcuts_of(PyTypeObject* type);
 
 // Per-type cache statistics (stridex._stridex._internals.cache_stats).
 struct CacheStats {
