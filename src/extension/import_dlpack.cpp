@@ -211,7 +211,7 @@ const char* declined(DeclineForm form, Decline why) noexcept {
         case Decline::not_capsule:
             return "__dlpack_c_exchange_api__ is not a capsule named 'dlpack_exchange_api'";
         case Decline::not_address:
-            return "__c_dlpack_exchange_api__ is not an address (an exact int in [1, 2**64))";
+            return "__c_dlpack_exchange_api__ is not an address: an exact int in [1, 2**64)";
         case Decline::unreadable:
             return capsule ? "the table __dlpack_c_exchange_api__ points at is not readable memory"
                            : "the table __c_dlpack_exchange_api__ points at is not readable memory";
@@ -223,10 +223,10 @@ const char* declined(DeclineForm form, Decline why) noexcept {
                            : "the prev_api chain of __c_dlpack_exchange_api__ does not end within 8 tables";
         case Decline::not_code:
             return capsule ? "the functions of __dlpack_c_exchange_api__ are not code of a loaded library or of the "
-                             "executable (made at run time, as ctypes callbacks and JIT code are), which stridex does "
+                             "executable: made at run time, like ctypes callbacks and JIT code, which stridex does "
                              "not call"
                            : "the functions of __c_dlpack_exchange_api__ are not code of a loaded library or of the "
-                             "executable (made at run time, as ctypes callbacks and JIT code are), which stridex does "
+                             "executable: made at run time, like ctypes callbacks and JIT code, which stridex does "
                              "not call";
     }
     return "";
