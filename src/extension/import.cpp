@@ -125,7 +125,7 @@ struct Depth {
 
 TypeEntry probe(PyTypeObject* type) {
     TypeEntry e;
-    e.exchange = exchange_api_of(type, &e.exchange_holder, &e.exchange_declined);  // first: it may throw
+    e.exchange = exchange_api_of(type, &e.exchange_holder);  // first: it may throw
     Py_INCREF(reinterpret_cast<PyObject*>(type));
     e.type = type;
     e.dlpack = type_lookup(type, names.dlpack);
@@ -296,8 +296,13 @@ private:
     int count_ = 0;
 };
 
-// `declined`: why the type's exchange API was not used (TypeEntry::exchange_declined), or nullptr.
-[[noreturn]] void fail_no_protocol(PyObject* obj, const char* declined) {
+[[noreturn]] void fail_no_protocol(PyObject* obj) {
+    // Why the type's exchange API, if it offers one, was declined: asked again here, on the error
+    // path, rather than carried in every cache entry that an import copies.
+    PyObject* holder = nullptr;
+    const char* declined = nullptr;
+    exchange_api_of(Py_TYPE(obj), &holder, &declined);
+    Py_XDECREF(holder);
     constexpr char kRest[] = "no __dlpack__, no __cuda_array_interface__, no __array_interface__ and no buffer "
                              "protocol, and it is neither a DLPack capsule nor a stridex.View";
     if (declined)
@@ -401,7 +406,7 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
         if (failures.attempt("buffer protocol", result, [&](View* at) { new (at) View(import_buffer(obj, &element)); }))
             return done(/*order=*/false);
     }
-    if (!offered) fail_no_protocol(obj, e.exchange_declined);
+    if (!offered) fail_no_protocol(obj);
     failures.raise(obj);
 }
 

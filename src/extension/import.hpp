@@ -52,7 +52,6 @@ struct TypeEntry {
     unsigned int version_tag = 0;        // the type's tp_version_tag when probed
     const dlpack::DLPackExchangeAPI* exchange = nullptr;
     PyObject* exchange_holder = nullptr; // the capsule or int the API came from (strong)
-    const char* exchange_declined = nullptr;  // why the type's exchange API is not used (static words)
     PyObject* dlpack = nullptr;          // __dlpack__ as found on the type (strong)
     PyObject* dlpack_device = nullptr;   // __dlpack_device__ as found on the type (strong)
     bool dlpack_unbound = false;         // a plain method: call it with self first, no binding
@@ -99,9 +98,11 @@ View consume_capsule(PyObject* capsule, bool raw, bool immutable = false);
 // The exchange API a type offers (1.3 capsule preferred over the 1.2 int), walking prev_api to
 // major 1; nullptr if none, or if what the type points at is not readable, loops, or has its
 // functions outside executable code (docs/import.md). `holder` receives a strong reference to
-// keep it alive; `declined` the reason (static words) where the type offers an API that is not
-// used, nullptr otherwise. Throws only what a metaclass raises that is not an Exception.
-const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder, const char** declined);
+// keep it alive; `declined` (where given) the reason, in static words, where the type offers an
+// API that is not used, nullptr otherwise: stridex.view()'s error says it. Throws only what a
+// metaclass raises that is not an Exception.
+const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder,
+                                                 const char** declined = nullptr);
 // Whether the entry's exchange API lends its tensors (the shortcut torch_borrowed).
 bool borrows_exchange_tensors(const TypeEntry& entry) noexcept;
 

@@ -311,6 +311,8 @@ const dlpack::DLPackExchangeAPI* trusted_exchange_api(const void* address, Decli
 }  // namespace
 
 const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder, const char** declined_why) {
+    const char* ignored = nullptr;
+    if (!declined_why) declined_why = &ignored;
     *holder = nullptr;
     *declined_why = nullptr;
     const void* address = nullptr;
