@@ -11,6 +11,8 @@ from ._stridex import *  # noqa: F401,F403  (view, from_pointer, DevicePtr, Virt
 from ._stridex import NO_SYNC, ConsumedCapsuleError, Device, DevicePtr, Dtype, NoSyncType, PointerInfo, View, VirtualBuffer
 from ._stridex import __version__ as __version__  # CMakeLists.txt's project(VERSION): the one version
 from ._stridex import cuda_available, device_count, dtype, from_pointer, pointer_info, view
+from ._stridex import Shortcut, set_shortcuts, shortcuts  # the framework shortcuts and their switch
+from ._shortcuts import shortcuts_disabled
 
 # Views pickle as handles to shared memory (stridex.ipc); multiprocessing and Dask distributed
 # learn about them only once they are imported, and stridex imports neither.
@@ -20,4 +22,5 @@ _post_import.install()
 
 
 __all__ = ["NO_SYNC", "ConsumedCapsuleError", "Device", "DevicePtr", "Dtype", "NoSyncType", "PointerInfo", "View", "VirtualBuffer",
-           "__version__", "cuda_available", "device_count", "dtype", "from_pointer", "pointer_info", "view"]
+           "__version__", "cuda_available", "device_count", "dtype", "from_pointer", "pointer_info", "view",
+           "Shortcut", "set_shortcuts", "shortcuts", "shortcuts_disabled"]

@@ -8,6 +8,7 @@ namespace stridex::python {
 void bind_errors(nanobind::module_& m);  // errors.cpp: stridex::Error -> Python exceptions
 void bind_types(nanobind::module_& m);   // types.cpp: Dtype, Device
 void bind_view(nanobind::module_& m);    // view.cpp: the View type, indexing, repr
+void bind_shortcuts(nanobind::module_& m);  // shortcuts.cpp: the framework shortcuts and their switch
 void bind_import(nanobind::module_& m);  // import.cpp: stridex.view(obj, stream=...)
 void bind_caster_api(nanobind::module_& m);  // caster_api.cpp: _caster_api, the casters' C table
 void bind_export(nanobind::module_& m);  // export.cpp: __dlpack__, CAI, array interface, buffer

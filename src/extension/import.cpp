@@ -112,9 +112,19 @@ private:
 };
 
 [[noreturn]] void fail_no_protocol(PyObject* obj) {
+    // Why the type's exchange API, if it offers one, was declined: asked again here, on the error
+    // path, rather than carried in every cache entry that an import copies.
+    PyObject* holder = nullptr;
+    const char* declined = nullptr;
+    exchange_api_of(Py_TYPE(obj), &holder, &declined);
+    Py_XDECREF(holder);
+    constexpr char kRest[] = "no __dlpack__, no __cuda_array_interface__, no __array_interface__ and no buffer "
+                             "protocol, and it is neither a DLPack capsule nor a stridex.View";
+    if (declined)
+        fail(ErrorKind::type, "stridex.view() cannot import an object of type ", type_name(obj),
+             ": stridex declined its DLPack exchange API (", declined, "), and it has ", kRest);
     fail(ErrorKind::type, "stridex.view() cannot import an object of type ", type_name(obj),
-         ": it has no DLPack exchange API (__dlpack_c_exchange_api__), no __dlpack__, no __cuda_array_interface__, "
-         "no __array_interface__ and no buffer protocol, and it is neither a DLPack capsule nor a stridex.View");
+         ": it has no DLPack exchange API (__dlpack_c_exchange_api__), ", kRest);
 }
 
 // The protocols in order, each building the View into `result` on success.

@@ -58,8 +58,13 @@ View consume_capsule(PyObject* capsule, bool raw, bool immutable = false);
 // The exchange API a type offers (1.3 capsule preferred over the 1.2 int), walking prev_api to
 // major 1; nullptr if none, or if what the type points at is not readable, loops, or has its
 // functions outside executable code (docs/import.md). `holder` receives a strong reference to
-// keep it alive.
-const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder);
+// keep it alive; `declined` (where given) the reason, in static words, where the type offers an
+// API that is not used, nullptr otherwise: stridex.view()'s error says it. Throws only what a
+// metaclass raises that is not an Exception.
+const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder,
+                                                 const char** declined = nullptr);
+// Whether the entry's exchange API lends its tensors (the shortcut torch_borrowed).
+bool borrows_exchange_tensors(const TypeEntry& entry) noexcept;
 
 // The calling framework's current stream for obj's GPU, as a request to import on (what the
 // casters' arg::caller_stream asks): the stream the exchange API of obj's type names for the
@@ -79,6 +84,8 @@ bool cupy_struct_readable(PyTypeObject* type, const ProducerRow& row, PyObject* 
 // either path, or what the producer's own C API raises. CuPy's sets `ready` as import_exchange does.
 bool import_numpy_struct(PyObject* obj, View* at);
 bool import_cupy_struct(PyObject* obj, View* at, std::intptr_t& ready);
+// Which of CuPy's two shortcuts the last probe of cupy.ndarray that found one took.
+Shortcut cupy_struct_shortcut() noexcept;
 // The Dtype of a numpy.dtype object (`descr`), where DLPack has a code for it and its data are in
 // native byte order; false otherwise.
 bool numpy_dtype_of(PyObject* descr, Dtype* out) noexcept;

@@ -5,7 +5,8 @@
 // Python object and mallocs twice, every call; on an H100 that cost more than all of stridex's
 // own import, and kept stridex.view(cupy_array) above nanobind's cost.
 //
-// Where the description comes from (found when cupy.ndarray is first seen):
+// Two shortcuts of the registry (shortcuts.cpp), each of which can be turned off: cupy_c_api and
+// cupy_layout. Where the description comes from (found when cupy.ndarray is first seen):
 //  - CuPy >= 14.3: CuPy's public C API, the capsule cupy._public_c_api (get_ndarray_metadata,
 //    get_current_stream_ptr), documented in cupy/public_c_api.pxd.
 //  - CuPy 13.4 to 14.2: the object layout of CuPy's _ndarray_base and MemoryPointer, which CuPy's
@@ -96,13 +97,14 @@ bool cupy_is_cuda_build() noexcept {
     return cuda;
 }
 
-// Fills g_cupy from what CuPy has loaded; false (and g_cupy untouched) when anything is missing.
-bool find_cupy() noexcept {
+// Fills g_cupy from what CuPy has loaded, through the C API only where `c_api` and the layout
+// only where `layout` (the two shortcuts); false (and g_cupy untouched) when anything is missing.
+bool find_cupy(bool c_api, bool layout) noexcept {
     Cupy c;
     c.ndarray = loaded_type("cupy", "ndarray");
     c.dtype_type = loaded_type("numpy", "dtype");
     bool ok = c.ndarray && c.dtype_type && cupy_is_cuda_build();
-    if (ok) {
+    if (ok && c_api) {
         PyObject* capsule = loaded_attr("cupy", "_public_c_api");
         if (capsule && PyCapsule_IsValid(capsule, kCupyApiCapsule)) {
             const auto* api = static_cast<const CupyApi*>(PyCapsule_GetPointer(capsule, kCupyApiCapsule));
@@ -113,7 +115,10 @@ bool find_cupy() noexcept {
                 c.api = api;
         }
         Py_XDECREF(capsule);  // the table is static data of CuPy's module
-        if (!c.api) {
+    }
+    if (ok && !c.api) {
+        ok = layout;
+        if (ok) {
             PyObject* version = loaded_attr("cupy", "__version__");
             const char* text = version && PyUnicode_Check(version) ? PyUnicode_AsUTF8(version) : nullptr;
             const Version v = text ? parse_version(text) : Version{-1, -1, -1};
@@ -190,7 +195,8 @@ bool describe(PyObject* obj, Described* out) {
 }  // namespace
 
 bool cupy_struct_readable(PyTypeObject* type, const ProducerRow& row, PyObject* dlpack) noexcept {
-    if (row.array_struct != ArrayStruct::cupy || !dlpack || !find_cupy() || type != g_cupy.ndarray) return false;
+    const bool c_api = row.takes(Shortcut::cupy_c_api), layout = row.takes(Shortcut::cupy_layout);
+    if (!(c_api || layout) || !dlpack || !find_cupy(c_api, layout) || type != g_cupy.ndarray) return false;
     if (g_cupy.api) return true;
     // The layout path: __dlpack__ is the C method of CuPy's base type, whose struct it describes.
     if (Py_TYPE(dlpack) != &PyMethodDescr_Type) return false;
@@ -218,6 +224,8 @@ bool import_cupy_struct(PyObject* obj, View* at, std::intptr_t& ready) {
     new (at) View(d.data, 0, std::move(layout), dtype, device, Writability::writable, owner_of(obj));
     return true;
 }
+
+Shortcut cupy_struct_shortcut() noexcept { return g_cupy.api ? Shortcut::cupy_c_api : Shortcut::cupy_layout; }
 
 StreamRequest cupy_caller_stream(PyObject* obj) {
     Described d{};

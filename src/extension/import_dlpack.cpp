@@ -12,6 +12,7 @@
 #include "arguments.hpp"
 #include "import.hpp"
 #include "py_owner.hpp"
+#include "set_error.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/error.hpp"
 
@@ -77,10 +78,12 @@ void restore_exception(PyObject* exception) noexcept {
     throw nb::python_error();
 }
 
-// An attribute of the type object itself (class attributes, through the MRO), or nullptr.
-PyObject* type_attr(PyTypeObject* type, PyObject* name) noexcept {
+// An attribute of the type object itself (class attributes, through the MRO), or nullptr. A
+// metaclass may run code for it: an Exception it raises means no attribute, anything else
+// (KeyboardInterrupt) is raised.
+PyObject* type_attr(PyTypeObject* type, PyObject* name) {
     PyObject* out = PyObject_GetAttr(reinterpret_cast<PyObject*>(type), name);
-    if (!out) PyErr_Clear();
+    if (!out) clear_exception_or_throw();
     return out;
 }
 
@@ -192,10 +195,42 @@ void repair_unsigned_strides(PyObject* capsule) noexcept {
 // that every byte it reads is mapped (process_vm_readv on our own process fails with EFAULT
 // instead of crashing), walks at most kMaxApiChain headers, and checks that the function pointers
 // lie in an executable segment of a loaded shared object or of the executable (code generated at
-// run time, e.g. by a JIT, is therefore not taken; such a producer's __dlpack__ still is). A real
-// producer's API passes all of this; garbage is treated as no API at all, so the next protocol is
-// tried.
+// run time, e.g. by a JIT or as ctypes callbacks, is therefore not taken; such a producer's
+// __dlpack__ still is). A real producer's API passes all of this; anything else is declined: the
+// next protocol is tried, and an import that finds no other says why the API was declined.
 constexpr int kMaxApiChain = 8;
+
+// Why an exchange API was declined, for each of the two attributes (DeclineForm): words for
+// stridex.view()'s error where the type offers nothing else.
+enum class Decline { not_capsule, not_address, unreadable, no_major, loop, not_code };
+enum class DeclineForm { capsule, address };
+
+const char* declined(DeclineForm form, Decline why) noexcept {
+    const bool capsule = form == DeclineForm::capsule;
+    switch (why) {
+        case Decline::not_capsule:
+            return "__dlpack_c_exchange_api__ is not a capsule named 'dlpack_exchange_api'";
+        case Decline::not_address:
+            return "__c_dlpack_exchange_api__ is not an address: an exact int in [1, 2**64)";
+        case Decline::unreadable:
+            return capsule ? "the table __dlpack_c_exchange_api__ points at is not readable memory"
+                           : "the table __c_dlpack_exchange_api__ points at is not readable memory";
+        case Decline::no_major:
+            return capsule ? "the prev_api chain of __dlpack_c_exchange_api__ has no table of major version 1"
+                           : "the prev_api chain of __c_dlpack_exchange_api__ has no table of major version 1";
+        case Decline::loop:
+            return capsule ? "the prev_api chain of __dlpack_c_exchange_api__ does not end within 8 tables"
+                           : "the prev_api chain of __c_dlpack_exchange_api__ does not end within 8 tables";
+        case Decline::not_code:
+            return capsule ? "the functions of __dlpack_c_exchange_api__ are not code of a loaded library or of the "
+                             "executable: made at run time, like ctypes callbacks and JIT code, which stridex does "
+                             "not call"
+                           : "the functions of __c_dlpack_exchange_api__ are not code of a loaded library or of the "
+                             "executable: made at run time, like ctypes callbacks and JIT code, which stridex does "
+                             "not call";
+    }
+    return "";
+}
 
 template <class T>
 bool read_foreign(const void* address, T* out) noexcept {
@@ -243,34 +278,53 @@ bool is_code(const void* function) noexcept {
 #endif
 }
 
-const dlpack::DLPackExchangeAPI* trusted_exchange_api(const void* address) noexcept {
+// The table of major 1 at `address` (walking prev_api), or nullptr and `why` it is declined.
+const dlpack::DLPackExchangeAPI* trusted_exchange_api(const void* address, Decline* why) noexcept {
     // Each major version may change the layout after the header; prev_api chains to older ones.
     dlpack::DLPackExchangeAPIHeader header{};
     for (int hop = 0; hop < kMaxApiChain; ++hop) {
-        if (!read_foreign(address, &header)) return nullptr;
+        if (hop > 0 && address == nullptr) {
+            *why = Decline::no_major;  // the chain ended before major 1
+            return nullptr;
+        }
+        if (!read_foreign(address, &header)) {
+            *why = Decline::unreadable;
+            return nullptr;
+        }
         if (header.version.major == dlpack::kMajorVersion) {
             dlpack::DLPackExchangeAPI api{};
-            if (!read_foreign(address, &api)) return nullptr;
+            if (!read_foreign(address, &api)) {
+                *why = Decline::unreadable;
+                return nullptr;
+            }
             const bool usable = is_code(reinterpret_cast<const void*>(api.managed_tensor_from_py_object_no_sync)) &&
                                 is_code(reinterpret_cast<const void*>(api.current_work_stream));
+            *why = Decline::not_code;
             return usable ? static_cast<const dlpack::DLPackExchangeAPI*>(address) : nullptr;
         }
         address = header.prev_api;
     }
-    return nullptr;  // a chain this long is a loop, or nothing a producer would build
+    *why = Decline::loop;  // a chain this long is a loop, or nothing a producer would build
+    return nullptr;
 }
 
 }  // namespace
 
-const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder) {
+const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** holder, const char** declined_why) {
+    const char* ignored = nullptr;
+    if (!declined_why) declined_why = &ignored;
     *holder = nullptr;
+    *declined_why = nullptr;
     const void* address = nullptr;
+    DeclineForm form = DeclineForm::capsule;
     if (PyObject* capsule = type_attr(type, names.exchange_api)) {
-        // 1.3: only a capsule of exactly this name is taken (True, None or any other object is no API).
+        // 1.3: only a capsule of exactly this name is taken (None is absent; True or any other
+        // object is declined).
         if (PyCapsule_IsValid(capsule, kExchangeApiCapsule)) {
             address = PyCapsule_GetPointer(capsule, kExchangeApiCapsule);
             *holder = capsule;
         } else {
+            if (capsule != Py_None) *declined_why = declined(form, Decline::not_capsule);
             Py_DECREF(capsule);
         }
     }
@@ -285,14 +339,20 @@ const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** 
                     address = nullptr;
                 }
             }
-            if (address)
+            if (address) {
                 *holder = number;
-            else
+                form = DeclineForm::address;
+            } else {
+                // The 1.3 attribute's reason first, where it had one.
+                if (number != Py_None && !*declined_why) *declined_why = declined(DeclineForm::address, Decline::not_address);
                 Py_DECREF(number);
+            }
         }
     }
-    const dlpack::DLPackExchangeAPI* api = address ? trusted_exchange_api(address) : nullptr;
+    Decline why{};
+    const dlpack::DLPackExchangeAPI* api = address ? trusted_exchange_api(address, &why) : nullptr;
     if (!api) {
+        if (address) *declined_why = declined(form, why);
         Py_XDECREF(*holder);
         *holder = nullptr;
     }
@@ -320,7 +380,9 @@ std::intptr_t exchange_ready_stream(const dlpack::DLPackExchangeAPI* api, dlpack
 // torch's __cuda_array_interface__ would export the conjugate view's memory as it is. Only complex
 // tensors can carry the bit, so only they pay for asking; and torch lets only floating-point and
 // complex tensors require grad (any other dtype is a RuntimeError), so integer and boolean tensors
-// are not asked at all (torch's getter is 30 to 50 ns of a 250 ns import on an H100 host).
+// are not asked at all (torch's getter is 30 to 50 ns of a 250 ns import on an H100 host). The
+// getter is called through its C function where the type's probe found one (the shortcut
+// torch_getter), else as getattr(obj, "requires_grad").
 // The messages are torch's own (its test suite matches them), with what stridex adds.
 void refuse_what_dlpack_refuses(PyObject* obj, const TypeEntry& entry, dlpack::DLDataType dtype) {
     const auto code = static_cast<DtypeCode>(dtype.code);
@@ -344,10 +406,17 @@ void refuse_what_dlpack_refuses(PyObject* obj, const TypeEntry& entry, dlpack::D
 
 }  // namespace
 
+bool borrows_exchange_tensors(const TypeEntry& entry) noexcept {
+    return entry.exchange && entry.exchange->dltensor_from_py_object_no_sync &&
+           entry.row->takes(Shortcut::torch_borrowed);
+}
+
 View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready) {
     const dlpack::DLPackExchangeAPI* api = entry.exchange;
     const ProducerRow& row = *entry.row;
-    if (row.borrows_exchange_tensors && api->dltensor_from_py_object_no_sync) {
+    if (borrows_exchange_tensors(entry)) {
+        // The shortcut torch_borrowed (the row says a bare DLTensor, which has no flags, says all the
+        // managed one would: torch tensors are never read-only).
         // Borrowed: the DLTensor describes obj's own memory for as long as obj lives, and the View's
         // owner is obj itself. A sub-byte dtype's padding is a flag, which only the managed tensor
         // carries: those few go the managed way below.

@@ -8,6 +8,7 @@
 #include "arguments.hpp"
 #include "import.hpp"
 #include "py_owner.hpp"
+#include "set_error.hpp"
 #include "stream_policy.hpp"
 #include "stridex/error.hpp"
 
@@ -102,17 +103,18 @@ struct Described {
 
 // The stridex dtype named by `obj.dtype.name` ("bfloat16", "float8_e4m3fn", "int4", ...) when its
 // storage is `bytes` bytes per element; nullopt otherwise. ml_dtypes stores sub-byte types one per
-// byte, i.e. padded.
+// byte, i.e. padded. A `dtype` or `name` that raises an Exception is no name (the typestr decides);
+// anything else it raises (KeyboardInterrupt) propagates.
 std::optional<Dtype> dtype_by_name(PyObject* obj, std::int64_t bytes, bool* padded) {
     nb::object dtype = nb::steal(PyObject_GetAttr(obj, names.dtype));
     nb::object name = dtype.is_valid() ? nb::steal(PyObject_GetAttr(dtype.ptr(), names.name)) : nb::object();
     if (!name.is_valid()) {
-        PyErr_Clear();
+        clear_exception_or_throw();
         return std::nullopt;
     }
     const char* text = PyUnicode_Check(name.ptr()) ? PyUnicode_AsUTF8(name.ptr()) : nullptr;
     if (!text) {
-        PyErr_Clear();
+        clear_exception_or_throw();
         return std::nullopt;
     }
     try {
@@ -192,7 +194,7 @@ void describe(PyObject* obj, PyObject* dict, const char* protocol, Described& d)
                     described["format"] = b.format;
                 PyBuffer_Release(&b);
             } else {
-                PyErr_Clear();
+                clear_exception_or_throw();  // no format then, unless the refusal was no refusal
             }
         }
         d.element = std::move(described);
@@ -301,14 +303,26 @@ View import_array_interface(PyObject* obj, PyObject* dict, nb::object* element) 
         return View(reinterpret_cast<void*>(ptr), 0, std::move(layout), d.dtype, Device::cpu(), readonly, owner_of(obj),
                     d.subbyte_padded);
     }
-    // A buffer object, or None/absent for the object's own buffer, plus 'offset' bytes.
+    // A buffer object, or None/absent for the object's own buffer, plus 'offset' bytes. Anything
+    // else is a malformed dict, named like every other (not the buffer protocol's TypeError).
+    PyObject* source = data && data != Py_None ? data : obj;
+    if (!PyObject_CheckBuffer(source)) {
+        if (source == data)
+            fail(ErrorKind::value, kAI, "['data'] must be a (pointer, readonly) tuple, an object with the buffer "
+                 "protocol, or None (the object's own buffer), found ", repr(data));
+        if (data)
+            fail(ErrorKind::value, kAI, "['data'] is None (the object's own buffer), but ", type_name(obj),
+                 " has no buffer protocol");
+        fail(ErrorKind::value, kAI, " has no 'data' key (the object's own buffer), but ", type_name(obj),
+             " has no buffer protocol (found keys ", repr(dict), ")");
+    }
     std::int64_t offset = 0;
     if (PyObject* o = item(dict, names.offset); o && o != Py_None) {
         offset = int64_of(o, kAI, names.offset, "an int");
         if (offset < 0) fail(ErrorKind::value, kAI, "['offset'] must be >= 0, found ", offset);
     }
     Py_buffer* buffer = nullptr;
-    Owner owner = get_bytes(data && data != Py_None ? data : obj, &buffer);
+    Owner owner = get_bytes(source, &buffer);
     const Span span = layout.byte_span(d.dtype.itemsize());
     if (!span_within(span, offset, buffer->len))
         fail(ErrorKind::value, kAI, "['offset'] ", offset, " with bytes [", span.lo, ", ", span.hi,

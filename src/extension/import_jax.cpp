@@ -1,5 +1,6 @@
 // JAX arrays exported through jaxlib's own C++ function, without the Python layers of their
-// __dlpack__ (import_dlpack.cpp tries this first for jaxlib's ArrayImpl itself).
+// __dlpack__ (import_dlpack.cpp tries this first for jaxlib's ArrayImpl itself): the shortcut
+// jaxlib_export of the registry (shortcuts.cpp), which can be turned off.
 //
 // Why: ArrayImpl.__dlpack__ is Python. It reads sharding.device_set, calls jax's to_dlpack, which
 // checks its arguments and calls _to_dlpack, which calls addressable_data(0), and only then calls
@@ -101,7 +102,7 @@ Jaxlib find_jaxlib() noexcept {
 }  // namespace
 
 bool jaxlib_export_usable(PyTypeObject* type, const ProducerRow& row, PyObject* dlpack) noexcept {
-    if (!row.jaxlib_export || !is_jax_dlpack(dlpack)) return false;
+    if (!row.takes(Shortcut::jaxlib_export) || !is_jax_dlpack(dlpack)) return false;
     const Jaxlib found = find_jaxlib();
     const bool usable = found.complete() && found.array == type;
     if (!usable || found.objects() == g_jaxlib.objects()) {

@@ -1,5 +1,6 @@
 // NumPy arrays read from NumPy's own struct, without calling __dlpack__ (import.cpp tries this
-// first for numpy.ndarray itself).
+// first for numpy.ndarray itself): the shortcut numpy_struct of the registry (shortcuts.cpp), which
+// can be turned off.
 //
 // Why: numpy.ndarray.__dlpack__ costs more than all the rest of stridex.view() together (keyword
 // parsing, a malloc'd tensor, a capsule), and everything it reports is in the array's struct. The
@@ -96,8 +97,9 @@ bool numpy_dtype_of(PyObject* descr, Dtype* out) noexcept {
 
 bool numpy_struct_readable(PyTypeObject* type, const ProducerRow& row) noexcept {
     // numpy.ndarray itself (a static type: no Python class can pose as it), from a NumPy whose row
-    // says so (its __dlpack__ answers with versioned capsules: the read-only flag is the one it reports).
-    return row.array_struct == ArrayStruct::numpy && std::strcmp(type->tp_name, "numpy.ndarray") == 0 &&
+    // says so (its __dlpack__ answers with versioned capsules: the read-only flag is the one it
+    // reports), while the shortcut is on (shortcuts.hpp).
+    return row.takes(Shortcut::numpy_struct) && std::strcmp(type->tp_name, "numpy.ndarray") == 0 &&
            !PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) &&
            type->tp_basicsize >= static_cast<Py_ssize_t>(sizeof(NumpyArray));
 }

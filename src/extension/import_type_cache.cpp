@@ -61,9 +61,9 @@ void retire(TypeEntry& old) noexcept {
 
 TypeEntry probe(PyTypeObject* type) {
     TypeEntry e;
+    e.exchange = exchange_api_of(type, &e.exchange_holder);  // first: it may throw
     Py_INCREF(reinterpret_cast<PyObject*>(type));
     e.type = type;
-    e.exchange = exchange_api_of(type, &e.exchange_holder);
     e.dlpack = type_lookup(type, names.dlpack);
     e.dlpack_unbound = e.dlpack && method_like(e.dlpack);
     e.dlpack_device = type_lookup(type, names.dlpack_device);
@@ -81,7 +81,7 @@ TypeEntry probe(PyTypeObject* type) {
     e.keywords = e.row->keywords;
     e.array_struct = readable_array_struct(type, *e.row, e.dlpack);
     e.jaxlib_export = jaxlib_export_usable(type, *e.row, e.dlpack);
-    if (e.row->exchange_skips_refusals) {
+    if (e.row->exchange_skips_refusals && e.row->takes(Shortcut::torch_getter)) {
         // A C getset (torch's) is called without the generic attribute lookup on every import; the
         // type holds it, and a change to the type means a new probe. Anything else: getattr.
         if (PyObject* d = type_lookup(type, names.requires_grad)) {
@@ -132,6 +132,19 @@ ArrayStruct readable_array_struct(PyTypeObject* type, const ProducerRow& row, Py
 void learn(const TypeEntry& e, DlpackKeywords keywords) noexcept {
     TypeEntry& slot = type_cache::g_slots[type_cache::slot_of(e.type)];
     if (slot.type == e.type && slot.version_tag == e.version_tag) slot.keywords = keywords;
+}
+
+ShortcutSet shortcuts_of(PyTypeObject* type) {
+    const Depth depth;  // the probe's release may drop what an import in progress uses
+    TypeEntry e = type_cache::probe(type);
+    ShortcutSet s;
+    if (e.array_struct == ArrayStruct::numpy) s.add(Shortcut::numpy_struct);
+    if (e.array_struct == ArrayStruct::cupy) s.add(cupy_struct_shortcut());
+    if (e.jaxlib_export) s.add(Shortcut::jaxlib_export);
+    if (e.requires_grad_get) s.add(Shortcut::torch_getter);
+    if (borrows_exchange_tensors(e)) s.add(Shortcut::torch_borrowed);
+    type_cache::retire(e);
+    return s;
 }
 
 CacheStats cache_stats() noexcept { return type_cache::g_stats; }

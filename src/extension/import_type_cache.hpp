@@ -34,11 +34,12 @@ struct TypeEntry {
     bool ai_on_type = false;             // __array_interface__ defined on the type
     bool instance_attrs = false;         // instances have a __dict__: interfaces may live there
     bool buffer = false;                 // tp_as_buffer->bf_getbuffer
+    // The framework shortcuts (shortcuts.hpp) the type takes, decided here under the switch:
     ArrayStruct array_struct = ArrayStruct::none;  // read from the array's struct (import_numpy.cpp,
                                          // import_cupy.cpp) before anything else is tried
     bool jaxlib_export = false;          // __dlpack__'s capsule from jaxlib directly (import_jax.cpp)
     getter requires_grad_get = nullptr;  // the type's requires_grad getset, called directly where the
-    void* requires_grad_closure = nullptr;  // row refuses what __dlpack__ refuses (torch)
+    void* requires_grad_closure = nullptr;  // row refuses what __dlpack__ refuses (torch_getter)
     DlpackKeywords keywords = DlpackKeywords::full;  // from the row, lowered by a TypeError retry
     const ProducerRow* row = nullptr;
 };
@@ -48,6 +49,9 @@ struct CacheStats {
     std::uint64_t hits = 0, fills = 0, uncacheable = 0;
 };
 CacheStats cache_stats() noexcept;
+// The framework shortcuts that imports of `type` take now: a probe outside the cache
+// (stridex._stridex._internals.shortcuts_of, the doctor's check).
+ShortcutSet shortcuts_of(PyTypeObject* type);
 // Empties the cache (tests; at exit, so that teardown sees every type released).
 void clear_type_cache() noexcept;
 

@@ -1,7 +1,8 @@
 // stridex._stridex._internals: read-only windows on the extension's own rules and state.
 //
-// The producer-quirk table, the stream translation and the per-type protocol cache are the
-// extension's internals; the test suite checks them row by row, and a bug report can quote them.
+// The producer-quirk table, the stream translation, the per-type protocol cache and the framework
+// shortcuts a type takes are the extension's internals; the test suite checks them row by row,
+// and a bug report can quote them.
 // Not a public API. (The test producers and the stream recorder live in the test-only module,
 // tests/python/ext/testing.cpp.)
 #include <nanobind/stl/string.h>
@@ -46,6 +47,14 @@ const char* keywords_name(DlpackKeywords k) {
     return "?";
 }
 
+// The names of a set's shortcuts, in the registry's order.
+nb::list shortcut_names(ShortcutSet set) {
+    nb::list out;
+    for (const ShortcutInfo& s : shortcut_table())
+        if (set.has(s.id)) out.append(s.name);
+    return out;
+}
+
 nb::dict row_dict(const ProducerRow& r) {
     nb::dict d;
     d["name"] = r.name;
@@ -61,11 +70,9 @@ nb::dict row_dict(const ProducerRow& r) {
     d["immutable"] = r.immutable;
     d["spell_none"] = r.spell_none;
     d["repair_negative_strides"] = r.repair_negative_strides;
-    d["borrows_exchange_tensors"] = r.borrows_exchange_tensors;
     d["exchange_skips_refusals"] = r.exchange_skips_refusals;
     d["refusals_final"] = r.refusals_final;
-    d["array_struct"] = array_struct_name(r.array_struct);
-    d["jaxlib_export"] = r.jaxlib_export;
+    d["shortcuts"] = shortcut_names(r.shortcuts);
     d["spells_default_stream"] = r.spells_default_stream();
     d["why"] = r.why;
     return d;
@@ -108,6 +115,9 @@ void bind_internals(nb::module_& parent) {
         return jaxlib_export_usable(t, producer_for(t), dlpack_of(t).ptr());
     }, "type"_a, "Whether stridex.view() takes the capsule of instances of a type from jaxlib directly "
        "(import_jax.cpp) rather than from their __dlpack__.");
+    m.def("shortcuts_of", [](nb::handle type) { return shortcut_names(shortcuts_of(type_arg(type))); }, "type"_a,
+          "The framework shortcuts (stridex.shortcuts()) that stridex.view() takes for instances of a type now, "
+          "under the current switch: a probe of the type outside the cache.");
     m.def("dlpack_stream", [](const std::string& row_name, nb::handle stream, nb::object device) {
         const ProducerRow* row = producer_named(row_name.c_str());
         if (!row) fail(ErrorKind::value, "no producer row named '", row_name, "'");

@@ -11,6 +11,7 @@ NB_MODULE(_stridex, m) {
     bind_errors(m);
     bind_types(m);
     bind_view(m);
+    bind_shortcuts(m);  // before anything imports: STRIDEX_DISABLE_SHORTCUTS is read here
     bind_import(m);
     bind_caster_api(m);
     bind_export(m);

@@ -1,7 +1,10 @@
 // The producer quirk table: what each framework's `__dlpack__` accepts, as data.
 //
 // stridex.view() says which stream the caller will use; each row says how that intent is spelled
-// for one producer (docs/protocols.md). A row is chosen once per Python type, from the `__module__`
+// for one producer (docs/protocols.md). A row holds two kinds of facts, kept apart: correctness
+// quirks (what the producer's protocols accept, refuse and promise), which stridex must follow,
+// and one performance column, the framework shortcuts its arrays may take, whose entries and
+// switch are the registry's (shortcuts.hpp). A row is chosen once per Python type, from the `__module__`
 // of the type or of its nearest base a row names and the package's `__version__`, and cached with
 // the type (import_type_cache.cpp). Every row has a test in tests/python/test_stream_policy.py; the prose for
 // each row is in docs/import.md.
@@ -12,6 +15,8 @@
 #include <cstdint>
 #include <span>
 
+#include "shortcuts.hpp"
+
 namespace stridex::python {
 
 // What `__dlpack__` takes as keywords.
@@ -19,13 +24,6 @@ enum class DlpackKeywords : std::uint8_t {
     full,         // stream, max_version (and dl_device, copy): array API 2023.12
     stream_only,  // array API 2021.12: stream only (max_version raises TypeError)
     none,         // no keywords at all (MLX <= 0.31)
-};
-
-// Arrays whose own struct says everything their __dlpack__ would, read without calling it.
-enum class ArrayStruct : std::uint8_t {
-    none,
-    numpy,  // numpy.ndarray: NumPy's public array struct (import_numpy.cpp)
-    cupy,   // cupy.ndarray: CuPy's public C API, or the layout its header vouches for (import_cupy.cpp)
 };
 
 struct Version {
@@ -44,6 +42,8 @@ struct ProducerRow {
     const char* package;       // module whose __version__ selects the row by version
     Version since{};           // row applies to package versions in [since, until)
     Version until = kNewestVersion;
+
+    // ---- correctness: what the producer's protocols accept, refuse and promise ----
     DlpackKeywords keywords = DlpackKeywords::full;
     bool host_only = false;    // every array of the type is in host memory: no __dlpack_device__
                                // call, and no stream argument (None, the default, is the only
@@ -59,10 +59,6 @@ struct ProducerRow {
     bool repair_negative_strides = false;  // DLPack strides of negative-stride arrays come divided
                                // as unsigned (CuPy 13.4-14.2, cupy#10172): 2**64/itemsize - k for
                                // -k. Such values cannot be real strides; they are repaired exactly
-    bool borrows_exchange_tensors = false;  // the exchange API's borrowed DLTensor says all its
-                               // managed one would: the producer's arrays are never read-only
-                               // (a bare DLTensor has no flags), so the View borrows the object
-                               // instead of a tensor allocated and released per import (torch)
     bool exchange_skips_refusals = false;  // the exchange API exports what __dlpack__ refuses
                                // (torch: tensors that require grad or have the conjugate bit set):
                                // stridex refuses them as __dlpack__ does (import_dlpack.cpp)
@@ -70,13 +66,17 @@ struct ProducerRow {
                                // protocols would hand the array over without the check (torch's
                                // __cuda_array_interface__ exports a conjugate view's memory as
                                // plain, unconjugated values)
-    ArrayStruct array_struct = ArrayStruct::none;  // the package's array type itself is read from
-                               // its struct, which says all its __dlpack__ would (NumPy >= 2.1:
-                               // versioned capsules carry the read-only flag; CuPy >= 13.4)
-    bool jaxlib_export = false;  // __dlpack__ is Python layers over one C++ function of the
-                               // producer's own (jaxlib's buffer_to_dlpack_managed_tensor), which
-                               // is called directly where it returns the same capsule (import_jax.cpp)
+
+    // ---- performance: the framework shortcuts the producer's arrays may take ----
+    ShortcutSet shortcuts{};   // entries of the registry (shortcuts.hpp) that give, for this
+                               // producer's versions, exactly what its public protocol would:
+                               // numpy_struct (NumPy >= 2.1: versioned capsules carry the read-only
+                               // flag the struct is read for), cupy_c_api and cupy_layout (CuPy >=
+                               // 13.4), jaxlib_export, torch_getter and torch_borrowed (torch >= 2.9)
     const char* why = "";      // one line, for docs and test ids
+
+    // Whether an array of this row takes shortcut `s` now: the row allows it and it is on.
+    bool takes(Shortcut s) const noexcept { return shortcuts.has(s) && shortcut_on(s); }
 
     // Derived, not a column: on the default request the producer is asked its device and sent the
     // legacy stream as 1 on CUDA, what torch's and CuPy's own from_dlpack send (and producers

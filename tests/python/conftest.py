@@ -29,8 +29,24 @@ def cuda_device_count() -> int:
         return 0
 
 
+def shortcut_on(name: str) -> bool:
+    """Whether stridex takes the framework shortcut `name` (stridex.shortcuts()) in this run: all are
+    on unless STRIDEX_DISABLE_SHORTCUTS turned some off, as test_shortcuts.py does to run the import
+    suite through the public protocols alone."""
+    return {s.name: s.enabled for s in stridex.shortcuts()}[name]
+
+
+def needs_shortcut(*names: str):
+    """Skips a test of what the named shortcuts themselves do (their own failure modes, their stream
+    semantics) in a run where any is off: there is nothing of theirs to test then."""
+    off = [n for n in names if not shortcut_on(n)]
+    return pytest.mark.skipif(bool(off), reason=f"shortcut {', '.join(off)} off (STRIDEX_DISABLE_SHORTCUTS)")
+
+
 def pytest_report_header(config):
-    return f"stridex {stridex.__version__} from {stridex.__file__}; CUDA devices: {cuda_device_count()}"
+    off = [s.name for s in stridex.shortcuts() if not s.enabled]
+    return (f"stridex {stridex.__version__} from {stridex.__file__}; CUDA devices: {cuda_device_count()}; "
+            f"shortcuts off: {', '.join(off) or 'none'}")
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import stridex
-from conftest import cuda_device_count
+from conftest import cuda_device_count, needs_shortcut, shortcut_on
 
 _internals = stridex._stridex._internals
 
@@ -29,6 +29,9 @@ except Exception:  # not installed, or no CUDA libraries for it
 
 needs_cupy = pytest.mark.skipif(cupy is None or cuda_device_count() == 0,
                                 reason="needs CuPy and a CUDA device")
+# What only the struct path does (its stream semantics are the exchange API's, not __dlpack__'s):
+# CuPy's version picks one of the two shortcuts, so both must be on.
+needs_struct = needs_shortcut("cupy_c_api", "cupy_layout")
 
 LEGACY = 1
 
@@ -105,7 +108,8 @@ def test_a_rocm_cupy_or_one_without_its_modules_is_not_read(fake_cupy):
     try:
         assert _internals.array_struct(fake) is None  # ROCm: __dlpack__ says kDLROCM, the struct cannot
         runtime.is_hip = False
-        assert _internals.array_struct(fake) == "cupy"  # a 14.3 API for exactly this type: taken
+        # a 14.3 API for exactly this type: taken (while the shortcut is on)
+        assert _internals.array_struct(fake) == ("cupy" if shortcut_on("cupy_c_api") else None)
         fake_cupy._public_c_api = stridex_testing.fake_cupy_api(type("other", (), {}))
         assert _internals.array_struct(fake) is None  # an API for another type is not this type's
     finally:
@@ -143,6 +147,7 @@ def same_as_dlpack(x, **kw):
 
 
 @needs_cupy
+@needs_struct
 def test_cupy_ndarray_is_read_from_its_struct_and_subclasses_are_not():
     assert _internals.array_struct(cupy.ndarray) == "cupy"
     assert _internals.array_struct(Sub) is None
@@ -234,6 +239,7 @@ def test_the_view_aliases_and_keeps_the_array_alive(collect):
 
 
 @needs_cupy
+@needs_struct
 def test_the_current_stream_is_ordered_before_the_callers(recorded_orders):
     import stridex_testing
 
@@ -269,6 +275,7 @@ def test_a_pending_kernel_is_waited_for_on_the_callers_stream():
 
 
 @needs_cupy
+@needs_struct
 def test_the_casters_caller_stream_is_cupys_current():
     ext = importlib.import_module("stridex_seed_ext")
     x = cupy.zeros(3, dtype=cupy.float32)
@@ -279,6 +286,7 @@ def test_the_casters_caller_stream_is_cupys_current():
 
 
 @needs_cupy
+@needs_struct
 def test_the_public_api_path_gives_the_same_views():
     # CuPy >= 14.3's capsule, stood in for by stridex_testing over the same arrays.
     import stridex_testing

@@ -163,10 +163,11 @@ def test_row_translation(row):
     assert (facts["keywords"], facts["host_only"], facts["takes_no_sync"], facts["takes_per_thread"],
             facts["needs_current_device"], facts["immutable"], facts["spell_none"],
             facts["repair_negative_strides"], facts["spells_default_stream"]) == ROWS[row]
-    # NumPy >= 2.1 only (versioned capsules); CuPy from 13.4 (its C API, or the layout it vouches for)
-    assert facts["array_struct"] == {"numpy": "numpy", "cupy": "cupy"}.get(row, "none")
-    # JAX >= 0.4.27: __dlpack__'s Python layers skipped where they give the same capsule (test_import_jax.py)
-    assert facts["jaxlib_export"] == (row == "jax")
+    # The performance column: NumPy >= 2.1 only (versioned capsules); CuPy from 13.4 (its C API, or
+    # the layout it vouches for); JAX >= 0.4.27 (__dlpack__'s Python layers skipped where they give the
+    # same capsule, test_import_jax.py); torch >= 2.9 (its exchange API: test_import_borrowed.py)
+    assert facts["shortcuts"] == {"numpy": ["numpy_struct"], "cupy": ["cupy_c_api", "cupy_layout"],
+                                  "jax": ["jaxlib_export"], "torch": ["torch_getter", "torch_borrowed"]}.get(row, [])
     assert facts["why"]
     for device in (None, CPU, CUDA, PINNED, ROCM, (13, 0)):
         for stream in (None, stridex.NO_SYNC, 1, 2, H):

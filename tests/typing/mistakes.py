@@ -23,3 +23,5 @@ v.__dlpack__(max_version=1)  # E: arg-type
 stridex.VirtualBuffer(1 << 20, devices=0)  # E: arg-type
 stream: str = v.stream  # E: assignment
 stridex.dtype(np.float32).nbytes  # E: attr-defined
+stridex.set_shortcuts("off")  # E: arg-type
+stridex.shortcuts_disabled(["numpy_struct"])  # E: arg-type

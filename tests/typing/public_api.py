@@ -72,6 +72,16 @@ def main() -> None:
     unpickled: stridex.View = pickle.loads(pickle.dumps(shared))  # this process: the same View back
     released: bool = stridex.ipc.wait_released(timeout=0.0)
     tickets: dict[str, int] = stridex.ipc.pending()
+    listed: list[stridex.Shortcut] = stridex.shortcuts()
+    facts: list[str] = [listed[0].name, listed[0].framework, listed[0].reads, listed[0].checked,
+                        listed[0].fallback, listed[0].source]
+    on: bool = listed[0].enabled
+    previous: dict[str, bool] = stridex.set_shortcuts({"jaxlib_export": False})
+    stridex.set_shortcuts(previous)
+    with stridex.shortcuts_disabled("numpy_struct"):
+        stridex.view(a)
+    with stridex.shortcuts_disabled():
+        stridex.set_shortcuts(True)
     if gpus:
         with stridex.VirtualBuffer(1 << 21, capacity=1 << 22, device=0) as buf:
             grown: stridex.View = buf.view("float32", (1024,))
@@ -82,7 +92,7 @@ def main() -> None:
     print(version, shape, strides, ndim, byte_strides, lo, hi, ptr, name, np_dtype, kind, pair, flags, sizes,
           stream, sub, moved, capsule, device_pair, interface, back, as_array, same, d2, d3, d4, cpu, cpu2, owner,
           memory, base, gap, ordered, address, no_sync, provenance, filled, copies, unpickled.ptr == shared.ptr,
-          released, tickets)
+          released, tickets, facts, on)
 
 
 if __name__ == "__main__":

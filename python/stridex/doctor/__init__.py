@@ -8,7 +8,8 @@ on GPUs, that stream order holds. See docs/doctor.md.
 
 Modules: discovery (what is installed), cases (what is checked), adapter and adapters/ (one
 adapter per framework; meta and cuda_memory beneath them), checks (the checks and the claims
-table), worker (the worker process and its supervisor), report (text and JSON), bench.
+table), worker (the worker process and its supervisor), report (text and JSON), shortcuts (each
+framework shortcut against the public protocol), transports, bench.
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ cells: native then stridex. A check mark: pass; a cross with n: failed (reason n
 matrix); a dash: does not apply (one side cannot represent the case on that device; -v says why);
 *: not claimed. Where stdout cannot print those symbols: ok, Xn, - instead.
 
-exit status: 0 when every claimed stridex cell passed, 1 when one (or, with --transports, a
-transport) failed -- the last line names which --, 2 on a usage error, 3
+After the matrix, each framework shortcut stridex takes (stridex.shortcuts()) is checked against
+the framework's public protocol on this machine: the same View, or the same refusal.
+
+exit status: 0 when every claimed stridex cell passed, 1 when one, a shortcut check (or, with
+--transports, a transport) failed -- the last line names which --, 2 on a usage error, 3
 when nothing was checked or a framework or device named in --frameworks/--device is not usable
 here. Native failures never change it. See docs/doctor.md.
 """
@@ -275,6 +279,12 @@ def main(args: argparse.Namespace) -> int:
         if problem:
             print(f"stridex doctor: {problem}; the matrix below is incomplete", file=sys.stderr)
         result = session.result()
+        from . import shortcuts as shortcuts_mod
+
+        checked = shortcuts_mod.run(session.env["chosen"], args.frameworks, in_process=args.in_process,
+                                    timeout=args.check_timeout)
+        if shortcuts_mod.failed_names(checked):
+            result["exit_status"] = EXIT_CLAIMED_FAILURE
         moved = None
         if args.transports:
             from . import transports
@@ -286,13 +296,16 @@ def main(args: argparse.Namespace) -> int:
             options = {"frameworks": args.frameworks, "device": args.device, "devices": session.env["chosen"],
                        "cases": session.env["cases"], "quick": args.quick, "in_process": args.in_process}
             document = render_json(**result, options=options)
+            document["shortcuts"] = shortcuts_mod.to_json(checked)
             if moved is not None:
                 document["transports"] = transports.to_json(moved)
             json.dump(document, out, indent=1, ensure_ascii=False)
             out.write("\n")
         else:
             failed = [] if moved is None else transports.failed_names(moved)
-            write_text(out, render_text(**result, stream=out, verbose=args.verbose, failed_transports=failed))
+            write_text(out, render_text(**result, stream=out, verbose=args.verbose, failed_transports=failed,
+                                        failed_shortcuts=shortcuts_mod.failed_names(checked)))
+            write_text(out, shortcuts_mod.render_text(checked))
             if moved is not None:
                 write_text(out, transports.render_text(moved))
         out.flush()

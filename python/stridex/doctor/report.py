@@ -141,7 +141,7 @@ def failure_refs(cells: list[Cell]) -> dict[str, int]:
 def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[FrameworkInfo], devices: DeviceReport,
                 features: dict[str, bool], header: dict[str, str], summary: dict, exit_status: int,
                 stream: TextIO, verbose: bool = False, unusable: list[str] | None = None,
-                failed_transports: Sequence[str] = ()) -> str:
+                failed_transports: Sequence[str] = (), failed_shortcuts: Sequence[str] = ()) -> str:
     sym = symbols_for(stream)
     arrow = "→" if sym is SYMBOLS_UNICODE else "->"
     lines: list[str] = []
@@ -264,17 +264,20 @@ def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[Framew
     lines.append("")
     lines.append(f"stridex: {s[PASS]} {sym[PASS]}  {s[FAIL]} {sym[FAIL]} ({s['claimed_failures']} claimed)  "
                  f"{s[NA]} {sym[NA]}    native: {n[PASS]} {sym[PASS]}  {n[FAIL]} {sym[FAIL]}  {n[NA]} {sym[NA]}")
+    # What set exit status 1, each part named: claimed cells, transports, shortcut checks.
+    failed = [f"{s['claimed_failures']} claimed stridex check(s) failed"] if s["claimed_failures"] else []
+    if failed_transports:
+        failed.append(f"{len(failed_transports)} transport(s) failed: {', '.join(failed_transports)} "
+                      "(transports, below)")
+    if failed_shortcuts:
+        failed.append(f"{len(failed_shortcuts)} shortcut(s) differ from the public protocol: "
+                      f"{', '.join(failed_shortcuts)} (shortcuts, below)")
     if unusable and exit_status != 1:
         lines.append(f"exit status {exit_status}: --frameworks names what is not usable here: {'; '.join(unusable)}")
-    elif failed_transports and not s["claimed_failures"]:
-        lines.append(f"exit status {exit_status}: {len(failed_transports)} transport(s) failed: "
-                     f"{', '.join(failed_transports)} (transports, below)")
+    elif failed:
+        lines.append(f"exit status {exit_status}: " + "; ".join(failed))
     elif not s[PASS] + s[FAIL]:
         lines.append(f"exit status {exit_status}: nothing was checked (no producer {arrow} consumer pair applies here)")
-    elif exit_status:
-        lines.append(f"exit status {exit_status}: {s['claimed_failures']} claimed stridex check(s) failed"
-                     + (f"; {len(failed_transports)} transport(s) failed: {', '.join(failed_transports)}"
-                        if failed_transports else ""))
     else:
         lines.append("exit status 0: every claimed stridex check passed")
     return "\n".join(lines) + "\n"
