@@ -13,7 +13,7 @@ import pytest
 
 import stridex
 from quirky_producers import make_capsule
-from test_export_support import aligned, tensor_of
+from export_support import aligned, tensor_of
 
 # ---- an empty array's pointer is the producer's -----------------------------------------------------
 
