@@ -373,7 +373,8 @@ def test_capsule_dying_during_an_exception_keeps_the_exception(monkeypatch):
     v, ref, _ = owned_view()
 
     def fail_with_a_capsule():
-        capsule = v.__dlpack__(max_version=(1, 0))  # noqa: F841 - dies as the frame unwinds
+        # F821: v is used before the `del v` below; F841: the capsule dies as the frame unwinds
+        capsule = v.__dlpack__(max_version=(1, 0))  # noqa: F821, F841
         raise KeyError("the consumer's own error")
 
     with pytest.raises(KeyError, match="the consumer's own error"):
