@@ -27,8 +27,11 @@ VERSION = r"(\d+)\.(\d+)\.(\d+)"
 def repository_files(root: Path) -> list[str]:
     """Tracked files and untracked ones git does not ignore; every file when ROOT is no checkout."""
     try:
-        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                             capture_output=True, check=True).stdout
+        out = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True,
+            check=True,
+        ).stdout
         return sorted({f for f in out.decode().split("\0") if f and (root / f).is_file()})
     except (OSError, subprocess.CalledProcessError):
         return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and ".git" not in p.parts)
@@ -97,14 +100,17 @@ def check(root: Path) -> tuple[str | None, list[str]]:
             for hit in re.finditer(r"find_package\(\s*stridex\s+(\d+\.\d+)(\.\d+)?", text):
                 if hit.group(1) != major_minor:
                     line = text.count("\n", 0, hit.start()) + 1
-                    problems.append(f"{rel}:{line}: find_package(stridex {hit.group(1)}{hit.group(2) or ''}) "
-                                    f"asks for another minor version than {version}")
+                    problems.append(
+                        f"{rel}:{line}: find_package(stridex {hit.group(1)}{hit.group(2) or ''}) "
+                        f"asks for another minor version than {version}"
+                    )
         if rel.startswith("python/stridex/") and path.suffix == ".py" or rel == "docs/conf.py":
             text = path.read_text(encoding="utf-8", errors="replace")
             for hit in re.finditer(r"(?m)^\s*(?:__version__|release|version)\s*=\s*['\"]([^'\"]*)['\"]", text):
                 line = text.count("\n", 0, hit.start()) + 1
-                problems.append(f"{rel}:{line}: a version literal {hit.group(1)!r} (take stridex.__version__, "
-                                "from CMakeLists.txt)")
+                problems.append(
+                    f"{rel}:{line}: a version literal {hit.group(1)!r} (take stridex.__version__, from CMakeLists.txt)"
+                )
         if rel == "src/extension/CMakeLists.txt":
             text = path.read_text(encoding="utf-8", errors="replace")
             for hit in re.finditer(r'STRIDEX_VERSION="([^"]*)"', text):

@@ -16,19 +16,19 @@ SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "check_paths.py"
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
 
 FILES = {
-    "src/x.cpp": '// built with src/x.hpp (missing) and src/y.cpp\n'
-                 'const char* s = "src/in_a_string.cpp";  // not a comment: not read\n'
-                 '/* a block comment naming tests/gone_test.py\n   over two lines: docs/b.md */\n',
+    "src/x.cpp": "// built with src/x.hpp (missing) and src/y.cpp\n"
+    'const char* s = "src/in_a_string.cpp";  // not a comment: not read\n'
+    "/* a block comment naming tests/gone_test.py\n   over two lines: docs/b.md */\n",
     "src/y.cpp": "// 1'000 is a digit separator, not a character literal: src/after_separator.cpp\n",
     "python/pkg/mod.py": '"""A docstring naming bench/doc_gone.py and docs/a.md."""\n'
-                         'import os  # a comment naming python/pkg/comment_gone.py\n'
-                         'PATH = "src/in_code.cpp"  # a string in code: not read\n',
+    "import os  # a comment naming python/pkg/comment_gone.py\n"
+    'PATH = "src/in_code.cpp"  # a string in code: not read\n',
     "CMakeLists.txt": '# cmake/Gone.cmake and cmake/Here.cmake\nset(X "# src/quoted.cpp")\n',
     "cmake/Here.cmake": "",
     "docs/a.md": "See `src/x.cpp`, `src/{x,y}.cpp`, `src/{x,z}.cpp`, `src/*.cpp` and `tests/none_*.py`.\n"
-                 "A URL is not a path: https://example.com/src/url_gone.cpp. Nor is nb_internals.h (nanobind's).\n"
-                 "Bare names: y.cpp, nothere.hpp; relative ones: pkg/mod.py, pkg/moved.py; folders: src/, tools/.\n"
-                 "A build output git ignores: `bench/build/`.\n",
+    "A URL is not a path: https://example.com/src/url_gone.cpp. Nor is nb_internals.h (nanobind's).\n"
+    "Bare names: y.cpp, nothere.hpp; relative ones: pkg/mod.py, pkg/moved.py; folders: src/, tools/.\n"
+    "A build output git ignores: `bench/build/`.\n",
     "docs/b.md": "",
     "docs/runs/log.txt": "logs of other machines are not read: src/old.cpp\n",
     "bench/.gitignore": "build/\n",
@@ -73,9 +73,20 @@ def test_every_stale_path_is_listed_with_where_it_is_named(tmp_path):
 
 
 def test_a_tree_whose_paths_all_exist_passes(tmp_path):
-    made = ["cmake/Gone.cmake", "src/z.cpp", "tests/none_a.py", "src/nothere.hpp", "python/pkg/moved.py", "tools/keep",
-            "docs/wheels.md", "bench/doc_gone.py", "python/pkg/comment_gone.py", "src/x.hpp", "tests/gone_test.py",
-            "src/after_separator.cpp"]
+    made = [
+        "cmake/Gone.cmake",
+        "src/z.cpp",
+        "tests/none_a.py",
+        "src/nothere.hpp",
+        "python/pkg/moved.py",
+        "tools/keep",
+        "docs/wheels.md",
+        "bench/doc_gone.py",
+        "python/pkg/comment_gone.py",
+        "src/x.hpp",
+        "tests/gone_test.py",
+        "src/after_separator.cpp",
+    ]
     plant(tmp_path, {**FILES, **{name: "" for name in made}})
     result = check(tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr

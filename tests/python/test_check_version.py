@@ -14,8 +14,8 @@ SCRIPT = ROOT / "tools" / "check_version.py"
 GOOD = {
     "CMakeLists.txt": "cmake_minimum_required(VERSION 3.24)\nproject(stridex VERSION 1.2.3 LANGUAGES CXX)\n",
     "pyproject.toml": '[project]\nname = "stridex"\ndynamic = ["version"]\n\n[tool.scikit-build]\n'
-                      'metadata.version.input = "CMakeLists.txt"\n'
-                      "metadata.version.regex = 'project\\(stridex VERSION (?P<value>[0-9.]+)'\n",
+    'metadata.version.input = "CMakeLists.txt"\n'
+    "metadata.version.regex = 'project\\(stridex VERSION (?P<value>[0-9.]+)'\n",
     "CHANGELOG.md": "# Changelog\n\n## [Unreleased]\n\n## [1.2.3] - 2027-01-01\n\n## [1.1.0] - 2026-12-01\n",
     "examples/app/CMakeLists.txt": "find_package(stridex 1.2 CONFIG REQUIRED)\n",
     "docs/install.md": "```cmake\nfind_package(stridex CONFIG REQUIRED)\n```\n",
@@ -49,15 +49,21 @@ def test_agreeing_statements_pass(tmp_path):
 
 
 def test_each_disagreement_is_named(tmp_path):
-    result = run(plant(tmp_path, {
-        "pyproject.toml": GOOD["pyproject.toml"].replace('dynamic = ["version"]', 'version = "1.2.3"').replace(
-            "(?P<value>[0-9.]+)", "(?P<value>[0-9]+)"),
-        "CHANGELOG.md": "# Changelog\n\n## [Unreleased]\n\n## [1.1.0] - 2026-12-01\n",
-        "examples/app/CMakeLists.txt": "find_package(stridex 1.1 CONFIG REQUIRED)\n",
-        "docs/conf.py": 'release = "1.2.3"\n',
-        "python/stridex/ipc/__init__.py": '__version__ = "1.2"\n',
-        "src/extension/CMakeLists.txt": 'target_compile_definitions(_stridex PRIVATE STRIDEX_VERSION="1.2.3")\n',
-    }))
+    result = run(
+        plant(
+            tmp_path,
+            {
+                "pyproject.toml": GOOD["pyproject.toml"]
+                .replace('dynamic = ["version"]', 'version = "1.2.3"')
+                .replace("(?P<value>[0-9.]+)", "(?P<value>[0-9]+)"),
+                "CHANGELOG.md": "# Changelog\n\n## [Unreleased]\n\n## [1.1.0] - 2026-12-01\n",
+                "examples/app/CMakeLists.txt": "find_package(stridex 1.1 CONFIG REQUIRED)\n",
+                "docs/conf.py": 'release = "1.2.3"\n',
+                "python/stridex/ipc/__init__.py": '__version__ = "1.2"\n',
+                "src/extension/CMakeLists.txt": 'target_compile_definitions(_stridex PRIVATE STRIDEX_VERSION="1.2.3")\n',
+            },
+        )
+    )
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
         "pyproject.toml: a static [project] version (keep it dynamic: CMakeLists.txt is its home)",
