@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <string>
 
+#include "fake_driver.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/cuda/pointer.hpp"
 #include "stridex/cuda/stream.hpp"
 #include "stridex/cuda/vmm.hpp"
-#include "test_cuda_fake_driver.hpp"
 
 namespace {
 

@@ -8,9 +8,9 @@
 #include <optional>
 
 #include "expect_error.hpp"
+#include "fake_driver.hpp"
 #include "stridex/cuda/ipc.hpp"
 #include "stridex/cuda/vmm.hpp"
-#include "test_cuda_fake_driver.hpp"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <unordered_map>
 
 #include "expect_error.hpp"
+#include "fake_driver.hpp"
 #include "stridex/cuda/pointer.hpp"
-#include "test_cuda_fake_driver.hpp"
 
 namespace {
 

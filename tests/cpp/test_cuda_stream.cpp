@@ -1,8 +1,8 @@
 // order(): record + wait only when needed, pooled events; Stream and Event RAII.
 #include <gtest/gtest.h>
 
+#include "fake_driver.hpp"
 #include "stridex/cuda/stream.hpp"
-#include "test_cuda_fake_driver.hpp"
 
 namespace {
 

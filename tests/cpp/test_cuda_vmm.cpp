@@ -6,8 +6,8 @@
 #include <optional>
 
 #include "expect_error.hpp"
+#include "fake_driver.hpp"
 #include "stridex/cuda/vmm.hpp"
-#include "test_cuda_fake_driver.hpp"
 
 namespace {
 

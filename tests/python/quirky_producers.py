@@ -8,7 +8,6 @@ import ctypes
 
 import numpy as np
 
-import stridex
 import stridex_testing as _testing
 
 make_capsule = _testing.make_capsule

@@ -16,7 +16,7 @@ import pytest
 import stridex
 from quirky_producers import AI, CAI, Conformant, address, host_array, make_capsule
 import stridex_testing as _testing
-from test_export_support import DLManagedTensorVersioned, FromPyObject, exchange_api
+from export_support import DLManagedTensorVersioned, FromPyObject, exchange_api
 
 F8 = np.dtype("<f8")
 

@@ -19,7 +19,7 @@ import stridex
 import stridex_testing as _testing
 from quirky_producers import Conformant, address, make_capsule
 from stridex._stridex import _caster_api
-from test_export_support import DLManagedTensorVersioned, DLTensor, cuda_device_count, optional, requires_cuda
+from export_support import DLManagedTensorVersioned, DLTensor, cuda_device_count, optional, requires_cuda
 
 CUDA = (2, 0)
 H = 0x1234  # a stream handle

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import stridex
-from test_export_support import (
+from export_support import (
     FLAG_IS_COPIED,
     FLAG_READ_ONLY,
     aligned,
@@ -374,7 +374,8 @@ def test_capsule_dying_during_an_exception_keeps_the_exception(monkeypatch):
     v, ref, _ = owned_view()
 
     def fail_with_a_capsule():
-        capsule = v.__dlpack__(max_version=(1, 0))  # noqa: F841 - dies as the frame unwinds
+        # F821: v is used before the `del v` below; F841: the capsule dies as the frame unwinds
+        capsule = v.__dlpack__(max_version=(1, 0))  # noqa: F821, F841
         raise KeyError("the consumer's own error")
 
     with pytest.raises(KeyError, match="the consumer's own error"):
@@ -444,7 +445,7 @@ def test_capsules_alive_at_interpreter_exit(tmp_path):
         import numpy as np
         import stridex
         sys.path.insert(0, sys.argv[1])
-        from test_export_support import consume, view_of
+        from export_support import consume, view_of
         arr = np.arange(10, dtype=np.float32)
         v = view_of(arr)
         KEEP = [v.__dlpack__(max_version=(1, 0)) for _ in range(50)] + [v.__dlpack__() for _ in range(50)]

@@ -14,7 +14,7 @@ import pytest
 
 import stridex
 from ext_build import build_test_extensions
-from test_export_support import (
+from export_support import (
     DLManagedTensorVersioned,
     FromPyObject,
     aligned,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import stridex
-from test_export_support import aligned, cuda_device_count, optional, requires_cuda
+from export_support import aligned, cuda_device_count, optional, requires_cuda
 
 
 def test_host_memory_is_cpu():

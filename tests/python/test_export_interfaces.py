@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import stridex
-from test_export_support import aligned, optional, requires_cuda, view_of
+from export_support import aligned, optional, requires_cuda, view_of
 
 # ---- __array_interface__ --------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import stridex  # noqa: E402
-from test_export_support import aligned, cuda_device_count, optional, view_of  # noqa: E402
+from export_support import aligned, cuda_device_count, optional, view_of  # noqa: E402
 
 HAS_CUDA = cuda_device_count() > 0
 jax = optional("jax")

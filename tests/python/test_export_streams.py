@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import stridex
-from test_export_support import (
+from export_support import (
     CurrentWorkStream,
     DLManagedTensorVersioned,
     DLTensor,

@@ -11,7 +11,7 @@ import pytest
 import stridex
 from example_build import build_example, import_built
 from quirky_producers import AI
-from test_export_support import optional
+from export_support import optional
 
 jax = optional("jax")
 wp = optional("warp")

@@ -12,7 +12,7 @@ import pytest
 
 import stridex
 from example_build import build_example, import_built
-from test_export_support import cuda_device_count, optional
+from export_support import cuda_device_count, optional
 
 if cuda_device_count() == 0:
     pytest.skip("no CUDA GPU (the CUDA extension example runs on GPU machines)", allow_module_level=True)

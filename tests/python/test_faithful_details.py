@@ -1,7 +1,7 @@
 """Details a View must carry exactly as the producer gave them (issue 9, part 2), on CPU:
 an empty array's pointer, void and structured dtypes, every dtype torch exports over DLPack
 (sub-byte floats included), and a producer's refusal to export. The GPU and torch parts are in
-test_faithful_details_gpu.py."""
+test_writability_gpu.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 import stridex
 from quirky_producers import make_capsule
-from test_export_support import aligned, tensor_of
+from export_support import aligned, tensor_of
 
 # ---- an empty array's pointer is the producer's -----------------------------------------------------
 

@@ -9,7 +9,6 @@ Impostors (a Python class calling itself cupy.ndarray) run without a GPU."""
 
 from __future__ import annotations
 
-import gc
 import importlib
 import sys
 import types
@@ -24,7 +23,7 @@ _internals = stridex._stridex._internals
 
 try:
     import cupy
-except Exception:  # not installed, or no CUDA libraries for it
+except Exception:  # noqa: BLE001 - not installed, or no CUDA libraries for it
     cupy = None
 
 needs_cupy = pytest.mark.skipif(cupy is None or cuda_device_count() == 0,

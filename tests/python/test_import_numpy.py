@@ -155,7 +155,8 @@ def test_the_array_is_released_from_any_thread(where):
     if where == "native thread":
         stridex_testing.delete_on_native_thread(capsule)
     else:
-        t = threading.Thread(target=lambda: np.from_dlpack(Holder(capsule, (1, 0))))  # imported, then dropped
+        # imported, then dropped (F821: before the `del capsule` below)
+        t = threading.Thread(target=lambda: np.from_dlpack(Holder(capsule, (1, 0))))  # noqa: F821
         t.start()
         t.join()
     del capsule

@@ -195,12 +195,12 @@ def test_unreachable_exporter_is_a_buffer_error():
 def test_unknown_ticket_is_refused(shm):
     v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
     _, (payload,) = v.__reduce__()
-    from stridex.ipc import broker
+    from stridex.ipc import broker, importer
 
     broker.current().release(payload["ticket"])
     with pytest.raises(BufferError, match="unknown ticket"):
         # from another "process": open over the socket rather than taking the local shortcut
-        broker.open_ticket(payload["broker"], payload["pid"], payload["ticket"])
+        importer.open_ticket(payload["broker"], payload["pid"], payload["ticket"])
 
 
 def _pending_soon(expected, timeout=5.0):
@@ -211,15 +211,15 @@ def _pending_soon(expected, timeout=5.0):
 
 
 def test_work_overlapping_an_open_comes_back_with_the_reply_or_releases_the_ticket(shm):
-    from stridex.ipc import broker
+    from stridex.ipc import broker, importer
 
     v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
     b = broker.broker()
     # A ticket that lives until released, as a CUDA IPC handle's does (no fds to pass).
     ticket = b.add(v, None, [], "cuda_ipc", False)
-    assert broker.open_ticket(b.address, 0, ticket, lambda: "made") == ([], "made")
+    assert importer.open_ticket(b.address, 0, ticket, lambda: "made") == ([], "made")
     assert stridex.ipc.pending() == {"cuda_ipc opened": 1}
-    broker.release_ticket(b.address, ticket)
+    importer.release_ticket(b.address, ticket)
     assert _pending_soon({}) == {}
 
     ticket = b.add(v, None, [], "cuda_ipc", False)
@@ -228,12 +228,12 @@ def test_work_overlapping_an_open_comes_back_with_the_reply_or_releases_the_tick
         raise RuntimeError("the import failed")
 
     with pytest.raises(RuntimeError, match="the import failed"):
-        broker.open_ticket(b.address, 0, ticket, fails)
+        importer.open_ticket(b.address, 0, ticket, fails)
     assert _pending_soon({}) == {}  # opened for nothing: released at once
 
     made = []
     with pytest.raises(BufferError, match="unknown ticket"):  # refused: what was made is dropped
-        broker.open_ticket(b.address, 0, ticket, lambda: made.append(1) or "dropped")
+        importer.open_ticket(b.address, 0, ticket, lambda: made.append(1) or "dropped")
     assert made == [1]
 
 
@@ -346,27 +346,27 @@ def test_native_import_handle_and_device_uuid_check_their_arguments(call, error,
 def test_cuda_ipc_tickets_are_claimed_once_in_the_ticket_table(shm):
     # A legacy CUDA IPC ticket needs no fds: the importer claims it in the exporter's shared ticket
     # table (one compare-and-swap) and sends "claimed" without waiting for a reply.
-    from stridex.ipc import broker
+    from stridex.ipc import broker, importer
 
     v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
     b = broker.broker()
     ticket = b.add(v, None, [], "cuda_ipc", False)
     slot, serial = b.claim_words(ticket)
     assert 0 <= slot < stridex._stridex._IpcTicketTable.slots and serial >= 1
-    broker.claim_ticket(b.address, 0, ticket, slot, serial)
+    importer.claim_ticket(b.address, 0, ticket, slot, serial)
     assert _pending_soon({"cuda_ipc opened": 1}) == {"cuda_ipc opened": 1}
     with pytest.raises(BufferError, match="unknown ticket: the View was already unpickled once"):
-        broker.claim_ticket(b.address, 0, ticket, slot, serial)  # a second load of the same pickle
-    broker.release_ticket(b.address, ticket)
+        importer.claim_ticket(b.address, 0, ticket, slot, serial)  # a second load of the same pickle
+    importer.release_ticket(b.address, ticket)
     assert _pending_soon({}) == {}
     # The slot is free again; the old serial never claims what comes next in it.
     again = b.add(v, None, [], "cuda_ipc", False)
     slot2, serial2 = b.claim_words(again)
     assert serial2 > serial
     with pytest.raises(BufferError, match="unknown ticket"):
-        broker.claim_ticket(b.address, 0, again, slot2, serial)
-    broker.claim_ticket(b.address, 0, again, slot2, serial2)
-    broker.release_ticket(b.address, again)
+        importer.claim_ticket(b.address, 0, again, slot2, serial)
+    importer.claim_ticket(b.address, 0, again, slot2, serial2)
+    importer.release_ticket(b.address, again)
     assert _pending_soon({}) == {}
 
 
@@ -374,12 +374,12 @@ def test_a_release_counts_only_from_the_connection_that_opened(shm):
     # A refused second load of a pickle must not release the first importer's ticket.
     import socket
 
-    from stridex.ipc import broker
+    from stridex.ipc import broker, importer
 
     v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
     b = broker.broker()
     ticket = b.add(v, None, [], "cuda_ipc", False)
-    broker.claim_ticket(b.address, 0, ticket, *b.claim_words(ticket))
+    importer.claim_ticket(b.address, 0, ticket, *b.claim_words(ticket))
     assert _pending_soon({"cuda_ipc opened": 1}) == {"cuda_ipc opened": 1}
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as other:
         other.connect(b.address)
@@ -387,8 +387,32 @@ def test_a_release_counts_only_from_the_connection_that_opened(shm):
         other.send(b"O" + ticket)
         assert other.recv(1024).startswith(b"er")  # and the R before it changed nothing
     assert stridex.ipc.pending() == {"cuda_ipc opened": 1}
-    broker.release_ticket(b.address, ticket)
+    importer.release_ticket(b.address, ticket)
     assert _pending_soon({}) == {}
+
+
+@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")  # JAX's; the child uses no JAX
+def test_a_forked_child_starts_with_no_broker_and_no_connections(shm):
+    # The tickets, the server thread, the connections to exporters and their ticket tables are the
+    # parent's: a child that exports or imports makes its own (the fork handlers of broker.py and
+    # importer.py). A child that kept the parent's connection would send on the parent's socket.
+    import os
+
+    from stridex.ipc import broker, importer
+
+    v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
+    b = broker.broker()
+    ticket = b.add(v, None, [], "cuda_ipc", False)
+    importer.claim_ticket(b.address, 0, ticket, *b.claim_words(ticket))  # a connection and a table
+    assert b.address in importer._connections and b.address in importer._tables
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if broker.current() is None and not importer._connections and not importer._tables else 1)
+    _, status = os.waitpid(pid, 0)
+    importer.release_ticket(b.address, ticket)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert _pending_soon({}) == {}
+    assert broker.current() is b and b.address in importer._connections  # the parent's are untouched
 
 
 def test_a_full_ticket_table_falls_back_to_opening_over_the_socket(shm):

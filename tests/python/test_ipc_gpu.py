@@ -3,7 +3,6 @@ IPC handles, VirtualBuffer chunks through fds, stream order through interprocess
 lifetime when the producer leaves first. Skips without a CUDA device or torch."""
 
 import gc
-import multiprocessing as mp
 import pickle
 import time
 

@@ -13,7 +13,7 @@ import pytest
 
 import stridex
 from quirky_producers import make_capsule
-from test_export_support import (
+from export_support import (
     FLAG_READ_ONLY,
     DLTensor,
     DLTensorFromPyObject,

@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import stridex  # noqa: E402
-from test_export_support import FLAG_READ_ONLY, capsule_name, cuda_device_count, managed_of, optional, tensor_of  # noqa: E402
+from export_support import FLAG_READ_ONLY, capsule_name, cuda_device_count, managed_of, optional, tensor_of  # noqa: E402
 
 requires_gpu = pytest.mark.skipif(cuda_device_count() == 0, reason="no CUDA GPU (the GPU part runs on a GPU machine)")
 

@@ -92,7 +92,7 @@ def _version(module: Any, dists: tuple[str, ...]) -> str | None:
             return importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             continue
-        except Exception:  # a broken metadata folder is not worth a crash
+        except Exception:  # noqa: BLE001 - a broken metadata folder is not worth a crash
             continue
     version = getattr(module, "__version__", None)
     if version is None and getattr(module, "__name__", "") in sys.stdlib_module_names:
@@ -110,8 +110,8 @@ def _is_installed(module_name: str) -> bool:
         return True
     except (ImportError, ValueError):
         return False
-    except Exception:
-        return True  # find_spec itself failed: let the import show the reason
+    except Exception:  # noqa: BLE001 - find_spec itself failed: let the import show the reason
+        return True
 
 
 # Set before any framework is imported (users may override them): JAX preallocates 75% of GPU memory

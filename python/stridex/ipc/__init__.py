@@ -12,7 +12,7 @@ Anything else (NumPy's private heap, pinned host memory, non-IPC CUDA pools) rai
 naming why; :func:`to_shared` copies host memory into shared memory when the caller wants a copy.
 Pending CUDA work travels as an interprocess event: the importer's legacy default stream waits
 for it, never the host. The exporter keeps the memory alive until every importer released it
-(see broker.py and docs/distributed.md).
+(see broker.py, importer.py and docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 
 from .. import _stridex
 from . import broker as _broker
+from . import importer as _importer
 from .host import shared_empty
 
 __all__ = ["shared_empty", "to_shared", "pending", "wait_released", "register_multiprocessing"]
@@ -126,7 +127,7 @@ class _Release:
         self.address, self.ticket = address, ticket
 
     def __del__(self) -> None:
-        _broker.release_ticket(self.address, self.ticket)
+        _importer.release_ticket(self.address, self.ticket)
 
 
 # The fields each kind of payload needs, with their types; unsigned ones must also be >= 0.
@@ -175,7 +176,7 @@ def _rebuild(payload: Payload) -> _stridex.View:
     if kind == "cuda_ipc" and payload["slot"] >= 0:
         # No fds to wait for: claimed in the exporter's ticket table, with no round trip; the owner
         # that releases it is made only once the claim is ours.
-        _broker.claim_ticket(payload["broker"], payload["pid"], payload["ticket"], payload["slot"], payload["serial"])
+        _importer.claim_ticket(payload["broker"], payload["pid"], payload["ticket"], payload["slot"], payload["serial"])
         return _stridex._ipc_import_handle(payload["handle"], payload["device_uuid"], payload["offset"],
                                            payload["extent"], payload["shape"], payload["strides"], payload["dtype"],
                                            payload["readonly"], payload["event"],
@@ -183,7 +184,7 @@ def _rebuild(payload: Payload) -> _stridex.View:
     if kind == "cuda_ipc":
         # The table was full: opened over the socket, the handle opened while the exporter answers.
         keep = _Release(payload["broker"], payload["ticket"])
-        fds, view = _broker.open_ticket(payload["broker"], payload["pid"], payload["ticket"], lambda: (
+        fds, view = _importer.open_ticket(payload["broker"], payload["pid"], payload["ticket"], lambda: (
             _stridex._ipc_import_handle(payload["handle"], payload["device_uuid"], payload["offset"],
                                         payload["extent"], payload["shape"], payload["strides"], payload["dtype"],
                                         payload["readonly"], payload["event"], keep)))
@@ -191,7 +192,7 @@ def _rebuild(payload: Payload) -> _stridex.View:
             os.close(fd)
         assert view is not None
         return view
-    fds, _ = _broker.open_ticket(payload["broker"], payload["pid"], payload["ticket"])
+    fds, _ = _importer.open_ticket(payload["broker"], payload["pid"], payload["ticket"])
     try:
         if kind == "host":
             from .host import import_host
@@ -206,7 +207,7 @@ def _rebuild(payload: Payload) -> _stridex.View:
                                                 payload["readonly"], payload["event"], None)
             finally:
                 # Mapped (or failed): the chunks no longer need the exporter, nor does its event.
-                _broker.release_ticket(payload["broker"], payload["ticket"])
+                _importer.release_ticket(payload["broker"], payload["ticket"])
         raise AssertionError(kind)  # _check_payload knows every kind
     finally:
         for fd in fds:
