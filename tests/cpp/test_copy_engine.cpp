@@ -16,7 +16,7 @@
 #include "stridex/cuda/copy.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/detail/copy_plan.hpp"
-#include "test_cuda_fake_driver.hpp"
+#include "fake_driver.hpp"
 
 namespace stridex {
 namespace {
