@@ -36,10 +36,14 @@ void View::check_bytes() const {
 }
 
 bool View::addresses_fit(Span span) const noexcept {
-    // Element 0, then the lowest byte and one past the highest, each inside [0, 2**64).
+    // Element 0, then the lowest byte and one past the highest, each inside [0, 2**64). A span has
+    // lo <= 0 <= hi, so its ends are magnitudes down and up from element 0; all three sums are
+    // computed (`&`, not `&&`): no branch between them on the import path.
     std::uint64_t first = 0, low = 0, end = 0;
-    return offset_address(reinterpret_cast<std::uintptr_t>(data_), byte_offset_, &first) &&
-           offset_address(first, span.lo, &low) && offset_address(first, span.hi, &end);
+    bool fits = offset_address(reinterpret_cast<std::uintptr_t>(data_), byte_offset_, &first);
+    fits &= offset_address(first, std::uint64_t{0} - static_cast<std::uint64_t>(span.lo), /*negative=*/true, &low);
+    fits &= offset_address(first, static_cast<std::uint64_t>(span.hi), /*negative=*/false, &end);
+    return fits;
 }
 
 bool View::bytes_fit() const noexcept {
