@@ -86,7 +86,14 @@ def _jax_samples(jax: Any, devices: list[str]) -> list[Sample]:
     import numpy as np
 
     out = []
-    for d in jax.devices():
+    # jax.devices() lists the default backend's alone (the GPUs, where there are any): the CPU's
+    # devices are asked for by name.
+    found = list(jax.devices())
+    try:
+        found += [d for d in jax.devices("cpu") if d not in found]
+    except RuntimeError:  # a JAX without its CPU backend
+        pass
+    for d in found:
         name = "cpu" if d.platform == "cpu" else f"cuda:{d.id}" if d.platform == "gpu" else None
         if name not in devices:
             continue
