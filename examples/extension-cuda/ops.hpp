@@ -1,17 +1,20 @@
-// The CUDA example's functions, written once and bound twice (nanobind.cpp, pybind11.cpp).
+// The CUDA example's functions, written once and bound three times: nanobind (nanobind.cpp),
+// pybind11 (pybind11.cpp) and XLA FFI (xla.hpp, for jax.jit). Plain C++: no Python here (the one
+// function that returns into the caller's framework is in like.hpp, for the Python doors).
 //
 // Streams: every array parameter says arg::caller_stream, so each argument arrives ordered on the
 // stream the calling framework is working on (torch.cuda.current_stream() for torch tensors, via
 // torch's DLPack exchange API; the legacy default stream for frameworks without one), and
 // View::stream() is that stream. The kernels are queued there: no host synchronization, and the
-// caller's next operation on its stream sees the result.
+// caller's next operation on its stream sees the result. Inside jax.jit that stream is XLA's own.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels.hpp"
+#include "stridex/arg.hpp"
+#include "stridex/array.hpp"
 #include "stridex/cuda/stream.hpp"
-#include "stridex/python/caster_core.hpp"
 
 namespace example {
 
@@ -63,15 +66,6 @@ inline Array arange(std::int64_t n, int device) {
     kernels::arange(device, cuda::StreamRef::kLegacy, n, out.as<float, 1>().data());
     out.set_stream(cuda::StreamRef::kLegacy);
     return out;
-}
-
-// The same, on the device and stream of `like`, returned in like's framework (torch in, torch out).
-inline Like arange_like(Arg<arg::cuda, arg::caller_stream> like_this, std::int64_t n) {
-    if (n < 0) fail(ErrorKind::value, "n must be >= 0, found ", n);
-    Array out = Array::cuda({n}, dtypes::float32, like_this.device().id);
-    kernels::arange(like_this.device().id, like_this.stream(), n, out.as<float, 1>().data());
-    out.set_stream(like_this.stream());
-    return like(like_this, std::move(out));
 }
 
 // The stream a caller_stream argument arrived on (to see the contract at work).
