@@ -68,6 +68,14 @@ inline Array arange(std::int64_t n, int device) {
     return out;
 }
 
+// 0, 1, ..., n-1 into `out`, every element and never read (an output), launched on out.stream():
+// without caller_stream that is the legacy default stream, through every door. Inside jax.jit the
+// handler orders XLA's stream before the legacy stream, and the legacy stream before XLA's again
+// after the call, so XLA's next operation sees the values.
+inline void arange_into(Arg<arg::dtype<float>, arg::ndim<1>, arg::cuda, arg::c_contig, arg::output> out) {
+    kernels::arange(out.device().id, out.stream(), out.shape()[0], out.as<float, 1>().data());
+}
+
 // The stream a caller_stream argument arrived on (to see the contract at work).
 inline std::int64_t stream_of(Arg<arg::cuda, arg::caller_stream> x) { return static_cast<std::int64_t>(x.stream()); }
 

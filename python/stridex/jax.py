@@ -135,7 +135,8 @@ def _register(name: str, target: Target) -> None:
 
 
 def _x64() -> bool:
-    return bool(jax.config.jax_enable_x64)
+    # Whether JAX keeps 64-bit dtypes here (jax_enable_x64, or its context manager around the call).
+    return bool(np.dtype(jax.dtypes.canonicalize_dtype(np.float64)) == np.float64)
 
 
 def _shape_text(shape: Sequence[int]) -> str:
@@ -282,7 +283,9 @@ class FfiFunction:
                 continue
             if not hasattr(value, "shape") or not hasattr(value, "dtype"):
                 value = jax.numpy.asarray(value)
-            self._check_array(p, np.dtype(value.dtype), tuple(value.shape))
+            # What XLA will hold: a NumPy float64 array is float32 to JAX without jax_enable_x64.
+            dtype = np.dtype(jax.dtypes.canonicalize_dtype(value.dtype))
+            self._check_array(p, dtype, tuple(value.shape))
             operand_of[p.name] = len(operands)
             operands.append(value)
         results: list[jax.ShapeDtypeStruct] = []

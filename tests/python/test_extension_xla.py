@@ -177,6 +177,8 @@ def test_a_64_bit_dtype_without_x64_says_so(ext):
             "found float32, shape=(2, 3), device=cpu (JAX has 64-bit dtypes only with jax_enable_x64)")
     refused(lambda: jax.jit(xla(ext, "c_total"))(on_cpu(np.ones((2, 2), np.float32))),
             "returns float64, which JAX has only with jax_enable_x64", "")
+    # a NumPy float64 array, eagerly: checked as what JAX makes of it
+    refused(lambda: row_sums(np.ones((2, 3))), "dtype=float64", "found float32, shape=(2, 3), device=cpu (JAX has")
 
 
 def test_rank_refused(ext):
