@@ -270,8 +270,16 @@ def test_the_handler_checks_every_buffer_itself(ext):
     with pytest.raises(RUNTIME_ERROR, match=r"parameter 0 \(x\) is written in place, but its operand 0 and result 0 "
                                             r"are different buffers: call with input_output_aliases=\{0: 0\}"):
         raw(ext, "fill", jax.ShapeDtypeStruct((3,), jnp.float32), floats, value=np.float32(1))
-    with pytest.raises(RUNTIME_ERROR, match=r"parameter 1 \(value\): expected an attribute `value` of dtype float32"):
+    with pytest.raises(RUNTIME_ERROR, match=r"parameter 1 \(value\): expected an attribute `value` of dtype float32, "
+                                            r"found float64"):
         raw(ext, "fill", jax.ShapeDtypeStruct((3,), jnp.float32), floats, aliases={0: 0}, value=1.0)  # float64
+    with pytest.raises(RUNTIME_ERROR, match=r"parameter 1 \(value\): expected an attribute `value`, found none"):
+        raw(ext, "fill", jax.ShapeDtypeStruct((3,), jnp.float32), floats, aliases={0: 0})
+    with pytest.raises(RUNTIME_ERROR, match=r"unexpected attribute `other`: the attributes are the scalar parameters"):
+        raw(ext, "fill", jax.ShapeDtypeStruct((3,), jnp.float32), floats, aliases={0: 0}, value=np.float32(1),
+            other=np.float32(1))
+    with pytest.raises(RUNTIME_ERROR, match=r"parameter 1 \(value\): the attribute `value` is no scalar"):
+        raw(ext, "fill", jax.ShapeDtypeStruct((3,), jnp.float32), floats, aliases={0: 0}, value="text")
     with pytest.raises(RUNTIME_ERROR, match="expected 1 operands and 1 results, found 1 and 2"):
         raw(ext, "fill", (jax.ShapeDtypeStruct((3,), jnp.float32),) * 2, floats, aliases={0: 0}, value=np.float32(1))
     with x64(), pytest.raises(RUNTIME_ERROR, match=r"the return value is a 0-d float64 result, found float32"):

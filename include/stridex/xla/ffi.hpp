@@ -40,6 +40,7 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <span>
 #include <sstream>
@@ -166,9 +167,9 @@ constexpr bool is_identifier(const char* s) {
 
 // XLA's element types as stridex Dtypes; bits 0 where stridex has none for it (TOKEN; the sub-byte
 // integers and float4, whose storage XLA's backends do not agree on, so no View is made of them).
-constexpr Dtype dtype_of_xla(::xla::ffi::DataType t) noexcept {
+constexpr Dtype dtype_of_xla_switch(int t) noexcept {
     using ::xla::ffi::DataType;
-    switch (t) {
+    switch (static_cast<DataType>(t)) {
         case DataType::PRED: return dtypes::bool_;
         case DataType::S8: return dtypes::int8;
         case DataType::S16: return dtypes::int16;
@@ -194,6 +195,18 @@ constexpr Dtype dtype_of_xla(::xla::ffi::DataType t) noexcept {
         case DataType::F8E8M0FNU: return {DtypeCode::kFloat8_e8m0fnu, 8, 1};
         default: return {DtypeCode::kInt, 0, 1};
     }
+}
+// The same as a table, for the hot path: one load per buffer.
+inline constexpr int kXlaTypes = 64;
+inline constexpr std::array<Dtype, kXlaTypes> kDtypeOfXla = [] {
+    std::array<Dtype, kXlaTypes> table{};
+    for (int t = 0; t < kXlaTypes; ++t) table[static_cast<std::size_t>(t)] = dtype_of_xla_switch(t);
+    return table;
+}();
+static_assert(kDtypeOfXla[XLA_FFI_DataType_F32] == dtypes::float32 && kDtypeOfXla[XLA_FFI_DataType_TOKEN].bits == 0);
+constexpr Dtype dtype_of_xla(XLA_FFI_DataType t) noexcept {
+    const auto i = static_cast<unsigned>(t);
+    return i < static_cast<unsigned>(kXlaTypes) ? kDtypeOfXla[i] : Dtype{DtypeCode::kInt, 0, 1};
 }
 
 // A refused call: the error XLA gets.
@@ -295,7 +308,7 @@ class Binding {
     // Where each parameter's operand and result are in the call frame (-1: none).
     struct Slots {
         std::array<int, kParams + 1> operand{}, result{};
-        int operands = 0, results = 0;
+        int operands = 0, results = 0, attributes = 0;
         bool legacy_stream = false;  // an array parameter without caller_stream
     };
     template <std::size_t... I>
@@ -306,6 +319,7 @@ class Binding {
             const detail::Kind k = kinds[i];
             s.operand[i] = (k == detail::Kind::in || k == detail::Kind::inout) ? s.operands++ : -1;
             s.result[i] = (k == detail::Kind::inout || k == detail::Kind::out) ? s.results++ : -1;
+            if (k == detail::Kind::attr) ++s.attributes;
             if (k != detail::Kind::attr && !reqs[i].caller_stream) s.legacy_stream = true;
         }
         s.result[kParams] = kReturnsScalar ? s.results++ : -1;
@@ -356,48 +370,81 @@ public:
                                              P == Platform::host ? "cpu" : "CUDA", kSignature.data};
 
 private:
-    // One call, after XLA's binding checked the frame (struct size, metadata queries, stage).
-    static ::xla::ffi::Error run(Device device, std::intptr_t xla_stream, ::xla::ffi::RemainingArgs args,
-                                 ::xla::ffi::RemainingRets rets, ::xla::ffi::Dictionary attrs) noexcept;
+    // Operands, results and attributes straight from XLA's C call frame (xla/ffi/api/c_api.h): the
+    // handler is on the hot path of every call, so nothing is decoded twice or wrapped on the way.
+    struct Frame {
+        const XLA_FFI_CallFrame* frame;
+        Device device;
+        std::intptr_t stream;  // XLA's (CUDA), kNoStream on the host
+    };
 
-    // Buffer -> View of `device`, C-order strides; what the parameter requires is checked by the caller.
-    static View view_of(const ::xla::ffi::AnyBuffer& buffer, Device device, bool writable, std::size_t i,
-                        const char* what) {
-        const Dtype dtype = detail::dtype_of_xla(buffer.element_type());
+    // An XLA buffer -> View of the platform's device with row-major strides, checked for what a View
+    // needs of it (XLA's buffers are well-formed: the rank and extents are what can be wrong).
+    static View view_of(const XLA_FFI_Buffer* b, Device device, bool writable, std::size_t i, const char* what) {
+        const Dtype dtype = detail::dtype_of_xla(b->dtype);
         if (dtype.bits == 0)
-            detail::refuse("parameter ", i, " (", names[i], "): ", what, " of XLA element type ",
-                           static_cast<int>(buffer.element_type()), " has no stridex dtype");
-        const auto dims = buffer.dimensions();
-        const std::span<const std::int64_t> shape(dims.begin(), dims.size());
-        return View(buffer.untyped_data(), 0, Layout::contiguous(shape), dtype, device,
-                    writable ? Writability::writable : Writability::readonly, Owner());
+            detail::refuse("parameter ", i, " (", names[i], "): ", what, " has XLA element type ",
+                           static_cast<int>(b->dtype), ", which has no stridex dtype");
+        if (b->rank < 0 || b->rank > kMaxNdim)
+            detail::refuse("parameter ", i, " (", names[i], "): ", what, " has ", b->rank, " axes");
+        const auto rank = static_cast<std::size_t>(b->rank);
+        std::int64_t strides[kMaxNdim];
+        std::int64_t step = 1;
+        for (std::size_t a = rank; a-- > 0;) {
+            if (b->dims[a] < 0) detail::refuse("parameter ", i, " (", names[i], "): ", what, " has extent ", b->dims[a]);
+            strides[a] = step;
+            step *= b->dims[a] > 1 ? b->dims[a] : 1;
+        }
+        return View::unchecked(b->data, Layout::unchecked({b->dims, rank}, {strides, rank}), dtype, device,
+                               writable ? Writability::writable : Writability::readonly, Owner(), false);
+    }
+
+    static const XLA_FFI_Buffer* operand(const Frame& f, std::size_t i, int slot) {
+        if (f.frame->args.types[slot] != XLA_FFI_ArgType_BUFFER)
+            detail::refuse("parameter ", i, " (", names[i], "): operand ", slot, " is no buffer");
+        return static_cast<const XLA_FFI_Buffer*>(f.frame->args.args[slot]);
+    }
+    static const XLA_FFI_Buffer* result(const Frame& f, std::size_t i, int slot) {
+        if (f.frame->rets.types[slot] != XLA_FFI_RetType_BUFFER)
+            detail::refuse("parameter ", i, " (", names[i], "): result ", slot, " is no buffer");
+        return static_cast<const XLA_FFI_Buffer*>(f.frame->rets.rets[slot]);
+    }
+
+    // The attribute of parameter I, by name (XLA sorts them; there are few: a scan is cheapest).
+    template <std::size_t I>
+    static const XLA_FFI_Scalar* attribute(const Frame& f) {
+        constexpr std::string_view name(names[I]);
+        const XLA_FFI_Attrs& attrs = f.frame->attrs;
+        for (std::int64_t k = 0; k < attrs.size; ++k) {
+            const XLA_FFI_ByteSpan* key = attrs.names[k];
+            if (key->len != name.size() || std::string_view(key->ptr, key->len) != name) continue;
+            if (attrs.types[k] != XLA_FFI_AttrType_SCALAR)
+                detail::refuse("parameter ", I, " (", name, "): the attribute `", name, "` is no scalar");
+            return static_cast<const XLA_FFI_Scalar*>(attrs.attrs[k]);
+        }
+        detail::refuse("parameter ", I, " (", name, "): expected an attribute `", name, "`, found none");
     }
 
     template <std::size_t I>
-    static auto decode(Device device, std::intptr_t stream, const ::xla::ffi::RemainingArgs& args,
-                       const ::xla::ffi::RemainingRets& rets, const ::xla::ffi::Dictionary& attrs) {
+    static auto decode(const Frame& f) {
         using T = std::tuple_element_t<I, Params>;
         constexpr detail::Kind kind = ParamAt<I>::kind;
         if constexpr (kind == detail::Kind::attr) {
-            using A = detail::AttrType<T>;
-            auto value = attrs.get<A>(std::string_view(names[I]));
-            if (!value.has_value()) {
-                std::string why = value.error().message();
+            const XLA_FFI_Scalar* scalar = attribute<I>(f);
+            const Dtype found = detail::dtype_of_xla(scalar->dtype);
+            if (found != dtype_of<T>())
                 detail::refuse("parameter ", I, " (", names[I], "): expected an attribute `", names[I], "` of dtype ",
-                               dtype_of<T>().name(), ": ", why);
-            }
-            return static_cast<T>(*value);
+                               dtype_of<T>().name(), ", found ",
+                               found.bits ? found.name() : "XLA element type " + std::to_string(scalar->dtype));
+            detail::AttrType<T> value;
+            std::memcpy(&value, scalar->value, sizeof value);
+            return static_cast<T>(value);
         } else {
-            constexpr Requirements r = ParamAt<I>::requirements;
-            View view;
-            if constexpr (kind == detail::Kind::in) {
-                view = view_of(buffer(args.get<::xla::ffi::AnyBuffer>(slots.operand[I]), I, "operand"), device, false,
-                               I, "its operand");
-            } else {
-                view = view_of(buffer(rets.get<::xla::ffi::AnyBuffer>(slots.result[I]), I, "result"), device, true, I,
-                               "its result");
-            }
-            view.set_stream(stream == kNoStream ? kNoStream : r.caller_stream ? stream : kDefaultStream);
+            static constexpr const Requirements& r = ParamAt<I>::requirements;  // static: not copied per call
+            T value(kind == detail::Kind::in ? view_of(operand(f, I, slots.operand[I]), f.device, false, I, "its operand")
+                                             : view_of(result(f, I, slots.result[I]), f.device, true, I, "its result"));
+            View& view = value;
+            if (f.stream != kNoStream) view.set_stream(r.caller_stream ? f.stream : kDefaultStream);
             if (!satisfies(r, view)) {
                 try {
                     view = conform(r, view);  // the one copy arg::may_copy allows, or the refusal
@@ -408,106 +455,100 @@ private:
             if constexpr (kind == detail::Kind::inout) {
                 // Read and written: XLA must hand over the operand's buffer as the result's, so that
                 // the function reads the operand's values where it writes.
-                const View in = view_of(buffer(args.get<::xla::ffi::AnyBuffer>(slots.operand[I]), I, "operand"),
-                                        device, false, I, "its operand");
-                if (in.ptr() != view.ptr() && in.size() != 0)
+                const XLA_FFI_Buffer* in = operand(f, I, slots.operand[I]);
+                if (in->data != view.data() && view.size() != 0)
                     detail::refuse("parameter ", I, " (", names[I], ") is written in place, but its operand ",
                                    slots.operand[I], " and result ", slots.result[I],
                                    " are different buffers: call with input_output_aliases={", slots.operand[I],
                                    ": ", slots.result[I], "}");
             }
-            if constexpr (std::is_same_v<T, View>)
-                return view;
-            else
-                return T(std::move(view));
+            return value;
         }
     }
 
-    // The buffer in an operand's or a result's decoding (a result's wraps it in ffi::Result).
-    static ::xla::ffi::AnyBuffer unwrap(::xla::ffi::AnyBuffer b) { return b; }
-    static ::xla::ffi::AnyBuffer unwrap(::xla::ffi::Result<::xla::ffi::AnyBuffer> b) { return *b; }
-    template <class Decoded>
-    static ::xla::ffi::AnyBuffer buffer(Decoded b, std::size_t i, const char* what) {
-        if (!b.has_value()) detail::refuse("parameter ", i, " (", names[i], "): its ", what, ": ", b.error().message());
-        return unwrap(*b);
-    }
-
     template <std::size_t... I>
-    static void call(Device device, std::intptr_t stream, const ::xla::ffi::RemainingArgs& args,
-                     const ::xla::ffi::RemainingRets& rets, const ::xla::ffi::Dictionary& attrs,
-                     std::index_sequence<I...>) {
+    static void call(const Frame& f, std::index_sequence<I...>) {
         // Braced initialisation: parameters are decoded in order, so the first violation is reported.
-        Params values{decode<I>(device, stream, args, rets, attrs)...};
+        Params values{decode<I>(f)...};
         if constexpr (kReturnsScalar) {
             // Checked before the call, as every other result: a refused call has no side effects.
-            auto result = rets.get<::xla::ffi::AnyBuffer>(slots.result[kParams]);
-            if (!result.has_value()) detail::refuse("the return value's result: ", result.error().message());
-            const View out = view_of(unwrap(*result), device, true, kParams, "the return value's result");
+            const View out = view_of(result(f, kParams, slots.result[kParams]), f.device, true, kParams,
+                                     "the return value's result");
             if (out.dtype() != dtype_of<Return>() || out.ndim() != 0)
                 detail::refuse("the return value is a 0-d ", dtype_of<Return>().name(), " result, found ",
                                view_summary(out));
             Return value = Fn(std::move(std::get<I>(values))...);
-            if (stream == kNoStream) {
-                *reinterpret_cast<Return*>(out.ptr()) = value;
+            if (f.stream == kNoStream) {
+                std::memcpy(out.ptr(), &value, sizeof value);
             } else {
                 // Device memory: copied on XLA's stream (the copy engine stages `value` before it
                 // returns, so the local may go).
                 const View host(&value, 0, Layout(), dtype_of<Return>(), Device::cpu(), Writability::readonly, Owner());
-                (void)::stridex::copy(out, host, stream);
+                (void)::stridex::copy(out, host, f.stream);
             }
         } else {
             Fn(std::move(std::get<I>(values))...);
         }
     }
+
+    static XLA_FFI_Error* error(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, const std::string& message) noexcept {
+        XLA_FFI_Error_Create_Args args;
+        args.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
+        args.extension_start = nullptr;
+        args.errc = code;
+        args.message = message.c_str();
+        return api->XLA_FFI_Error_Create(&args);
+    }
+
+    // The refusal of a call whose attributes are not the parameters': the first unexpected one, or
+    // the first parameter without one.
+    [[noreturn, gnu::cold]] static void unexpected_attribute(const XLA_FFI_Attrs& attrs) {
+        for (std::int64_t k = 0; k < attrs.size; ++k) {
+            const std::string_view key(attrs.names[k]->ptr, attrs.names[k]->len);
+            bool known = false;
+            for (std::size_t i = 0; i < kParams; ++i) known |= kinds[i] == detail::Kind::attr && key == names[i];
+            if (!known) detail::refuse("unexpected attribute `", key, "`: the attributes are the scalar parameters");
+        }
+        for (std::size_t i = 0; i < kParams; ++i) {
+            bool found = kinds[i] != detail::Kind::attr;
+            for (std::int64_t k = 0; k < attrs.size && !found; ++k)
+                found = std::string_view(attrs.names[k]->ptr, attrs.names[k]->len) == names[i];
+            if (!found) detail::refuse("parameter ", i, " (", names[i], "): expected an attribute `", names[i], "`, found none");
+        }
+        detail::refuse("expected ", slots.attributes, " attributes, found ", attrs.size);  // a name given twice
+    }
+
+    // The execute stage's call, once XLA's framing is known to be the common one.
+    static XLA_FFI_Error* run(const XLA_FFI_CallFrame* frame) noexcept;
 };
 
 template <Platform P, auto Fn, Name... Names>
 XLA_FFI_Error* Binding<P, Fn, Names...>::handler(XLA_FFI_CallFrame* frame) {
-    namespace ffi = ::xla::ffi;
-    // XLA's own binding does the framing (struct sizes, the metadata query at registration, the
-    // stage); everything else is decoded here, so that every error names the parameter.
-    if constexpr (P == Platform::host) {
-        static auto* const bound = ffi::Ffi::Bind()
-                                       .RemainingArgs()
-                                       .RemainingRets()
-                                       .Attrs()
-                                       .To([](ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs) {
-                                           return run(Device::cpu(), kNoStream, args, rets, attrs);
-                                       })
-                                       .release();
-        return bound->Call(frame);
-    } else {
-        static auto* const bound =
-            ffi::Ffi::Bind()
-                .Ctx<ffi::PlatformStream<void*>>()
-                .Ctx<ffi::DeviceOrdinal>()
-                .RemainingArgs()
-                .RemainingRets()
-                .Attrs()
-                .To([](void* stream, std::int32_t ordinal, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                       ffi::Dictionary attrs) {
-                    // The NULL handle is the legacy default stream; the protocol encoding spells it 1.
-                    const std::intptr_t encoded = stream ? reinterpret_cast<std::intptr_t>(stream) : kDefaultStream;
-                    return run(Device::cuda(ordinal), encoded, args, rets, attrs);
-                })
-                .release();
-        return bound->Call(frame);
-    }
+    // The common frame (this header's struct size, the execute stage, no metadata query) is decoded
+    // here; anything else goes to XLA's own binding, which answers the metadata query made at
+    // registration and refuses other stages and sizes in XLA's words.
+    const bool metadata = frame->extension_start != nullptr &&
+                          frame->extension_start->type == XLA_FFI_Extension_Metadata;
+    if (frame->struct_size == XLA_FFI_CallFrame_STRUCT_SIZE && frame->stage == XLA_FFI_ExecutionStage_EXECUTE &&
+        !metadata) [[likely]]
+        return run(frame);
+    static auto* const framing = ::xla::ffi::Ffi::Bind()
+                                     .To([] {
+                                         return ::xla::ffi::Error::Internal(
+                                             "stridex XLA handler: a frame XLA's binding takes and stridex does not");
+                                     })
+                                     .release();
+    return framing->Call(frame);
 }
 
 template <Platform P, auto Fn, Name... Names>
-::xla::ffi::Error Binding<P, Fn, Names...>::run(Device device, std::intptr_t xla_stream,
-                                                ::xla::ffi::RemainingArgs args, ::xla::ffi::RemainingRets rets,
-                                                ::xla::ffi::Dictionary attrs) noexcept {
+XLA_FFI_Error* Binding<P, Fn, Names...>::run(const XLA_FFI_CallFrame* frame) noexcept {
     namespace ffi = ::xla::ffi;
     // XLA's stream ordered before the legacy stream for parameters without caller_stream, and
     // ordered back after the function, whatever it did (it may have queued work before throwing).
     struct LegacyOrder {
         Device device;
         std::intptr_t xla_stream = kNoStream;
-        void before() {
-            cuda::order(cuda::StreamRef(xla_stream), cuda::StreamRef::legacy(), device);
-        }
         void after() {
             const std::intptr_t s = std::exchange(xla_stream, kNoStream);
             if (s != kNoStream) cuda::order(cuda::StreamRef::legacy(), cuda::StreamRef(s), device);
@@ -518,28 +559,40 @@ template <Platform P, auto Fn, Name... Names>
             } catch (...) {  // the call's own error is the one reported
             }
         }
-    } legacy{device};
+    };
     try {
-        if (args.size() != static_cast<std::size_t>(slots.operands) ||
-            rets.size() != static_cast<std::size_t>(slots.results))
-            detail::refuse("expected ", slots.operands, " operands and ", slots.results, " results, found ",
-                           args.size(), " and ", rets.size());
-        if (xla_stream != kNoStream && slots.legacy_stream) {
-            legacy.xla_stream = xla_stream;
-            legacy.before();
+        Frame f{frame, Device::cpu(), kNoStream};
+        if constexpr (P == Platform::cuda) {
+            ffi::DiagnosticEngine diagnostic;
+            const auto stream = ffi::CtxDecoding<ffi::PlatformStream<void*>>::Decode(frame->api, frame->ctx, diagnostic);
+            const auto ordinal = ffi::CtxDecoding<ffi::DeviceOrdinal>::Decode(frame->api, frame->ctx, diagnostic);
+            if (!stream || !ordinal)
+                throw detail::Refusal{ffi::ErrorCode::kInternal, "stridex XLA handler: " + diagnostic.Result()};
+            // The NULL handle is the legacy default stream; the protocol encoding spells it 1.
+            f.stream = *stream ? reinterpret_cast<std::intptr_t>(*stream) : kDefaultStream;
+            f.device = Device::cuda(*ordinal);
         }
-        call(device, xla_stream, args, rets, attrs, std::make_index_sequence<kParams>{});
+        if (frame->args.size != slots.operands || frame->rets.size != slots.results)
+            detail::refuse("expected ", slots.operands, " operands and ", slots.results, " results, found ",
+                           frame->args.size, " and ", frame->rets.size);
+        if (frame->attrs.size != slots.attributes) unexpected_attribute(frame->attrs);
+        LegacyOrder legacy{f.device};
+        if (f.stream != kNoStream && slots.legacy_stream) {
+            cuda::order(cuda::StreamRef(f.stream), cuda::StreamRef::legacy(), f.device);
+            legacy.xla_stream = f.stream;
+        }
+        call(f, std::make_index_sequence<kParams>{});
         legacy.after();
-        return ffi::Error::Success();
-    } catch (detail::Refusal& r) {
-        return ffi::Error(r.code, std::move(r.message));
+        return nullptr;
+    } catch (const detail::Refusal& r) {
+        return error(frame->api, static_cast<XLA_FFI_Error_Code>(r.code), r.message);
     } catch (const Error& e) {
-        return ffi::Error(e.kind() == ErrorKind::cuda ? ffi::ErrorCode::kInternal : ffi::ErrorCode::kInvalidArgument,
-                          e.what());
+        return error(frame->api, e.kind() == ErrorKind::cuda ? XLA_FFI_Error_Code_INTERNAL : XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                     e.what());
     } catch (const std::exception& e) {
-        return ffi::Error(ffi::ErrorCode::kUnknown, e.what());
+        return error(frame->api, XLA_FFI_Error_Code_UNKNOWN, e.what());
     } catch (...) {
-        return ffi::Error(ffi::ErrorCode::kUnknown, "stridex XLA handler: the function threw a non-std exception");
+        return error(frame->api, XLA_FFI_Error_Code_UNKNOWN, "stridex XLA handler: the function threw a non-std exception");
     }
 }
 
