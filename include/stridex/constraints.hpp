@@ -307,10 +307,42 @@ constexpr const auto& description() {
     return detail::Described<Constraints...>::text.data;
 }
 
-// ---- checking (src/core/constraints.cpp) -------------------------------------------------------
+// ---- checking (here, inline, and src/cuda/constraints.cpp) -------------------------------------
 
-// Does `view` meet `r` as it is? (may_copy and caller_stream play no part here.)
-bool satisfies(const Requirements& r, const View& view) noexcept;
+namespace detail {
+
+inline bool order_holds(Contiguity order, const Layout& layout) noexcept {
+    switch (order) {
+        case Contiguity::any: return true;
+        case Contiguity::c: return layout.is_c_contiguous();
+        case Contiguity::f: return layout.is_f_contiguous();
+    }
+    return false;
+}
+
+// Everything but the contiguity.
+inline bool satisfies_except_order(const Requirements& r, const View& view) noexcept {
+    if (r.has_dtype && view.dtype() != r.dtype) return false;
+    if (r.ndim != -1 && view.ndim() != r.ndim) return false;
+    if (r.has_shape)
+        for (int a = 0; a < r.ndim; ++a) {
+            const std::int64_t want = r.shape[static_cast<std::size_t>(a)];
+            if (want != arg::any && view.shape()[static_cast<std::size_t>(a)] != want) return false;
+        }
+    if (r.has_device && (view.device().type != r.device_type || (r.device_id != -1 && view.device().id != r.device_id)))
+        return false;
+    if (r.writable && view.readonly()) return false;
+    return true;
+}
+
+}  // namespace detail
+
+// Does `view` meet `r` as it is? (may_copy and caller_stream play no part here.) Inline: every door
+// checks a compile-time Requirements (Arg<...>::requirements), whose unused constraints then cost
+// nothing on the hot path of a call.
+inline bool satisfies(const Requirements& r, const View& view) noexcept {
+    return detail::satisfies_except_order(r, view) && detail::order_holds(r.order, view.layout());
+}
 
 // What a view is, in the terms of the descriptions: "float64, shape=(3, 2), strides=(1, 3),
 // device=cpu, read-only".

@@ -410,19 +410,35 @@ private:
         return static_cast<const XLA_FFI_Buffer*>(f.frame->rets.rets[slot]);
     }
 
-    // The attribute of parameter I, by name (XLA sorts them; there are few: a scan is cheapest).
+    // Where parameter I's attribute is among the attributes sorted by name, as XLA passes them when
+    // the call has exactly the parameters' attributes (run() checks the count).
+    template <std::size_t I>
+    static constexpr std::int64_t attribute_rank() {
+        std::int64_t rank = 0;
+        const std::string_view name(names[I]);
+        for (std::size_t j = 0; j < kParams; ++j)
+            if (kinds[j] == detail::Kind::attr && std::string_view(names[j]) < name) ++rank;
+        return rank;
+    }
+
+    // The attribute of parameter I: where the sorted order puts it, else found by name.
     template <std::size_t I>
     static const XLA_FFI_Scalar* attribute(const Frame& f) {
         constexpr std::string_view name(names[I]);
         const XLA_FFI_Attrs& attrs = f.frame->attrs;
-        for (std::int64_t k = 0; k < attrs.size; ++k) {
+        auto is = [&](std::int64_t k) {
             const XLA_FFI_ByteSpan* key = attrs.names[k];
-            if (key->len != name.size() || std::string_view(key->ptr, key->len) != name) continue;
-            if (attrs.types[k] != XLA_FFI_AttrType_SCALAR)
-                detail::refuse("parameter ", I, " (", name, "): the attribute `", name, "` is no scalar");
-            return static_cast<const XLA_FFI_Scalar*>(attrs.attrs[k]);
-        }
-        detail::refuse("parameter ", I, " (", name, "): expected an attribute `", name, "`, found none");
+            return key->len == name.size() && std::memcmp(key->ptr, name.data(), name.size()) == 0;
+        };
+        std::int64_t k = attribute_rank<I>();
+        if (k >= attrs.size || !is(k))
+            for (k = 0; k < attrs.size && !is(k); ++k) {
+            }
+        if (k == attrs.size)
+            detail::refuse("parameter ", I, " (", name, "): expected an attribute `", name, "`, found none");
+        if (attrs.types[k] != XLA_FFI_AttrType_SCALAR)
+            detail::refuse("parameter ", I, " (", name, "): the attribute `", name, "` is no scalar");
+        return static_cast<const XLA_FFI_Scalar*>(attrs.attrs[k]);
     }
 
     template <std::size_t I>
@@ -466,10 +482,25 @@ private:
         }
     }
 
+    // The decoded parameters, each built in place (an aggregate initialised from the decoders'
+    // results: no copy) and in order (braced initialisation: the first violation is the one
+    // reported), then moved into the call.
+    template <std::size_t I, class T>
+    struct Slot {
+        T value;
+    };
+    template <class Seq>
+    struct Values;
+    template <std::size_t... I>
+    struct Values<std::index_sequence<I...>> : Slot<I, std::tuple_element_t<I, Params>>... {};
+    template <std::size_t I, class V>
+    static std::tuple_element_t<I, Params>&& take(V& values) noexcept {
+        return std::move(static_cast<Slot<I, std::tuple_element_t<I, Params>>&>(values).value);
+    }
+
     template <std::size_t... I>
     static void call(const Frame& f, std::index_sequence<I...>) {
-        // Braced initialisation: parameters are decoded in order, so the first violation is reported.
-        Params values{decode<I>(f)...};
+        Values<std::index_sequence<I...>> values{{decode<I>(f)}...};
         if constexpr (kReturnsScalar) {
             // Checked before the call, as every other result: a refused call has no side effects.
             const View out = view_of(result(f, kParams, slots.result[kParams]), f.device, true, kParams,
@@ -477,7 +508,7 @@ private:
             if (out.dtype() != dtype_of<Return>() || out.ndim() != 0)
                 detail::refuse("the return value is a 0-d ", dtype_of<Return>().name(), " result, found ",
                                view_summary(out));
-            Return value = Fn(std::move(std::get<I>(values))...);
+            Return value = Fn(take<I>(values)...);
             if (f.stream == kNoStream) {
                 std::memcpy(out.ptr(), &value, sizeof value);
             } else {
@@ -487,7 +518,7 @@ private:
                 (void)::stridex::copy(out, host, f.stream);
             }
         } else {
-            Fn(std::move(std::get<I>(values))...);
+            Fn(take<I>(values)...);
         }
     }
 
@@ -576,13 +607,17 @@ XLA_FFI_Error* Binding<P, Fn, Names...>::run(const XLA_FFI_CallFrame* frame) noe
             detail::refuse("expected ", slots.operands, " operands and ", slots.results, " results, found ",
                            frame->args.size, " and ", frame->rets.size);
         if (frame->attrs.size != slots.attributes) unexpected_attribute(frame->attrs);
-        LegacyOrder legacy{f.device};
-        if (f.stream != kNoStream && slots.legacy_stream) {
-            cuda::order(cuda::StreamRef(f.stream), cuda::StreamRef::legacy(), f.device);
-            legacy.xla_stream = f.stream;
+        if constexpr (P == Platform::cuda) {
+            LegacyOrder legacy{f.device};
+            if (slots.legacy_stream) {
+                cuda::order(cuda::StreamRef(f.stream), cuda::StreamRef::legacy(), f.device);
+                legacy.xla_stream = f.stream;
+            }
+            call(f, std::make_index_sequence<kParams>{});
+            legacy.after();
+        } else {
+            call(f, std::make_index_sequence<kParams>{});
         }
-        call(f, std::make_index_sequence<kParams>{});
-        legacy.after();
         return nullptr;
     } catch (const detail::Refusal& r) {
         return error(frame->api, static_cast<XLA_FFI_Error_Code>(r.code), r.message);
