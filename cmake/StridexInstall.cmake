@@ -1,10 +1,14 @@
 # `cmake --install` layout: headers, the static library, and a CMake package so that consumers
-# write find_package(stridex CONFIG) and link stridex::stridex (or stridex::core alone).
+# write find_package(stridex CONFIG) and link stridex::stridex (or stridex::core alone), or from C
+# stridex::c (libstridex_c, where it was built).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 install(DIRECTORY include/stridex DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS stridex_core stridex_cuda stridex EXPORT stridexTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+if(TARGET stridex_c)  # the C API: stridex::c
+  install(TARGETS stridex_c EXPORT stridexTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(EXPORT stridexTargets NAMESPACE stridex:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/stridex)
 configure_package_config_file(cmake/stridexConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/stridexConfig.cmake

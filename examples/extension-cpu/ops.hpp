@@ -1,18 +1,22 @@
-// The example's functions, written once and bound twice (nanobind.cpp, pybind11.cpp). Every
-// parameter type states what the function needs; the caster checks it before the body runs.
+// The example's functions, written once and bound three times: nanobind (nanobind.cpp), pybind11
+// (pybind11.cpp) and XLA FFI (xla.hpp, for jax.jit). Every parameter type states what the function
+// needs; each door checks it before the body runs. Plain C++: no Python here (the one function that
+// returns into the caller's framework is in like.hpp, for the Python doors).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <tuple>
 
-#include "stridex/python/caster_core.hpp"
+#include "stridex/cuda/arg.hpp"
+#include "stridex/cuda/array.hpp"
 
 namespace example {
 
 using namespace stridex;
 
 // Writes `value` into every element, whatever the strides: needs writable float32 host memory.
+// Inside jax.jit the array is an operand written in place (aliased to the call's result).
 inline void fill(Arg<arg::dtype<float>, arg::cpu, arg::writable> x, float value) {
     View flat = x;
     // Walk any rank by viewing 0-d as one element and peeling axis 0 otherwise.
@@ -28,12 +32,21 @@ inline void fill(Arg<arg::dtype<float>, arg::cpu, arg::writable> x, float value)
     Walk::run(flat, value);
 }
 
-// Sum of each row of an (n, 3) float64 matrix, in a new host array.
-inline Array row_sums(Arg<arg::dtype<double>, arg::shape<arg::any, 3>, arg::cpu> m) {
+// Sum of each row of an (n, 3) float64 matrix, written into `sums` (n elements): an output
+// parameter, which XLA allocates as a result of its own.
+inline void row_sums_into(Arg<arg::dtype<double>, arg::shape<arg::any, 3>, arg::cpu> m,
+                          Arg<arg::dtype<double>, arg::ndim<1>, arg::cpu, arg::output> sums) {
+    if (sums.shape()[0] != m.shape()[0])
+        fail(ErrorKind::value, "sums has ", sums.shape()[0], " elements, m ", m.shape()[0], " rows");
     const auto in = m.as<const double, 2>();
+    const auto out = sums.as<double, 1>();
+    for (std::int64_t i = 0; i < in.extent(0); ++i) out(i) = in(i, 0) + in(i, 1) + in(i, 2);
+}
+
+// The same in a new host array (the Python doors return it as a stridex.View).
+inline Array row_sums(Arg<arg::dtype<double>, arg::shape<arg::any, 3>, arg::cpu> m) {
     Array out = Array::host({m.shape()[0]}, dtypes::float64);
-    const auto sums = out.as<double, 1>();
-    for (std::int64_t i = 0; i < in.extent(0); ++i) sums(i) = in(i, 0) + in(i, 1) + in(i, 2);
+    row_sums_into(m, Arg<arg::dtype<double>, arg::ndim<1>, arg::cpu, arg::output>(out));
     return out;
 }
 
@@ -51,21 +64,11 @@ inline double f_total(Arg<arg::dtype<float>, arg::ndim<2>, arg::cpu, arg::f_cont
 // else a copy (the signature asks for one with may_copy). Returned to show which it got.
 inline View as_c_contiguous(Arg<arg::dtype<float>, arg::ndim<2>, arg::c_contig, arg::may_copy> m) { return m; }
 
-// a * x as a new array, returned in the caller's framework (numpy in, numpy out; jax in, jax out).
-inline Like scaled(Arg<arg::dtype<float>, arg::cpu> x, float a) {
-    Array out = Array::host(x.shape(), dtypes::float32);
-    const float* src = reinterpret_cast<const float*>(x.ptr());
-    float* dst = reinterpret_cast<float*>(out.ptr());
-    if (x.layout().is_c_contiguous()) {
-        for (std::int64_t i = 0; i < x.size(); ++i) dst[i] = a * src[i];
-    } else {
-        fail(ErrorKind::value, "scaled() takes C-contiguous input in this example");
-    }
-    return like(x, std::move(out));
-}
-
 // Only device memory of GPU 0 is accepted: on a CPU machine, every call is the overload error.
 inline std::int64_t cuda0_size(Arg<arg::device<DeviceType::kCUDA, 0>> x) { return x.size(); }
+
+// The address of element 0 of what the function received: the caller's memory, zero-copy.
+inline std::int64_t address_of(const View& v) { return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(v.ptr())); }
 
 // What the function received: (address of element 0, device, read-only, stream or -1).
 inline std::tuple<std::uintptr_t, std::string, bool, std::int64_t> info(const View& v) {

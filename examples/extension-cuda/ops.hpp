@@ -1,17 +1,20 @@
-// The CUDA example's functions, written once and bound twice (nanobind.cpp, pybind11.cpp).
+// The CUDA example's functions, written once and bound three times: nanobind (nanobind.cpp),
+// pybind11 (pybind11.cpp) and XLA FFI (xla.hpp, for jax.jit). Plain C++: no Python here (the one
+// function that returns into the caller's framework is in like.hpp, for the Python doors).
 //
 // Streams: every array parameter says arg::caller_stream, so each argument arrives ordered on the
 // stream the calling framework is working on (torch.cuda.current_stream() for torch tensors, via
 // torch's DLPack exchange API; the legacy default stream for frameworks without one), and
 // View::stream() is that stream. The kernels are queued there: no host synchronization, and the
-// caller's next operation on its stream sees the result.
+// caller's next operation on its stream sees the result. Inside jax.jit that stream is XLA's own.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels.hpp"
+#include "stridex/cuda/arg.hpp"
+#include "stridex/cuda/array.hpp"
 #include "stridex/cuda/stream.hpp"
-#include "stridex/python/caster_core.hpp"
 
 namespace example {
 
@@ -65,13 +68,12 @@ inline Array arange(std::int64_t n, int device) {
     return out;
 }
 
-// The same, on the device and stream of `like`, returned in like's framework (torch in, torch out).
-inline Like arange_like(Arg<arg::cuda, arg::caller_stream> like_this, std::int64_t n) {
-    if (n < 0) fail(ErrorKind::value, "n must be >= 0, found ", n);
-    Array out = Array::cuda({n}, dtypes::float32, like_this.device().id);
-    kernels::arange(like_this.device().id, like_this.stream(), n, out.as<float, 1>().data());
-    out.set_stream(like_this.stream());
-    return like(like_this, std::move(out));
+// 0, 1, ..., n-1 into `out`, every element and never read (an output), launched on out.stream():
+// without caller_stream that is the legacy default stream, through every door. Inside jax.jit the
+// handler orders XLA's stream before the legacy stream, and the legacy stream before XLA's again
+// after the call, so XLA's next operation sees the values.
+inline void arange_into(Arg<arg::dtype<float>, arg::ndim<1>, arg::cuda, arg::c_contig, arg::output> out) {
+    kernels::arange(out.device().id, out.stream(), out.shape()[0], out.as<float, 1>().data());
 }
 
 // The stream a caller_stream argument arrived on (to see the contract at work).

@@ -61,8 +61,16 @@ public:
     static Layout from_byte_strides(std::span<const std::int64_t> shape, std::span<const std::int64_t> byte_strides,
                                     std::int64_t itemsize);
     // For callers that established the invariants already (e.g. derived from another Layout).
-    // Precondition: shape.size() == strides.size() <= kMaxNdim and the invariants hold.
-    static Layout unchecked(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+    // Precondition: shape.size() == strides.size() <= kMaxNdim and the invariants hold. Inline: the
+    // XLA FFI handler (include/stridex/xla/ffi.hpp) builds one per buffer on every call.
+    static Layout unchecked(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
+        Layout out(int(shape.size()), Uninit{});
+        std::int64_t* to_shape = out.shape_mut();
+        std::int64_t* to_strides = out.strides_mut();
+        for (std::size_t i = 0; i < shape.size(); ++i) to_shape[i] = shape[i];
+        for (std::size_t i = 0; i < strides.size(); ++i) to_strides[i] = strides[i];
+        return out;
+    }
 
     Layout(const Layout& other) : ndim_(other.ndim_) {
         if (other.on_heap())

@@ -171,7 +171,7 @@ public:
 
 private:
     struct Unchecked {};
-    View(Unchecked, void* data, Layout layout, Dtype dtype, Device device, Writability writability, Owner owner,
+    View(Unchecked, void* data, Layout&& layout, Dtype dtype, Device device, Writability writability, Owner&& owner,
          bool subbyte_padded) noexcept
         : data_(data),
           layout_(std::move(layout)),

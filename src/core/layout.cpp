@@ -110,13 +110,6 @@ std::int64_t* Layout::clone_heap(const Layout& other) {
     return block;
 }
 
-Layout Layout::unchecked(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
-    Layout out(int(shape.size()), Uninit{});
-    copy_dims(shape, out.shape_mut());
-    copy_dims(strides, out.strides_mut());
-    return out;
-}
-
 int Layout::checked_ndim(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
     if (shape.size() != strides.size())
         fail(ErrorKind::value, "shape and strides must have the same length, found shape ", tuple(shape),

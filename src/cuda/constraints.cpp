@@ -11,30 +11,6 @@ namespace stridex {
 
 namespace {
 
-bool order_holds(Contiguity order, const Layout& layout) noexcept {
-    switch (order) {
-        case Contiguity::any: return true;
-        case Contiguity::c: return layout.is_c_contiguous();
-        case Contiguity::f: return layout.is_f_contiguous();
-    }
-    return false;
-}
-
-// Everything but the contiguity.
-bool satisfies_except_order(const Requirements& r, const View& view) noexcept {
-    if (r.has_dtype && view.dtype() != r.dtype) return false;
-    if (r.ndim != -1 && view.ndim() != r.ndim) return false;
-    if (r.has_shape)
-        for (int a = 0; a < r.ndim; ++a) {
-            const std::int64_t want = r.shape[static_cast<std::size_t>(a)];
-            if (want != arg::any && view.shape()[static_cast<std::size_t>(a)] != want) return false;
-        }
-    if (r.has_device && (view.device().type != r.device_type || (r.device_id != -1 && view.device().id != r.device_id)))
-        return false;
-    if (r.writable && view.readonly()) return false;
-    return true;
-}
-
 std::string requirements_text(const Requirements& r) {
     detail::TextWriter count;
     detail::write_requirements(count, r);
@@ -52,10 +28,6 @@ void put_ints(std::ostream& out, std::span<const std::int64_t> values) {
 
 }  // namespace
 
-bool satisfies(const Requirements& r, const View& view) noexcept {
-    return satisfies_except_order(r, view) && order_holds(r.order, view.layout());
-}
-
 std::string view_summary(const View& view) {
     std::ostringstream out;
     out << view.dtype().name() << ", shape=";
@@ -68,7 +40,7 @@ std::string view_summary(const View& view) {
 
 View conform(const Requirements& r, const View& view) {
     if (satisfies(r, view)) return view;
-    if (r.may_copy && satisfies_except_order(r, view)) return contiguous_copy(view, r.order);
+    if (r.may_copy && detail::satisfies_except_order(r, view)) return contiguous_copy(view, r.order);
     fail(ErrorKind::type, "expected ", requirements_text(r), ", found ", view_summary(view));
 }
 

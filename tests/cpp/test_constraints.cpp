@@ -32,6 +32,11 @@ static_assert(std::string_view(description<arg::dtype_is<dtypes::bfloat16>, arg:
 static_assert(std::string_view(description<arg::dtype_is<dtypes::float8_e5m2>, arg::caller_stream>()) ==
               "stridex.View[dtype=float8_e5m2, caller_stream]");
 static_assert(requirements_of<arg::shape<2, 3>, arg::ndim<2>>().ndim == 2);
+// An output is written, so writable: read-only views are refused as for arg::writable.
+static_assert(std::string_view(description<arg::dtype<double>, arg::ndim<1>, arg::output>()) ==
+              "stridex.View[dtype=float64, ndim=1, writable, output]");
+static_assert(requirements_of<arg::output>().writable && requirements_of<arg::output>().output);
+static_assert(!requirements_of<arg::writable>().output);
 
 TEST(Constraints, EachOneChecked) {
     std::vector<float> buf(12);
@@ -48,6 +53,8 @@ TEST(Constraints, EachOneChecked) {
     EXPECT_TRUE(satisfies(requirements_of<arg::f_contig>(), m.transpose()));
     EXPECT_FALSE(satisfies(requirements_of<arg::c_contig>(), m.transpose()));
     EXPECT_FALSE(satisfies(requirements_of<arg::writable>(), m.as_readonly()));
+    EXPECT_FALSE(satisfies(requirements_of<arg::output>(), m.as_readonly()));
+    EXPECT_TRUE(satisfies(requirements_of<arg::output>(), m));
     EXPECT_TRUE(satisfies(requirements_of<arg::dtype<float>>(), m.as_readonly()));  // read-only is fine unless writable
 }
 

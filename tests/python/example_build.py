@@ -43,8 +43,15 @@ def installed_prefix(tmp_path_factory) -> str:
     return prefix
 
 
+_built: dict[tuple[str, tuple[str, ...]], str] = {}
+
+
 def build_example(tmp_path_factory, example: str, extra=()) -> str:
-    """Configures and builds examples/<example>; returns its build folder (on sys.path)."""
+    """Configures and builds examples/<example>; returns its build folder (on sys.path). Built once
+    per session: the test files of one example share the build."""
+    key = (example, tuple(extra))
+    if key in _built:
+        return _built[key]
     cmake = shutil.which("cmake")
     if cmake is None:
         pytest.skip("cmake is not installed: cannot build the examples")
@@ -57,6 +64,7 @@ def build_example(tmp_path_factory, example: str, extra=()) -> str:
     _run([cmake, "--build", build, "--parallel", str(os.cpu_count() or 2)], f"building examples/{example}")
     if build not in sys.path:
         sys.path.insert(0, build)
+    _built[key] = build
     return build
 
 

@@ -3,7 +3,8 @@
 //     using Vec = stridex::Arg<stridex::arg::dtype<float>, stridex::arg::ndim<1>, stridex::arg::cuda,
 //                              stridex::arg::writable>;
 //
-// Arg (include/stridex/python/caster_core.hpp) checks them when a Python argument is converted;
+// Arg (include/stridex/cuda/arg.hpp) carries them: the casters (include/stridex/python/) check them when
+// a Python argument is converted, the XLA FFI handler (include/stridex/xla/ffi.hpp) on every call;
 // check() and conform() below are the same rules for C++ callers. Every constraint is a tag type;
 // Requirements collects them at compile time, and description<C...>() renders them as one
 // compile-time string, "stridex.View[dtype=float32, ndim=1, device=cuda, writable]", which the
@@ -42,6 +43,7 @@ struct Requirements {
     std::int32_t device_id = -1;  // -1: any ordinal
     Contiguity order = Contiguity::any;
     bool writable = false;       // read-only views refused
+    bool output = false;         // written, never read (implies writable): a result of its own in XLA
     bool may_copy = false;       // a layout that is not `order` is copied (host memory only, for now)
     bool caller_stream = false;  // order the data on the calling framework's current stream
 
@@ -118,6 +120,16 @@ using any_contig = order_is<Contiguity::any>;
 
 struct writable {
     static constexpr void apply(Requirements& r) { r.writable = true; }
+};
+
+// A parameter the function only writes, every element, without reading it first: to nanobind and
+// pybind11 a writable argument like any other; to XLA (include/stridex/xla/ffi.hpp) a result of its
+// own, where a writable parameter is read and written in place (its operand aliased to a result).
+struct output {
+    static constexpr void apply(Requirements& r) {
+        r.writable = true;
+        r.output = true;
+    }
 };
 
 // The one explicit copy: a view whose layout is not the requested contiguity is copied into a
@@ -260,6 +272,7 @@ constexpr void write_requirements(TextWriter& w, const Requirements& r) {
     }
     if (r.order != Contiguity::any) item(r.order == Contiguity::c ? "order=C" : "order=F");
     if (r.writable) item("writable");
+    if (r.output) item("output");
     if (r.may_copy) item("may_copy");
     if (r.caller_stream) item("caller_stream");
     if (!first) w.put(']');
@@ -294,10 +307,42 @@ constexpr const auto& description() {
     return detail::Described<Constraints...>::text.data;
 }
 
-// ---- checking (src/cuda/constraints.cpp) -------------------------------------------------------
+// ---- checking (here, inline, and src/cuda/constraints.cpp) -------------------------------------
 
-// Does `view` meet `r` as it is? (may_copy and caller_stream play no part here.)
-bool satisfies(const Requirements& r, const View& view) noexcept;
+namespace detail {
+
+inline bool order_holds(Contiguity order, const Layout& layout) noexcept {
+    switch (order) {
+        case Contiguity::any: return true;
+        case Contiguity::c: return layout.is_c_contiguous();
+        case Contiguity::f: return layout.is_f_contiguous();
+    }
+    return false;
+}
+
+// Everything but the contiguity.
+inline bool satisfies_except_order(const Requirements& r, const View& view) noexcept {
+    if (r.has_dtype && view.dtype() != r.dtype) return false;
+    if (r.ndim != -1 && view.ndim() != r.ndim) return false;
+    if (r.has_shape)
+        for (int a = 0; a < r.ndim; ++a) {
+            const std::int64_t want = r.shape[static_cast<std::size_t>(a)];
+            if (want != arg::any && view.shape()[static_cast<std::size_t>(a)] != want) return false;
+        }
+    if (r.has_device && (view.device().type != r.device_type || (r.device_id != -1 && view.device().id != r.device_id)))
+        return false;
+    if (r.writable && view.readonly()) return false;
+    return true;
+}
+
+}  // namespace detail
+
+// Does `view` meet `r` as it is? (may_copy and caller_stream play no part here.) Inline: every door
+// checks a compile-time Requirements (Arg<...>::requirements), whose unused constraints then cost
+// nothing on the hot path of a call.
+inline bool satisfies(const Requirements& r, const View& view) noexcept {
+    return detail::satisfies_except_order(r, view) && detail::order_holds(r.order, view.layout());
+}
 
 // What a view is, in the terms of the descriptions: "float64, shape=(3, 2), strides=(1, 3),
 // device=cpu, read-only".

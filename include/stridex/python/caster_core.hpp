@@ -4,7 +4,7 @@
 // header holds the argument and return types they bind and the conversions both use:
 //
 //   stridex::View               any array stridex.view() accepts, or a stridex.View -> a View
-//   stridex::Arg<constraints>   the same, checked against typed constraints (cuda/constraints.hpp)
+//   stridex::Arg<constraints>   the same, checked against typed constraints (cuda/arg.hpp, cuda/constraints.hpp)
 //   stridex::Array / View       returned as a stridex.View, on the device of the memory itself
 //   stridex::Like               returned in the framework of an argument: like(x, out)
 //
@@ -37,6 +37,7 @@
 #include <string>
 #include <utility>
 
+#include "stridex/cuda/arg.hpp"
 #include "stridex/cuda/array.hpp"
 #include "stridex/cuda/constraints.hpp"
 #include "stridex/cuda/from_pointer.hpp"
@@ -47,30 +48,6 @@
 #include "stridex/view.hpp"
 
 namespace stridex {
-
-// A View argument that remembers the Python object it came from (for like()).
-class ArgBase : public View {
-public:
-    ArgBase() = default;
-    ArgBase(View view, PyObject* source) : View(std::move(view)), source_(source) {}
-    // The object the caller passed: borrowed, valid during the call only.
-    PyObject* source() const noexcept { return source_; }
-    // For the casters, which import into the argument in place (import_arg) and then say from what.
-    void set_source(PyObject* source) noexcept { source_ = source; }
-
-private:
-    PyObject* source_ = nullptr;
-};
-
-// An array argument with typed constraints: Arg<arg::dtype<float>, arg::ndim<2>, arg::cuda>.
-// Converting an argument that does not meet them fails, and the binding library raises its
-// overload TypeError, which shows the constraints as the parameter's type.
-template <class... Constraints>
-class Arg : public ArgBase {
-public:
-    static constexpr Requirements requirements = requirements_of<Constraints...>();
-    using ArgBase::ArgBase;
-};
 
 // A View to return in the framework of an argument (torch in, torch out), through that
 // framework's own from_dlpack. Holds `input` borrowed: return it from the call that received it.
