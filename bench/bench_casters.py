@@ -50,12 +50,24 @@ def optional(name):
 
 def build_modules():
     generator = ["-G", "Ninja"] if subprocess.run(["which", "ninja"], capture_output=True).returncode == 0 else []
-    for command in (["cmake", "-S", os.path.join(HERE, "casters"), "-B", BUILD, *generator,
-                     "-DCMAKE_BUILD_TYPE=Release", f"-DPython_EXECUTABLE={sys.executable}"],
-                    ["cmake", "--build", BUILD, "--parallel", str(os.cpu_count() or 2)]):
+    for command in (
+        [
+            "cmake",
+            "-S",
+            os.path.join(HERE, "casters"),
+            "-B",
+            BUILD,
+            *generator,
+            "-DCMAKE_BUILD_TYPE=Release",
+            f"-DPython_EXECUTABLE={sys.executable}",
+        ],
+        ["cmake", "--build", BUILD, "--parallel", str(os.cpu_count() or 2)],
+    ):
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
-            sys.exit(f"building bench/casters failed: {' '.join(command)}\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+            sys.exit(
+                f"building bench/casters failed: {' '.join(command)}\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+            )
     sys.path.insert(0, BUILD)
     nb = importlib.import_module("casters_nb")
     try:
@@ -152,8 +164,10 @@ def main():
         q = statistics.quantiles(values, n=10) if len(values) > 1 else [values[0]] * 9
         return statistics.median(values), q[0], q[-1], min(values)
 
-    print(f"python {platform.python_version()}, numpy {np.__version__}; ns per call, median [p10-p90] best of "
-          f"{args.rounds} interleaved rounds of {args.number} calls")
+    print(
+        f"python {platform.python_version()}, numpy {np.__version__}; ns per call, median [p10-p90] best of "
+        f"{args.rounds} interleaved rounds of {args.number} calls"
+    )
     print(f"{'input':<12}" + "".join(f"{c:>29}" for c in columns) + f"{'ratio':>12}")
     results = {}
     for name, (_, fns) in cases.items():
@@ -174,8 +188,12 @@ def main():
         print(f"{name:<12}" + "".join(cells) + f"{ratio:>6.2f} {ratio_best:>5.2f}")
     row = {c: dict(zip(("median", "p10", "p90", "best"), summary(samples[("return", c)]))) for c in ("api", "python")}
     results["return"] = row
-    print("return a stridex.View: " + ", ".join(
-        f"{c} {row[c]['median']:.0f} [{row[c]['p10']:.0f}-{row[c]['p90']:.0f}] {row[c]['best']:.0f}" for c in row))
+    print(
+        "return a stridex.View: "
+        + ", ".join(
+            f"{c} {row[c]['median']:.0f} [{row[c]['p10']:.0f}-{row[c]['p90']:.0f}] {row[c]['best']:.0f}" for c in row
+        )
+    )
     for note in NOTES:
         print("note:", note)
     if args.json:

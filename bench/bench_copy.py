@@ -161,10 +161,14 @@ def main() -> int:
     memcpy = statistics.median(pageable.nbytes / host_time(lambda: np.copyto(spare, pageable)) / 1e9 for _ in range(5))
 
     name = torch.cuda.get_device_name(0)
-    print(f"\n## stridex copy bandwidth · {name} · torch {torch.__version__} · {args.mib} MiB outputs · "
-          f"median (min-max) of {args.repeat}")
-    print(f"device-to-device copy bandwidth (torch copy_, read+write): {ref:.0f} GB/s; "
-          f"host memcpy (NumPy copyto, one thread, bytes copied): {memcpy:.0f} GB/s\n")
+    print(
+        f"\n## stridex copy bandwidth · {name} · torch {torch.__version__} · {args.mib} MiB outputs · "
+        f"median (min-max) of {args.repeat}"
+    )
+    print(
+        f"device-to-device copy bandwidth (torch copy_, read+write): {ref:.0f} GB/s; "
+        f"host memcpy (NumPy copyto, one thread, bytes copied): {memcpy:.0f} GB/s\n"
+    )
     head = ["case", "stridex GB/s", "% of ref", "torch copy_ GB/s", "torch other GB/s", "stridex/torch", "ok"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -173,10 +177,14 @@ def main() -> int:
         ref_here = ref if r["kind"] == "device" else pinned_ref
         other = r.get("torch .contiguous()", r.get("torch .to()"))
         t = r["torch copy_"]
-        print(f"| {r['case']} | {s[0]:.0f} ({s[1]:.0f}-{s[2]:.0f}) | {100 * s[0] / ref_here:.0f}% | "
-              f"{t[0]:.0f} | {other[0]:.0f} | {s[0] / max(t[0], other[0]):.2f} | {'yes' if r['ok'] else 'WRONG'} |")
-    print("\n(% of ref: device cases against the D2D copy bandwidth, host cases against h2d from pinned; "
-          "torch other: .contiguous() for device cases, .to() for host cases)")
+        print(
+            f"| {r['case']} | {s[0]:.0f} ({s[1]:.0f}-{s[2]:.0f}) | {100 * s[0] / ref_here:.0f}% | "
+            f"{t[0]:.0f} | {other[0]:.0f} | {s[0] / max(t[0], other[0]):.2f} | {'yes' if r['ok'] else 'WRONG'} |"
+        )
+    print(
+        "\n(% of ref: device cases against the D2D copy bandwidth, host cases against h2d from pinned; "
+        "torch other: .contiguous() for device cases, .to() for host cases)"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": name, "reference_gbps": ref, "rows": rows}, f, indent=1)

@@ -44,7 +44,9 @@ struct StackProducer {
         }
         tensor.version = {1, 3};
         tensor.manager_ctx = this;
-        tensor.deleter = [](dlpack::DLManagedTensorVersioned* t) { ++static_cast<StackProducer*>(t->manager_ctx)->deleted; };
+        tensor.deleter = [](dlpack::DLManagedTensorVersioned* t) {
+            ++static_cast<StackProducer*>(t->manager_ctx)->deleted;
+        };
         tensor.dl_tensor = {data, {1, 0}, ndim, {2, 32, 1}, shape, strides, 0};
     }
 };
@@ -80,8 +82,8 @@ BENCHMARK(ImportOnly)->DenseRange(1, 4);
 void ExportOnly(benchmark::State& state) {
     const std::int64_t shape[] = {8, 16, 32, 64};
     float data[1];
-    View view(data, 0, Layout::contiguous(std::span(shape, static_cast<std::size_t>(state.range(0)))),
-              dtypes::float32, Device::cpu(), false, Owner::from_action([]() noexcept {}));
+    View view(data, 0, Layout::contiguous(std::span(shape, static_cast<std::size_t>(state.range(0)))), dtypes::float32,
+              Device::cpu(), false, Owner::from_action([]() noexcept {}));
     for (auto _ : state) {
         auto* exported = dlpack::export_versioned(view);
         benchmark::DoNotOptimize(exported);

@@ -85,9 +85,14 @@ def cases(gpu: bool):
 
         buf = np.zeros(64 * 64 + 16, np.float32)
         off = (-buf.ctypes.data % 64) // 4  # JAX aliases 64-byte aligned host memory only
-        aligned = buf[off:off + 64 * 64].reshape(shape)
-        yield ("jax.dlpack.from_dlpack (cpu)", jax.dlpack.from_dlpack, "numpy", aligned,
-               view_of_pointer(aligned.ctypes.data, shape, "float32", aligned))
+        aligned = buf[off : off + 64 * 64].reshape(shape)
+        yield (
+            "jax.dlpack.from_dlpack (cpu)",
+            jax.dlpack.from_dlpack,
+            "numpy",
+            aligned,
+            view_of_pointer(aligned.ctypes.data, shape, "float32", aligned),
+        )
 
     if not gpu:
         return
@@ -147,8 +152,10 @@ def main() -> int:
     for consumer, producer, native_ns, view_ns in rows:
         ratio = view_ns / native_ns
         worst = max(worst, ratio)
-        lines.append(f"| `{consumer}` | {producer} | {native_ns / 1e3:.3f} | {view_ns / 1e3:.3f} | {ratio:.2f}x | "
-                     f"{'ok' if ratio <= 1.1 else 'MISSED'} |")
+        lines.append(
+            f"| `{consumer}` | {producer} | {native_ns / 1e3:.3f} | {view_ns / 1e3:.3f} | {ratio:.2f}x | "
+            f"{'ok' if ratio <= 1.1 else 'MISSED'} |"
+        )
     lines += ["", f"Medians of {repeats} interleaved samples. Worst ratio: {worst:.2f}x."]
     text = "\n".join(lines)
     print(text)

@@ -64,10 +64,18 @@ def load_peer():
     where = find()
     if where is None:
         try:
-            cfg = ["cmake", "-S", PEER_SOURCE, "-B", PEER_BUILD, "-DCMAKE_BUILD_TYPE=Release",
-                   f"-DPython_EXECUTABLE={sys.executable}"]
+            cfg = [
+                "cmake",
+                "-S",
+                PEER_SOURCE,
+                "-B",
+                PEER_BUILD,
+                "-DCMAKE_BUILD_TYPE=Release",
+                f"-DPython_EXECUTABLE={sys.executable}",
+            ]
             try:
                 import ninja  # noqa: F401
+
                 cfg += ["-G", "Ninja"]
             except ImportError:
                 if subprocess.run(["ninja", "--version"], capture_output=True).returncode == 0:
@@ -222,20 +230,31 @@ def breakdown(producers_, peer, only, budget, repeats):
             continue
         t = type(x)
         struct = stridex._stridex._internals.array_struct(t)
-        first = (f"{'NumPy' if struct == 'numpy' else 'CuPy'} struct" if struct
-                 else "exchange API" if hasattr(t, "__dlpack_c_exchange_api__") or hasattr(t, "__c_dlpack_exchange_api__")
-                 else "__dlpack__" if hasattr(t, "__dlpack__") else "CAI" if hasattr(t, "__cuda_array_interface__")
-                 else "other")
+        first = (
+            f"{'NumPy' if struct == 'numpy' else 'CuPy'} struct"
+            if struct
+            else "exchange API"
+            if hasattr(t, "__dlpack_c_exchange_api__") or hasattr(t, "__c_dlpack_exchange_api__")
+            else "__dlpack__"
+            if hasattr(t, "__dlpack__")
+            else "CAI"
+            if hasattr(t, "__cuda_array_interface__")
+            else "other"
+        )
         mv = (1, 3)
-        r = measure({
-            "dlpack()": lambda: x.__dlpack__(),
-            "dlpack(mv)": lambda: x.__dlpack__(max_version=mv),
-            "view(capsule)": lambda: stridex.view(x.__dlpack__(max_version=mv)),
-            "view": lambda: stridex.view(x),
-            "view NO_SYNC": lambda: stridex.view(x, stream=stridex.NO_SYNC),
-            "view stream=1": lambda: stridex.view(x, stream=1),
-            "nb_peer": (lambda: peer(x)) if peer else None,
-        }, budget, repeats)
+        r = measure(
+            {
+                "dlpack()": lambda: x.__dlpack__(),
+                "dlpack(mv)": lambda: x.__dlpack__(max_version=mv),
+                "view(capsule)": lambda: stridex.view(x.__dlpack__(max_version=mv)),
+                "view": lambda: stridex.view(x),
+                "view NO_SYNC": lambda: stridex.view(x, stream=stridex.NO_SYNC),
+                "view stream=1": lambda: stridex.view(x, stream=1),
+                "nb_peer": (lambda: peer(x)) if peer else None,
+            },
+            budget,
+            repeats,
+        )
         print(f"| {name} | {first} | " + " | ".join(cell(r.get(c)) for c in cols) + " |")
 
 
@@ -262,16 +281,20 @@ def floors(producers_, smv, only, budget, repeats):
         if module is None or type(api).__name__ != "PyCapsule":
             continue
         v = stridex.view(x)
-        r = measure({
-            "SMV": (lambda: smv(x)) if smv else None,
-            "stridex.view": lambda: stridex.view(x),
-            "view NO_SYNC": lambda: stridex.view(x, stream=stridex.NO_SYNC),
-            "view(View)": lambda: stridex.view(v),
-            "noop": lambda: module.noop(x),
-            "xchg borrow": lambda: module.exchange(x, api, 0),
-            "xchg +stream": lambda: module.exchange(x, api, 1),
-            "xchg managed": lambda: module.exchange(x, api, 2),
-        }, budget, repeats)
+        r = measure(
+            {
+                "SMV": (lambda: smv(x)) if smv else None,
+                "stridex.view": lambda: stridex.view(x),
+                "view NO_SYNC": lambda: stridex.view(x, stream=stridex.NO_SYNC),
+                "view(View)": lambda: stridex.view(v),
+                "noop": lambda: module.noop(x),
+                "xchg borrow": lambda: module.exchange(x, api, 0),
+                "xchg +stream": lambda: module.exchange(x, api, 1),
+                "xchg managed": lambda: module.exchange(x, api, 2),
+            },
+            budget,
+            repeats,
+        )
         runs = zip(r["xchg borrow runs"], r["view(View) runs"], r["noop runs"])
         r["floor runs"] = [b + c - n for b, c, n in runs]
         r["floor"] = statistics.median(r["floor runs"])
@@ -279,12 +302,25 @@ def floors(producers_, smv, only, budget, repeats):
     if not rows:
         return
     print("\n# floors: ns per call (median); see bench_import.py floors()\n")
-    cols = ["SMV", "stridex.view", "view NO_SYNC", "view(View)", "noop", "xchg borrow", "xchg +stream", "xchg managed", "floor"]
+    cols = [
+        "SMV",
+        "stridex.view",
+        "view NO_SYNC",
+        "view(View)",
+        "noop",
+        "xchg borrow",
+        "xchg +stream",
+        "xchg managed",
+        "floor",
+    ]
     print("| producer | " + " | ".join(cols) + " | floor / SMV | stridex / SMV |")
     print("|---|" + "---:|" * (len(cols) + 2))
     for name, r in rows:
-        print(f"| {name} | " + " | ".join(cell(r.get(c)) for c in cols)
-              + f" | {ratio(r, 'floor', 'SMV')} | {ratio(r, 'stridex.view', 'SMV')} |")
+        print(
+            f"| {name} | "
+            + " | ".join(cell(r.get(c)) for c in cols)
+            + f" | {ratio(r, 'floor', 'SMV')} | {ratio(r, 'stridex.view', 'SMV')} |"
+        )
 
 
 def main():
@@ -294,8 +330,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=15, help="interleaved runs per cell (default 15)")
     parser.add_argument("--cpu", type=int, help="pin this process to one core (like taskset -c N)")
     parser.add_argument("--only", help="comma-separated producers to time (default: all), e.g. numpy")
-    parser.add_argument("--breakdown", action="store_true",
-                        help="also time the pieces of stridex.view per producer (see breakdown())")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also time the pieces of stridex.view per producer (see breakdown())"
+    )
     args = parser.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
@@ -311,13 +348,19 @@ def main():
         if only and name.split(" ")[0] not in only:
             continue
         r = {"producer": name}
-        r.update(measure({
-            "stridex": lambda: stridex.view(x),
-            "SMV": (lambda: smv(x)) if smv else None,
-            "nb_peer": (lambda: peer(x)) if peer else None,
-            "np.from_dlpack": (lambda: np.from_dlpack(x)) if name == "numpy" else None,
-            "__dlpack__": lambda: x.__dlpack__(),
-        }, args.budget, args.repeats))
+        r.update(
+            measure(
+                {
+                    "stridex": lambda: stridex.view(x),
+                    "SMV": (lambda: smv(x)) if smv else None,
+                    "nb_peer": (lambda: peer(x)) if peer else None,
+                    "np.from_dlpack": (lambda: np.from_dlpack(x)) if name == "numpy" else None,
+                    "__dlpack__": lambda: x.__dlpack__(),
+                },
+                args.budget,
+                args.repeats,
+            )
+        )
         rows.append(r)
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and (not only or "torch" in only):
@@ -325,13 +368,19 @@ def main():
         x = torch.arange(12, dtype=torch.float32, device="cuda").reshape(3, 4)
         side = torch.cuda.Stream()
         r = {"producer": "torch CUDA, stream=side stream"}
-        r.update(measure({
-            "stridex": lambda: stridex.view(x, stream=side),
-            "SMV": (lambda: smv(x, stream_ptr=side.cuda_stream)) if smv else None,
-            "nb_peer": None,
-            "np.from_dlpack": None,
-            "__dlpack__": lambda: x.__dlpack__(stream=side.cuda_stream),
-        }, args.budget, args.repeats))
+        r.update(
+            measure(
+                {
+                    "stridex": lambda: stridex.view(x, stream=side),
+                    "SMV": (lambda: smv(x, stream_ptr=side.cuda_stream)) if smv else None,
+                    "nb_peer": None,
+                    "np.from_dlpack": None,
+                    "__dlpack__": lambda: x.__dlpack__(stream=side.cuda_stream),
+                },
+                args.budget,
+                args.repeats,
+            )
+        )
         rows.append(r)
 
     device = "no GPU"
@@ -339,16 +388,22 @@ def main():
         device = torch.cuda.get_device_name()
     print(f"# stridex.view: ns per call (median of {args.repeats} interleaved timeit runs), one process\n")
     cores = f"pinned to core {sorted(pinned)[0]}" if pinned and len(pinned) == 1 else "NOT pinned (use taskset -c N)"
-    print(f"Python {platform.python_version()}, NumPy {np.__version__}, {platform.machine()}, {device}, {cores}; "
-          f"SMV = cuda.core StridedMemoryView.{smv_name or '–'}(x, stream_ptr=-1); ratios: median (min–max) "
-          f"of run-by-run ratios\n")
-    print("| producer | stridex.view | SMV | nb_peer | np.from_dlpack | x.__dlpack__() "
-          "| stridex / SMV (≤ 0.5) | stridex / nb_peer (≤ 1.0) | stridex / np.from_dlpack (≤ 1.0) |")
+    print(
+        f"Python {platform.python_version()}, NumPy {np.__version__}, {platform.machine()}, {device}, {cores}; "
+        f"SMV = cuda.core StridedMemoryView.{smv_name or '–'}(x, stream_ptr=-1); ratios: median (min–max) "
+        f"of run-by-run ratios\n"
+    )
+    print(
+        "| producer | stridex.view | SMV | nb_peer | np.from_dlpack | x.__dlpack__() "
+        "| stridex / SMV (≤ 0.5) | stridex / nb_peer (≤ 1.0) | stridex / np.from_dlpack (≤ 1.0) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['producer']} | {cell(r['stridex'])} | {cell(r['SMV'])} | {cell(r['nb_peer'])} "
-              f"| {cell(r['np.from_dlpack'])} | {cell(r['__dlpack__'])} | {ratio(r, 'stridex', 'SMV')} "
-              f"| {ratio(r, 'stridex', 'nb_peer')} | {ratio(r, 'stridex', 'np.from_dlpack')} |")
+        print(
+            f"| {r['producer']} | {cell(r['stridex'])} | {cell(r['SMV'])} | {cell(r['nb_peer'])} "
+            f"| {cell(r['np.from_dlpack'])} | {cell(r['__dlpack__'])} | {ratio(r, 'stridex', 'SMV')} "
+            f"| {ratio(r, 'stridex', 'nb_peer')} | {ratio(r, 'stridex', 'np.from_dlpack')} |"
+        )
     if args.breakdown:
         breakdown(arrays, peer, only, args.budget, args.repeats)
         floors(arrays, smv, only, args.budget, args.repeats)

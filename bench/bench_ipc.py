@@ -75,7 +75,7 @@ def handover(iterations: int) -> list[tuple]:
         torch.cuda.synchronize()
         samples = {"stridex.View": [], "torch.Tensor": []}
         for i in range(iterations + 20):  # the first 20 warm both paths and are not counted
-            for name in (("stridex.View", "torch.Tensor") if i % 2 == 0 else ("torch.Tensor", "stridex.View")):
+            for name in ("stridex.View", "torch.Tensor") if i % 2 == 0 else ("torch.Tensor", "stridex.View"):
                 obj = stridex.view(t) if name == "stridex.View" else t
                 start = time.perf_counter()
                 here.send(obj)
@@ -128,8 +128,10 @@ def dask_bandwidth(protocols, nbytes: int, repeats: int) -> list[tuple]:
         stack.enter_context(dask.config.set({"distributed-ucxx.create-cuda-context": True}))
         pairs, base = [], {}
         for protocol in protocols:
-            workers = {f"gpu{i}": {"cls": Nanny, "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}}}
-                       for i in range(2)}
+            workers = {
+                f"gpu{i}": {"cls": Nanny, "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}}}
+                for i in range(2)
+            }
             scheduler = {"cls": Scheduler, "options": {"protocol": protocol, "dashboard_address": None}}
             cluster = stack.enter_context(SpecCluster(workers=workers, scheduler=scheduler))
             client = stack.enter_context(Client(cluster, set_as_default=False))
@@ -140,11 +142,11 @@ def dask_bandwidth(protocols, nbytes: int, repeats: int) -> list[tuple]:
                 client.submit(_noop, i, workers=[b], pure=False).result()
                 overhead.append(time.perf_counter() - start)
             base[protocol] = statistics.median(overhead)
-            for kind in (["stridex", "cupy"] if protocol == "ucxx" else ["stridex"]):
+            for kind in ["stridex", "cupy"] if protocol == "ucxx" else ["stridex"]:
                 pairs.append((protocol, kind, client, a, b))
         samples: dict[tuple[str, str], list[float]] = {(p, k): [] for p, k, *_ in pairs}
         for r in range(repeats + 1):  # the first of each is warm-up
-            for protocol, kind, client, a, b in (pairs if r % 2 == 0 else pairs[::-1]):
+            for protocol, kind, client, a, b in pairs if r % 2 == 0 else pairs[::-1]:
                 made = client.submit(_make, kind, nbytes, r, workers=[a], pure=False)
                 # Made and settled on the producer (a task there that depends on it: no transfer, and
                 # no default client needed, which distributed.wait would want).

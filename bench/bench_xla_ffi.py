@@ -42,12 +42,24 @@ import stridex.jax  # noqa: E402
 
 def build_module():
     generator = ["-G", "Ninja"] if subprocess.run(["which", "ninja"], capture_output=True).returncode == 0 else []
-    for command in (["cmake", "-S", os.path.join(HERE, "xla_ffi"), "-B", BUILD, *generator,
-                     "-DCMAKE_BUILD_TYPE=Release", f"-DPython_EXECUTABLE={sys.executable}"],
-                    ["cmake", "--build", BUILD, "--parallel", str(os.cpu_count() or 2)]):
+    for command in (
+        [
+            "cmake",
+            "-S",
+            os.path.join(HERE, "xla_ffi"),
+            "-B",
+            BUILD,
+            *generator,
+            "-DCMAKE_BUILD_TYPE=Release",
+            f"-DPython_EXECUTABLE={sys.executable}",
+        ],
+        ["cmake", "--build", BUILD, "--parallel", str(os.cpu_count() or 2)],
+    ):
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
-            sys.exit(f"building bench/xla_ffi failed: {' '.join(command)}\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+            sys.exit(
+                f"building bench/xla_ffi failed: {' '.join(command)}\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+            )
     sys.path.insert(0, BUILD)
     return importlib.import_module("xla_ffi_bench")
 
@@ -60,11 +72,13 @@ def candidates(module, where: str):
     jax.ffi.register_ffi_target(f"bench_hand_{suffix}", getattr(module, f"hand_{suffix}"), platform=xla_platform)
 
     def hand(y):
-        return jax.ffi.ffi_call(f"bench_hand_{suffix}", jax.ShapeDtypeStruct(y.shape, y.dtype),
-                                input_output_aliases={0: 0})(y, a=np.float32(1.0))
+        return jax.ffi.ffi_call(
+            f"bench_hand_{suffix}", jax.ShapeDtypeStruct(y.shape, y.dtype), input_output_aliases={0: 0}
+        )(y, a=np.float32(1.0))
 
     out = {"stridex": lambda y: stridex_fn(y, a=1.0), "hand-written": hand}
     if where == "cpu":
+
         def bumped(y):
             out = np.array(y)
             out[0] += np.float32(1.0)
@@ -113,6 +127,7 @@ def main():
         got = float(np.asarray(fn(y))[0])
         assert got == expected, f"{c} ({m}): y[0] is {got}, expected {expected}"
     samples = {key: [] for key in fns}
+
     # Interleaved: every candidate of one measure in each round, the order rotated from round to
     # round so that none always runs right after another.
     def number_of(k: int, candidate: str) -> int:
@@ -127,14 +142,18 @@ def main():
             for key in order[shift:] + order[:shift]:
                 samples[key].append(per_call_ns(fns[key], y, number_of(k, key[1]), k))
 
-    print(f"python {platform.python_version()}, jax {jax.__version__}, {device.device_kind} ({args.platform}); "
-          f"ns per call, median [p10-p90] best of {args.rounds} interleaved rounds")
+    print(
+        f"python {platform.python_version()}, jax {jax.__version__}, {device.device_kind} ({args.platform}); "
+        f"ns per call, median [p10-p90] best of {args.rounds} interleaved rounds"
+    )
     print(f"{'measure':<18}" + "".join(f"{c:>30}" for c in calls) + f"{'stridex/hand':>15}{'hand/callback':>15}")
     results = {}
     for m in measures:
         row = {c: summary(samples[(m, c)]) for c in calls}
-        cells = [f"{row[c]['median']:>7.0f} [{row[c]['p10']:>6.0f}-{row[c]['p90']:>6.0f}] {row[c]['best']:>6.0f}"
-                 for c in calls]
+        cells = [
+            f"{row[c]['median']:>7.0f} [{row[c]['p10']:>6.0f}-{row[c]['p90']:>6.0f}] {row[c]['best']:>6.0f}"
+            for c in calls
+        ]
         ratio = row["stridex"]["median"] / row["hand-written"]["median"]
         ratio_best = row["stridex"]["best"] / row["hand-written"]["best"]
         row["stridex/hand"] = {"median": ratio, "best": ratio_best}

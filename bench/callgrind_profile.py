@@ -8,8 +8,11 @@ import sys
 
 
 def profile(path: str, inclusive: bool = False) -> dict[str, int]:
-    out = subprocess.run(["callgrind_annotate", "--threshold=100", f"--inclusive={'yes' if inclusive else 'no'}",
-                          "--auto=no", path], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["callgrind_annotate", "--threshold=100", f"--inclusive={'yes' if inclusive else 'no'}", "--auto=no", path],
+        capture_output=True,
+        text=True,
+    ).stdout
     d: dict[str, int] = {}
     for line in out.splitlines():
         m = re.match(r"\s*([\d,]+) \([^)]*\)\s+(.*)$", line)

@@ -79,7 +79,9 @@ def torch_growth(torch, device, steps):
 def growth_table(title, vmm_rows_by_chunk, torch_rows):
     print(f"\n### {title}\n")
     chunks = list(vmm_rows_by_chunk)
-    head = "| grow (GiB) |" + "".join(f" VMM {c // MiB} MiB chunks: ms | copied | base stable | peak GiB |" for c in chunks)
+    head = "| grow (GiB) |" + "".join(
+        f" VMM {c // MiB} MiB chunks: ms | copied | base stable | peak GiB |" for c in chunks
+    )
     head += " torch realloc+copy: ms | copied GiB | base stable | peak GiB |"
     print(head)
     print("|---" * (1 + 4 * len(chunks) + 4) + "|")
@@ -94,8 +96,10 @@ def growth_table(title, vmm_rows_by_chunk, torch_rows):
 
 def call_costs(device, chunk_sizes, budget):
     print("\n### Per-call cost (µs, mean / max), chunks mapped one grow at a time\n")
-    print("| chunk | chunks | cuMemCreate | cuMemMap | cuMemSetAccess (1 chunk) | cuMemUnmap | cuMemRelease |"
-          " cuMemSetAccess (all chunks, 1 call) | grow µs per GiB |")
+    print(
+        "| chunk | chunks | cuMemCreate | cuMemMap | cuMemSetAccess (1 chunk) | cuMemUnmap | cuMemRelease |"
+        " cuMemSetAccess (all chunks, 1 call) | grow µs per GiB |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for chunk in chunk_sizes:
         n = max(4, min(64, budget // chunk))
@@ -118,8 +122,10 @@ def call_costs(device, chunk_sizes, budget):
             c = calls[name]
             return f"{c['mean_us']:.1f} / {c['max_us']:.1f}"
 
-        print(f"| {chunk // MiB} MiB | {n} | {cell('cuMemCreate')} | {cell('cuMemMap')} | {cell('cuMemSetAccess')} |"
-              f" {cell('cuMemUnmap')} | {cell('cuMemRelease')} | {batched['mean_us']:.1f} | {per_gib:.0f} |")
+        print(
+            f"| {chunk // MiB} MiB | {n} | {cell('cuMemCreate')} | {cell('cuMemMap')} | {cell('cuMemSetAccess')} |"
+            f" {cell('cuMemUnmap')} | {cell('cuMemRelease')} | {batched['mean_us']:.1f} | {per_gib:.0f} |"
+        )
 
 
 def main():

@@ -10,15 +10,40 @@ endfunction()
 
 file(REMOVE_RECURSE ${WORK})
 if(MODE STREQUAL "find_package")
-  run(${CMAKE_COMMAND} -S ${STRIDEX_SOURCE} -B ${WORK}/stridex-build -G ${GENERATOR}
-      -DSTRIDEX_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX=${WORK}/prefix)
+  run(
+    ${CMAKE_COMMAND}
+    -S
+    ${STRIDEX_SOURCE}
+    -B
+    ${WORK}/stridex-build
+    -G
+    ${GENERATOR}
+    -DSTRIDEX_BUILD_TESTS=OFF
+    -DCMAKE_INSTALL_PREFIX=${WORK}/prefix
+  )
   run(${CMAKE_COMMAND} --build ${WORK}/stridex-build)
   run(${CMAKE_COMMAND} --install ${WORK}/stridex-build)
-  run(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${WORK}/consumer-build -G ${GENERATOR}
-      -DCMAKE_PREFIX_PATH=${WORK}/prefix)
+  run(
+    ${CMAKE_COMMAND}
+    -S
+    ${CONSUMER_SOURCE}
+    -B
+    ${WORK}/consumer-build
+    -G
+    ${GENERATOR}
+    -DCMAKE_PREFIX_PATH=${WORK}/prefix
+  )
 else()
-  run(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${WORK}/consumer-build -G ${GENERATOR}
-      -DSTRIDEX_SOURCE_DIR=${STRIDEX_SOURCE})
+  run(
+    ${CMAKE_COMMAND}
+    -S
+    ${CONSUMER_SOURCE}
+    -B
+    ${WORK}/consumer-build
+    -G
+    ${GENERATOR}
+    -DSTRIDEX_SOURCE_DIR=${STRIDEX_SOURCE}
+  )
 endif()
 run(${CMAKE_COMMAND} --build ${WORK}/consumer-build)
 run(${WORK}/consumer-build/cpp-consumer)

@@ -6,15 +6,17 @@ include(CMakePackageConfigHelpers)
 
 install(DIRECTORY include/stridex DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS stridex_core stridex_cuda stridex EXPORT stridexTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-if(TARGET stridex_c)  # the C API: stridex::c
+if(TARGET stridex_c) # the C API: stridex::c
   install(TARGETS stridex_c EXPORT stridexTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
 install(EXPORT stridexTargets NAMESPACE stridex:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/stridex)
-configure_package_config_file(cmake/stridexConfig.cmake.in
+configure_package_config_file(
+  cmake/stridexConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/stridexConfig.cmake
-  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/stridex)
-write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/stridexConfigVersion.cmake
-  COMPATIBILITY SameMinorVersion)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/stridexConfig.cmake
-  ${CMAKE_CURRENT_BINARY_DIR}/stridexConfigVersion.cmake
-  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/stridex)
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/stridex
+)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/stridexConfigVersion.cmake COMPATIBILITY SameMinorVersion)
+install(
+  FILES ${CMAKE_CURRENT_BINARY_DIR}/stridexConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/stridexConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/stridex
+)

@@ -40,7 +40,8 @@ void exchange(nb::handle a, nb::capsule capsule, int step) {
 }  // namespace
 
 NB_MODULE(nb_peer, m) {
-    m.def("take", [](nb::ndarray<> a) { return reinterpret_cast<std::uintptr_t>(a.data()); }, nb::arg("a"));
+    m.def(
+        "take", [](nb::ndarray<> a) { return reinterpret_cast<std::uintptr_t>(a.data()); }, nb::arg("a"));
     m.def("noop", [](nb::handle) {});
     m.def("exchange", &exchange);
 }

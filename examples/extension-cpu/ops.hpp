@@ -68,7 +68,9 @@ inline View as_c_contiguous(Arg<arg::dtype<float>, arg::ndim<2>, arg::c_contig, 
 inline std::int64_t cuda0_size(Arg<arg::device<DeviceType::kCUDA, 0>> x) { return x.size(); }
 
 // The address of element 0 of what the function received: the caller's memory, zero-copy.
-inline std::int64_t address_of(const View& v) { return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(v.ptr())); }
+inline std::int64_t address_of(const View& v) {
+    return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(v.ptr()));
+}
 
 // What the function received: (address of element 0, device, read-only, stream or -1).
 inline std::tuple<std::uintptr_t, std::string, bool, std::int64_t> info(const View& v) {

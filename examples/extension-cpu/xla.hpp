@@ -16,12 +16,9 @@ using stridex::xla_ffi::Host;
 
 // One name per parameter: the names of the attributes (value) and of the parameters in errors.
 inline constexpr std::pair<const char*, const StridexXlaTarget*> xla_targets[] = {
-    {"fill", &Host<&fill, "x", "value">::target},
-    {"row_sums_into", &Host<&row_sums_into, "m", "sums">::target},
-    {"c_total", &Host<&c_total, "m">::target},
-    {"f_total", &Host<&f_total, "m">::target},
-    {"cuda0_size", &Host<&cuda0_size, "x">::target},
-    {"address_of", &Host<&address_of, "v">::target},
+    {"fill", &Host<&fill, "x", "value">::target},    {"row_sums_into", &Host<&row_sums_into, "m", "sums">::target},
+    {"c_total", &Host<&c_total, "m">::target},       {"f_total", &Host<&f_total, "m">::target},
+    {"cuda0_size", &Host<&cuda0_size, "x">::target}, {"address_of", &Host<&address_of, "v">::target},
 };
 
 }  // namespace example

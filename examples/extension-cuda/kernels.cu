@@ -61,8 +61,9 @@ void saxpy_2d(int device, std::intptr_t stream, std::int64_t rows, std::int64_t 
               std::int64_t y_col_stride) {
     if (rows == 0 || cols == 0) return;
     check(cudaSetDevice(device), "cudaSetDevice");
-    saxpy_2d_kernel<<<blocks_for(rows * cols), 256, 0, runtime_stream(stream)>>>(
-        rows, cols, a, x, x_row_stride, x_col_stride, y, y_row_stride, y_col_stride);
+    saxpy_2d_kernel<<<blocks_for(rows * cols), 256, 0, runtime_stream(stream)>>>(rows, cols, a, x, x_row_stride,
+                                                                                 x_col_stride, y, y_row_stride,
+                                                                                 y_col_stride);
     check(cudaGetLastError(), "saxpy_2d launch");
 }
 

@@ -37,8 +37,8 @@ inline std::intptr_t launch_stream(const View& x, const View& y) {
 inline void require_same_shape(const View& x, const View& y) {
     for (int a = 0; a < x.ndim(); ++a)
         if (x.shape()[static_cast<std::size_t>(a)] != y.shape()[static_cast<std::size_t>(a)])
-            fail(ErrorKind::value, "x and y differ in shape along axis ", a, ": ", x.shape()[static_cast<std::size_t>(a)],
-                 " and ", y.shape()[static_cast<std::size_t>(a)]);
+            fail(ErrorKind::value, "x and y differ in shape along axis ", a, ": ",
+                 x.shape()[static_cast<std::size_t>(a)], " and ", y.shape()[static_cast<std::size_t>(a)]);
 }
 
 // y = a * x + y, in place, on 1-d views with any strides.

@@ -148,7 +148,7 @@ typedef struct DLManagedTensorVersioned {
 } DLManagedTensorVersioned;
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* DLPACK_DLPACK_H_ */
@@ -227,14 +227,13 @@ STRIDEX_C_EXPORT int stridex_export_dlpack(StridexArray* array, DLManagedTensorV
  * -1: done before returning) after the work pending on src->stream and dst->stream; *ready (may
  * be NULL) is the stream dst is ready on, -1 when the copy completed before returning. Borrows
  * both descriptions: their release callbacks are not run. */
-STRIDEX_C_EXPORT int stridex_copy(const StridexArray* dst, const StridexArray* src, intptr_t stream,
-                                  intptr_t* ready);
+STRIDEX_C_EXPORT int stridex_copy(const StridexArray* dst, const StridexArray* src, intptr_t stream, intptr_t* ready);
 
 /* Runs array->release(array->context) if set, and clears both: safe to call twice. */
 STRIDEX_C_EXPORT void stridex_release(StridexArray* array);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* STRIDEX_C_API_H_ */

@@ -41,12 +41,12 @@ struct DLDataType {
 };
 
 struct DLTensor {
-    void* data;              // base pointer; element 0 is at data + byte_offset
+    void* data;  // base pointer; element 0 is at data + byte_offset
     DLDevice device;
     std::int32_t ndim;
     DLDataType dtype;
-    std::int64_t* shape;     // may be NULL only when ndim == 0 (1.3)
-    std::int64_t* strides;   // in elements; NULL means C order (legacy and minor < 2 only)
+    std::int64_t* shape;    // may be NULL only when ndim == 0 (1.3)
+    std::int64_t* strides;  // in elements; NULL means C order (legacy and minor < 2 only)
     std::uint64_t byte_offset;
 };
 
@@ -101,8 +101,8 @@ using SetErrorFn = void (*)(void* error_ctx, const char* kind, const char* messa
 // Allocates a new tensor shaped like `prototype` (its data pointer ignored) on the same device.
 // 0: *out is a new tensor the caller owns (it calls out->deleter exactly once); -1: nothing was
 // allocated, and the error was reported through set_error(error_ctx, kind, message).
-using ManagedTensorAllocator = int (*)(DLTensor* prototype, DLManagedTensorVersioned** out,
-                                       void* error_ctx, SetErrorFn set_error);
+using ManagedTensorAllocator = int (*)(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                                       SetErrorFn set_error);
 // 0: *out is a new tensor viewing py_object's memory, owned by the caller (it calls out->deleter
 // exactly once; the tensor keeps py_object's memory alive). -1: Python exception set, *out unset.
 using ManagedTensorFromPyObjectNoSync = int (*)(void* py_object, DLManagedTensorVersioned** out);

@@ -37,8 +37,8 @@ enum class DtypeCode : std::uint8_t {
 
 struct Dtype {
     DtypeCode code;
-    std::uint8_t bits;     // width of one lane
-    std::uint16_t lanes;   // > 1 for vector types such as float32x4
+    std::uint8_t bits;    // width of one lane
+    std::uint16_t lanes;  // > 1 for vector types such as float32x4
 
     // Checked constructors. An unknown code is Error(unsupported) (DLPack may add codes that
     // stridex does not know yet); a known code with a width or lane count it does not take is
@@ -119,8 +119,8 @@ constexpr Dtype dtype_of() {
     if constexpr (std::is_same_v<U, bool>) {
         return dtypes::bool_;
     } else if constexpr (std::is_integral_v<U>) {
-        return Dtype{std::is_signed_v<U> ? DtypeCode::kInt : DtypeCode::kUInt,
-                     static_cast<std::uint8_t>(sizeof(U) * 8), 1};
+        return Dtype{std::is_signed_v<U> ? DtypeCode::kInt : DtypeCode::kUInt, static_cast<std::uint8_t>(sizeof(U) * 8),
+                     1};
     } else if constexpr (std::is_same_v<U, float>) {
         return dtypes::float32;
     } else if constexpr (std::is_same_v<U, double>) {

@@ -82,8 +82,8 @@ class View {
 public:
     View() = default;  // a 0-d view of nothing; size 1 but data NULL, so only useful as a placeholder
     // Validates the dtype, the pointer and every byte the layout reaches (see check_bytes).
-    View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, bool readonly,
-         Owner owner, bool subbyte_padded = false);
+    View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, bool readonly, Owner owner,
+         bool subbyte_padded = false);
     // The same with the writability's origin given (importers that know more than a bool): built
     // in place, where with_writability() would copy the View (and its Owner, two atomic updates).
     View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, Writability writability,

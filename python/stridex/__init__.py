@@ -8,7 +8,17 @@ protocols. The native core lives in ``stridex._stridex``; importing stridex impo
 from __future__ import annotations
 
 from ._stridex import *  # noqa: F401,F403  (view, from_pointer, DevicePtr, VirtualBuffer, ...)
-from ._stridex import NO_SYNC, ConsumedCapsuleError, Device, DevicePtr, Dtype, NoSyncType, PointerInfo, View, VirtualBuffer
+from ._stridex import (
+    NO_SYNC,
+    ConsumedCapsuleError,
+    Device,
+    DevicePtr,
+    Dtype,
+    NoSyncType,
+    PointerInfo,
+    View,
+    VirtualBuffer,
+)
 from ._stridex import __version__ as __version__  # CMakeLists.txt's project(VERSION): the one version
 from ._stridex import cuda_available, device_count, dtype, from_pointer, pointer_info, view
 from ._stridex import Shortcut, set_shortcuts, shortcuts  # the framework shortcuts and their switch
@@ -21,6 +31,25 @@ from . import _post_import
 _post_import.install()
 
 
-__all__ = ["NO_SYNC", "ConsumedCapsuleError", "Device", "DevicePtr", "Dtype", "NoSyncType", "PointerInfo", "View", "VirtualBuffer",
-           "__version__", "cuda_available", "device_count", "dtype", "from_pointer", "pointer_info", "view",
-           "Shortcut", "set_shortcuts", "shortcuts", "shortcuts_disabled"]
+__all__ = [
+    "NO_SYNC",
+    "ConsumedCapsuleError",
+    "Device",
+    "DevicePtr",
+    "Dtype",
+    "NoSyncType",
+    "PointerInfo",
+    "View",
+    "VirtualBuffer",
+    "__version__",
+    "cuda_available",
+    "device_count",
+    "dtype",
+    "from_pointer",
+    "pointer_info",
+    "view",
+    "Shortcut",
+    "set_shortcuts",
+    "shortcuts",
+    "shortcuts_disabled",
+]

@@ -43,17 +43,23 @@ def _version() -> str:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only `command`'s module is imported (its options need it), so that --help and
     --version import nothing beyond stridex itself."""
-    parser = argparse.ArgumentParser(prog="python -m stridex", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m stridex", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=_version())
-    parser.add_argument("--cmake-dir", action="store_true",
-                        help="print the directory of stridex's CMake package (stridexConfig.cmake) and exit")
+    parser.add_argument(
+        "--cmake-dir",
+        action="store_true",
+        help="print the directory of stridex's CMake package (stridexConfig.cmake) and exit",
+    )
     parser.add_argument("--include-dir", action="store_true", help="print the C++ include directory and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    doctor = sub.add_parser("doctor", help="the interop matrix of this machine",
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    bench = sub.add_parser("bench", help="import/export cost and copy bandwidth",
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    doctor = sub.add_parser(
+        "doctor", help="the interop matrix of this machine", formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    bench = sub.add_parser(
+        "bench", help="import/export cost and copy bandwidth", formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     if command == "doctor":
         from . import doctor as doctor_mod
 
@@ -78,8 +84,10 @@ def _package_dir(*parts: str) -> str:
 
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), *parts)
     if not os.path.isdir(path):
-        raise SystemExit(f"stridex: {path} does not exist: this stridex was not installed from a wheel "
-                         "(with CMake, use `cmake --install` of the source tree instead)")
+        raise SystemExit(
+            f"stridex: {path} does not exist: this stridex was not installed from a wheel "
+            "(with CMake, use `cmake --install` of the source tree instead)"
+        )
     return path
 
 

@@ -22,8 +22,9 @@ _waiting: dict[str, list[Callable[[ModuleType], None]]] = {}
 
 class _Finder:
     @staticmethod
-    def find_spec(fullname: str, path: Sequence[str] | None = None,
-                  target: ModuleType | None = None) -> ModuleSpec | None:
+    def find_spec(
+        fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         if fullname not in _waiting:
             return None
         for finder in sys.meta_path:

@@ -36,8 +36,13 @@ TARGET_ABI = 1
 
 class _TargetStruct(ctypes.Structure):
     # StridexXlaTarget (include/stridex/xla/ffi.hpp); abi 1 fields, which later versions keep.
-    _fields_ = [("abi", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("handler", ctypes.c_void_p),
-                ("platform", ctypes.c_char_p), ("signature", ctypes.c_char_p)]
+    _fields_ = [
+        ("abi", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("handler", ctypes.c_void_p),
+        ("platform", ctypes.c_char_p),
+        ("signature", ctypes.c_char_p),
+    ]
 
 
 @dataclass(frozen=True)
@@ -96,8 +101,10 @@ def read_target(target: Any) -> Target:
         get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
         address = get_pointer(target, TARGET_CAPSULE)
     else:
-        raise TypeError(f"expected a capsule named 'stridex.xla_target' or the address of a StridexXlaTarget, "
-                        f"found {type(target).__name__}")
+        raise TypeError(
+            f"expected a capsule named 'stridex.xla_target' or the address of a StridexXlaTarget, "
+            f"found {type(target).__name__}"
+        )
     struct = _TargetStruct.from_address(address)
     if struct.abi != TARGET_ABI:
         raise ValueError(f"expected a StridexXlaTarget of abi {TARGET_ABI}, found abi {struct.abi}")
@@ -106,13 +113,29 @@ def read_target(target: Any) -> Target:
     text = struct.signature.decode()
     sig = json.loads(text)
     params = tuple(
-        Param(index=i, name=p["name"], kind=p["kind"], dtype=p["dtype"], constraints=p.get("constraints", ""),
-              ndim=p.get("ndim", -1), shape=None if p.get("shape") is None else tuple(p["shape"]),
-              device=p.get("device"), device_id=p.get("device_id", -1), order=p.get("order", "any"),
-              may_copy=p.get("may_copy", False), caller_stream=p.get("caller_stream", False))
-        for i, p in enumerate(sig["params"]))
-    return Target(handler=struct.handler, platform=struct.platform.decode(), params=params,
-                  returns=sig.get("returns"), signature=text)
+        Param(
+            index=i,
+            name=p["name"],
+            kind=p["kind"],
+            dtype=p["dtype"],
+            constraints=p.get("constraints", ""),
+            ndim=p.get("ndim", -1),
+            shape=None if p.get("shape") is None else tuple(p["shape"]),
+            device=p.get("device"),
+            device_id=p.get("device_id", -1),
+            order=p.get("order", "any"),
+            may_copy=p.get("may_copy", False),
+            caller_stream=p.get("caller_stream", False),
+        )
+        for i, p in enumerate(sig["params"])
+    )
+    return Target(
+        handler=struct.handler,
+        platform=struct.platform.decode(),
+        params=params,
+        returns=sig.get("returns"),
+        signature=text,
+    )
 
 
 # (name, platform) -> handler address: a name is registered once, and never for two handlers.
@@ -125,8 +148,10 @@ def _register(name: str, target: Target) -> None:
     if known == target.handler:
         return
     if known is not None:
-        raise ValueError(f"the XLA FFI target {name!r} is registered for {target.platform} with another handler "
-                         f"already: give this one another name")
+        raise ValueError(
+            f"the XLA FFI target {name!r} is registered for {target.platform} with another handler "
+            f"already: give this one another name"
+        )
     jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(target.handler), platform=target.platform)
     _registered[key] = target.handler
 
@@ -181,8 +206,9 @@ class FfiFunction:
         unknown = set(self._result_shapes) - {p.name for p in target.params if p.kind == "out"}
         if unknown:
             outputs = [p.name for p in target.params if p.kind == "out"] or "none"
-            raise TypeError(f"{name}: result_shapes names {sorted(unknown)}, which are no output parameters "
-                            f"(outputs: {outputs})")
+            raise TypeError(
+                f"{name}: result_shapes names {sorted(unknown)}, which are no output parameters (outputs: {outputs})"
+            )
 
     def __repr__(self) -> str:
         params = ", ".join(f"{p.name}: {p.constraints or p.dtype}" for p in self.target.params)
@@ -194,8 +220,9 @@ class FfiFunction:
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
         inputs = [p for p in self.target.params if p.kind != "out"]
         if len(args) > len(inputs):
-            raise TypeError(f"{self.name}() takes {len(inputs)} arguments ({', '.join(p.name for p in inputs)}), "
-                            f"{len(args)} given")
+            raise TypeError(
+                f"{self.name}() takes {len(inputs)} arguments ({', '.join(p.name for p in inputs)}), {len(args)} given"
+            )
         values: dict[str, Any] = {p.name: a for p, a in zip(inputs, args)}
         for key, value in kwargs.items():
             p = next((q for q in self.target.params if q.name == key), None)
@@ -212,8 +239,12 @@ class FfiFunction:
 
     def _attribute(self, p: Param, value: Any) -> Any:
         if isinstance(value, jax.core.Tracer):
-            raise self._fail(p, f"a {p.dtype} attribute, known at trace time (an XLA attribute is static: close "
-                                f"over it, or mark it static in jax.jit)", "a traced value")
+            raise self._fail(
+                p,
+                f"a {p.dtype} attribute, known at trace time (an XLA attribute is static: close "
+                f"over it, or mark it static in jax.jit)",
+                "a traced value",
+            )
         if getattr(value, "shape", ()) != ():
             raise self._fail(p, f"a {p.dtype} attribute", f"{type(value).__name__} of shape {getattr(value, 'shape')}")
         assert p.dtype is not None
@@ -243,9 +274,11 @@ class FfiFunction:
             spec = spec(*operands)
         if spec is None:
             if p.dtype is None or p.shape is None or -1 in p.shape:
-                raise TypeError(f"{self.name}: parameter {p.index} ({p.name}) is an output of {p.constraints}, whose "
-                                f"shape the constraints do not fix: give result_shapes={{'{p.name}': ...}} (a "
-                                f"jax.ShapeDtypeStruct, a shape, or a function of the array arguments)")
+                raise TypeError(
+                    f"{self.name}: parameter {p.index} ({p.name}) is an output of {p.constraints}, whose "
+                    f"shape the constraints do not fix: give result_shapes={{'{p.name}': ...}} (a "
+                    f"jax.ShapeDtypeStruct, a shape, or a function of the array arguments)"
+                )
             spec = p.shape
         if isinstance(spec, jax.ShapeDtypeStruct):
             shape, dtype = tuple(spec.shape), np.dtype(spec.dtype)
@@ -253,8 +286,10 @@ class FfiFunction:
             shape, dtype = tuple(spec.shape), np.dtype(spec.dtype)
         else:
             if p.dtype is None:
-                raise TypeError(f"{self.name}: parameter {p.index} ({p.name}) has no dtype constraint: give its "
-                                f"result_shapes entry as a jax.ShapeDtypeStruct")
+                raise TypeError(
+                    f"{self.name}: parameter {p.index} ({p.name}) has no dtype constraint: give its "
+                    f"result_shapes entry as a jax.ShapeDtypeStruct"
+                )
             shape, dtype = tuple(operator.index(e) for e in spec), np.dtype(p.dtype)
         self._check_array(p, dtype, shape)
         return jax.ShapeDtypeStruct(shape, dtype)
@@ -264,8 +299,14 @@ class FfiFunction:
         if problem is None:
             return
         found = _summary(dtype, shape, self.target.device_type)
-        if problem == "dtype" and p.dtype is not None and not _x64() and np.dtype(p.dtype).itemsize == 8 and \
-                np.dtype(p.dtype).kind in "fiuc" and dtype.itemsize == 4:
+        if (
+            problem == "dtype"
+            and p.dtype is not None
+            and not _x64()
+            and np.dtype(p.dtype).itemsize == 8
+            and np.dtype(p.dtype).kind in "fiuc"
+            and dtype.itemsize == 4
+        ):
             found += " (JAX has 64-bit dtypes only with jax_enable_x64)"
         if problem == "order":
             found += " (XLA buffers are row-major)"
@@ -300,8 +341,10 @@ class FfiFunction:
         if target.returns is not None:
             dtype = np.dtype(target.returns)
             if not _x64() and dtype.itemsize == 8 and dtype.kind in "fiu":
-                raise TypeError(f"{self.name}: returns {dtype.name}, which JAX has only with jax_enable_x64 "
-                                f"(jax.config.update('jax_enable_x64', True))")
+                raise TypeError(
+                    f"{self.name}: returns {dtype.name}, which JAX has only with jax_enable_x64 "
+                    f"(jax.config.update('jax_enable_x64', True))"
+                )
             results.append(jax.ShapeDtypeStruct((), dtype))
         options = dict(self._ffi_options)
         if not results:
@@ -312,8 +355,14 @@ class FfiFunction:
         return out[0] if len(results) == 1 else tuple(out)
 
 
-def ffi_function(name: str, target: Any, *, result_shapes: Mapping[str, Any] | None = None,
-                 vmap_method: str | None = None, **ffi_call_options: Any) -> FfiFunction:
+def ffi_function(
+    name: str,
+    target: Any,
+    *,
+    result_shapes: Mapping[str, Any] | None = None,
+    vmap_method: str | None = None,
+    **ffi_call_options: Any,
+) -> FfiFunction:
     """Registers ``target``'s handler as the XLA FFI target ``name`` (for the platform the target
     was built for) and returns a callable usable inside ``jax.jit``.
 

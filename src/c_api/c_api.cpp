@@ -92,7 +92,8 @@ void describe_into(View view, StridexArray& out) {
 
 void check_room(const StridexArray* out) {
     if (out == nullptr) throw ArgumentError{"stridex_import_dlpack: NULL StridexArray"};
-    if (out->max_ndim < 0) throw ArgumentError{"stridex_import_dlpack: max_ndim must be >= 0, found " + std::to_string(out->max_ndim)};
+    if (out->max_ndim < 0)
+        throw ArgumentError{"stridex_import_dlpack: max_ndim must be >= 0, found " + std::to_string(out->max_ndim)};
     if (out->max_ndim > 0 && out->dims == nullptr)
         throw ArgumentError{"stridex_import_dlpack: NULL dims for max_ndim " + std::to_string(out->max_ndim)};
 }

@@ -16,7 +16,7 @@ namespace {
 
 constexpr std::size_t kAlignment = 64;
 
-void free_aligned(void* p) noexcept { ::operator delete(p, std::align_val_t{kAlignment}); }
+void free_aligned(void* p) noexcept { ::operator delete (p, std::align_val_t{kAlignment}); }
 
 struct Bytes16 {
     std::byte b[16];
@@ -81,9 +81,7 @@ void strided_copy(const View& dst, const View& src) {
     }
 }
 
-bool same_shape(const View& a, const View& b) noexcept {
-    return std::ranges::equal(a.shape(), b.shape());
-}
+bool same_shape(const View& a, const View& b) noexcept { return std::ranges::equal(a.shape(), b.shape()); }
 
 bool overlap(const View& a, const View& b) {
     if (a.layout().empty() || b.layout().empty()) return false;
@@ -103,7 +101,7 @@ View allocate_host(std::span<const std::int64_t> shape, Dtype dtype, bool subbyt
     const std::int64_t bytes = dtype.storage_bytes(layout.size(), subbyte_padded);
     // Never NULL, even when empty: several consumers treat a NULL data pointer as an error.
     const auto size = static_cast<std::size_t>(std::max<std::int64_t>(bytes, 1));
-    void* data = ::operator new(size, std::align_val_t{kAlignment});
+    void* data = ::operator new (size, std::align_val_t{kAlignment});
     Owner owner;
     try {
         owner = Owner::from_callback(&free_aligned, data);
@@ -118,11 +116,14 @@ void check_copy(const View& dst, const View& src) {
     if (src.dtype() != dst.dtype())
         fail(ErrorKind::value, "copy between different dtypes: ", src.dtype().name(), " -> ", dst.dtype().name(),
              " (stridex copies, it does not cast)");
-    if (!same_shape(src, dst)) fail(ErrorKind::value, "copy between different shapes: ", src.layout(), " -> ", dst.layout());
+    if (!same_shape(src, dst))
+        fail(ErrorKind::value, "copy between different shapes: ", src.layout(), " -> ", dst.layout());
     if (dst.readonly()) fail(ErrorKind::buffer, "cannot copy into a read-only view");
     if (dst.layout().may_overlap() && !dst.layout().empty())
-        fail(ErrorKind::buffer, "copy destination addresses one element more than once (zero or overlapping "
-             "strides ", dst.layout(), "); copy into a view that has one place for every element");
+        fail(ErrorKind::buffer,
+             "copy destination addresses one element more than once (zero or overlapping "
+             "strides ",
+             dst.layout(), "); copy into a view that has one place for every element");
     if (src.is_packed_subbyte() != dst.is_packed_subbyte() && src.size() > 0)
         fail(ErrorKind::unsupported, "copy between packed and padded ", src.dtype().name(), " is not supported");
     if (src.is_packed_subbyte() && !(src.layout().is_c_contiguous() && dst.layout().is_c_contiguous()))

@@ -19,25 +19,25 @@ struct TypeInfo {
 
 constexpr std::array<TypeInfo, 19> kTypes{{
     // type                    name             host   single instance
-    {DeviceType::kCPU,         "cpu",           true,  true},
-    {DeviceType::kCUDA,        "cuda",          false, false},
-    {DeviceType::kCUDAHost,    "cuda_host",     true,  true},
-    {DeviceType::kOpenCL,      "opencl",        false, false},
-    {DeviceType::kVulkan,      "vulkan",        false, false},
-    {DeviceType::kMetal,       "metal",         false, false},
-    {DeviceType::kVPI,         "vpi",           false, false},
-    {DeviceType::kROCM,        "rocm",          false, false},
-    {DeviceType::kROCMHost,    "rocm_host",     true,  true},
-    {DeviceType::kExtDev,      "ext_dev",       false, false},
-    {DeviceType::kCUDAManaged, "cuda_managed",  true,  true},
-    {DeviceType::kOneAPI,      "oneapi",        false, false},
-    {DeviceType::kWebGPU,      "webgpu",        false, false},
-    {DeviceType::kHexagon,     "hexagon",       false, false},
-    {DeviceType::kMAIA,        "maia",          false, false},
-    {DeviceType::kTrn,         "trn",           false, false},
-    {DeviceType::kTPU,         "tpu",           false, false},
-    {DeviceType::kTPUHost,     "tpu_host",      true,  true},
-    {DeviceType::kAscend,      "ascend",        false, false},
+    {DeviceType::kCPU, "cpu", true, true},
+    {DeviceType::kCUDA, "cuda", false, false},
+    {DeviceType::kCUDAHost, "cuda_host", true, true},
+    {DeviceType::kOpenCL, "opencl", false, false},
+    {DeviceType::kVulkan, "vulkan", false, false},
+    {DeviceType::kMetal, "metal", false, false},
+    {DeviceType::kVPI, "vpi", false, false},
+    {DeviceType::kROCM, "rocm", false, false},
+    {DeviceType::kROCMHost, "rocm_host", true, true},
+    {DeviceType::kExtDev, "ext_dev", false, false},
+    {DeviceType::kCUDAManaged, "cuda_managed", true, true},
+    {DeviceType::kOneAPI, "oneapi", false, false},
+    {DeviceType::kWebGPU, "webgpu", false, false},
+    {DeviceType::kHexagon, "hexagon", false, false},
+    {DeviceType::kMAIA, "maia", false, false},
+    {DeviceType::kTrn, "trn", false, false},
+    {DeviceType::kTPU, "tpu", false, false},
+    {DeviceType::kTPUHost, "tpu_host", true, true},
+    {DeviceType::kAscend, "ascend", false, false},
 }};
 
 constexpr bool in_value_order() {
@@ -76,8 +76,7 @@ std::string_view device_type_name(DeviceType type) noexcept {
 Device Device::from_raw(std::int32_t type, std::int32_t id) {
     const Device d{static_cast<DeviceType>(type), id};
     if (info_of(d.type) == nullptr)
-        fail(ErrorKind::unsupported, "unsupported DLPack device type ", type,
-             " (stridex knows 1 to 4 and 7 to 21)");
+        fail(ErrorKind::unsupported, "unsupported DLPack device type ", type, " (stridex knows 1 to 4 and 7 to 21)");
     if (id < 0) fail(ErrorKind::value, "device id must be >= 0, found ", id, " for ", device_type_name(d.type));
     return d;
 }
@@ -110,6 +109,5 @@ bool Device::host_accessible() const noexcept {
     const TypeInfo* t = info_of(type);
     return t != nullptr && t->host_accessible;
 }
-
 
 }  // namespace stridex

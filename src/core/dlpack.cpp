@@ -101,7 +101,7 @@ struct ExportBlock : detail::CachedAllocation<ExportBlock<Managed>> {
     Managed managed{};
     Owner owner;
     std::int64_t inline_dims[2 * kInlineDims];  // shape, then strides
-    std::unique_ptr<std::int64_t[]> heap_dims;   // only for ndim > kInlineDims
+    std::unique_ptr<std::int64_t[]> heap_dims;  // only for ndim > kInlineDims
 };
 
 template <class Managed>
@@ -156,8 +156,9 @@ DLManagedTensor* export_legacy(const View& view) {
                                 "read-only flag (its producer said read-only, and refuses the same); ask for a "
                                 "versioned capsule (max_version >= (1, 0))");
     if (view.subbyte_padded())
-        fail(ErrorKind::buffer, "padded ", view.dtype().name(), " cannot be exported as a legacy DLPack capsule, "
-                                "which has no padding flag; ask for a versioned capsule");
+        fail(ErrorKind::buffer, "padded ", view.dtype().name(),
+             " cannot be exported as a legacy DLPack capsule, "
+             "which has no padding flag; ask for a versioned capsule");
     return export_into<DLManagedTensor>(view);
 }
 

@@ -26,24 +26,24 @@ struct CodeRule {
 
 constexpr std::array<CodeRule, 18> kRules{{
     // code                           stem                   width in name  any bytes  widths
-    {DtypeCode::kInt,                 "int",                 true,          false,     {1, 2, 4, 8, 16, 32, 64}},
-    {DtypeCode::kUInt,                "uint",                true,          false,     {1, 2, 4, 8, 16, 32, 64}},
-    {DtypeCode::kFloat,               "float",               true,          false,     {16, 32, 64}},
-    {DtypeCode::kOpaqueHandle,        "opaque_handle",       true,          true,      {}},
-    {DtypeCode::kBfloat,              "bfloat",              true,          false,     {16}},
-    {DtypeCode::kComplex,             "complex",             true,          false,     {32, 64, 128}},
-    {DtypeCode::kBool,                "bool",                false,         false,     {8}},
-    {DtypeCode::kFloat8_e3m4,         "float8_e3m4",         false,         false,     {8}},
-    {DtypeCode::kFloat8_e4m3,         "float8_e4m3",         false,         false,     {8}},
-    {DtypeCode::kFloat8_e4m3b11fnuz,  "float8_e4m3b11fnuz",  false,         false,     {8}},
-    {DtypeCode::kFloat8_e4m3fn,       "float8_e4m3fn",       false,         false,     {8}},
-    {DtypeCode::kFloat8_e4m3fnuz,     "float8_e4m3fnuz",     false,         false,     {8}},
-    {DtypeCode::kFloat8_e5m2,         "float8_e5m2",         false,         false,     {8}},
-    {DtypeCode::kFloat8_e5m2fnuz,     "float8_e5m2fnuz",     false,         false,     {8}},
-    {DtypeCode::kFloat8_e8m0fnu,      "float8_e8m0fnu",      false,         false,     {8}},
-    {DtypeCode::kFloat6_e2m3fn,       "float6_e2m3fn",       false,         false,     {6}},
-    {DtypeCode::kFloat6_e3m2fn,       "float6_e3m2fn",       false,         false,     {6}},
-    {DtypeCode::kFloat4_e2m1fn,       "float4_e2m1fn",       false,         false,     {4}},
+    {DtypeCode::kInt, "int", true, false, {1, 2, 4, 8, 16, 32, 64}},
+    {DtypeCode::kUInt, "uint", true, false, {1, 2, 4, 8, 16, 32, 64}},
+    {DtypeCode::kFloat, "float", true, false, {16, 32, 64}},
+    {DtypeCode::kOpaqueHandle, "opaque_handle", true, true, {}},
+    {DtypeCode::kBfloat, "bfloat", true, false, {16}},
+    {DtypeCode::kComplex, "complex", true, false, {32, 64, 128}},
+    {DtypeCode::kBool, "bool", false, false, {8}},
+    {DtypeCode::kFloat8_e3m4, "float8_e3m4", false, false, {8}},
+    {DtypeCode::kFloat8_e4m3, "float8_e4m3", false, false, {8}},
+    {DtypeCode::kFloat8_e4m3b11fnuz, "float8_e4m3b11fnuz", false, false, {8}},
+    {DtypeCode::kFloat8_e4m3fn, "float8_e4m3fn", false, false, {8}},
+    {DtypeCode::kFloat8_e4m3fnuz, "float8_e4m3fnuz", false, false, {8}},
+    {DtypeCode::kFloat8_e5m2, "float8_e5m2", false, false, {8}},
+    {DtypeCode::kFloat8_e5m2fnuz, "float8_e5m2fnuz", false, false, {8}},
+    {DtypeCode::kFloat8_e8m0fnu, "float8_e8m0fnu", false, false, {8}},
+    {DtypeCode::kFloat6_e2m3fn, "float6_e2m3fn", false, false, {6}},
+    {DtypeCode::kFloat6_e3m2fn, "float6_e3m2fn", false, false, {6}},
+    {DtypeCode::kFloat4_e2m1fn, "float4_e2m1fn", false, false, {4}},
 }};
 
 // Lookups index the table by code, so its order must be the code order.
@@ -109,8 +109,8 @@ std::string canonical_name(const CodeRule& rule, int bits, int lanes) {
             fail(ErrorKind::unsupported, "unsupported dtype code ", code, " (stridex knows DLPack codes 0 to ",
                  kRules.size() - 1, ")");
         case Problem::bad_bits:
-            fail(ErrorKind::type, "invalid dtype: ", rule->stem, " with ", bits, " bits (", rule->stem,
-                 " takes ", widths_text(*rule), ")");
+            fail(ErrorKind::type, "invalid dtype: ", rule->stem, " with ", bits, " bits (", rule->stem, " takes ",
+                 widths_text(*rule), ")");
         case Problem::bad_lanes:
             fail(ErrorKind::type, "invalid dtype: ", canonical_name(*rule, bits, 1), " with ", lanes,
                  " lanes (lanes must be 1 to ", kMaxLanes, ")");
@@ -335,7 +335,7 @@ std::string Dtype::buffer_format() const {
 Dtype Dtype::from_buffer_format(std::string_view format) {
     if (format.empty()) fail(ErrorKind::value, "empty buffer format");
     std::string_view body = format;
-    bool native_sizes = true;   // '@' or no prefix: C sizes of this compiler
+    bool native_sizes = true;  // '@' or no prefix: C sizes of this compiler
     bool foreign_order = false;
     if (std::string_view("@=<>!").find(body[0]) != std::string_view::npos) {
         native_sizes = body[0] == '@';

@@ -248,7 +248,7 @@ bool Layout::may_overlap() const noexcept {
     // reach together (a mixed-radix number system). Anything else is reported as may-overlap.
     std::int64_t reach = 0;
     for (int k = 0; k < n; ++k) {
-        if (axes[k].stride <= reach) return true;  // also catches stride 0
+        if (axes[k].stride <= reach) return true;        // also catches stride 0
         reach += axes[k].stride * (axes[k].extent - 1);  // at most hi - lo of the element span
     }
     return false;
@@ -408,8 +408,8 @@ Layout Layout::expand(int axis) const {
 
 Layout Layout::reshape(std::span<const std::int64_t> new_shape) const {
     if (new_shape.size() > std::size_t(kMaxNdim))
-        fail(ErrorKind::value, "a layout has at most ", kMaxNdim, " dimensions, found ", new_shape.size(),
-             " in shape ", tuple(new_shape));
+        fail(ErrorKind::value, "a layout has at most ", kMaxNdim, " dimensions, found ", new_shape.size(), " in shape ",
+             tuple(new_shape));
     const int nd = int(new_shape.size());
     const std::int64_t total = size();
     auto fail_size = [&] {
@@ -423,12 +423,10 @@ Layout Layout::reshape(std::span<const std::int64_t> new_shape) const {
     for (int i = 0; i < nd; ++i) {
         const std::int64_t e = new_shape[i];
         if (e == -1) {
-            if (unknown >= 0)
-                fail(ErrorKind::value, "can only infer one extent (-1), found shape ", tuple(new_shape));
+            if (unknown >= 0) fail(ErrorKind::value, "can only infer one extent (-1), found shape ", tuple(new_shape));
             unknown = i;
         } else if (e < 0) {
-            fail(ErrorKind::value, "extents must be >= 0 or -1 (inferred), found ", e, " in shape ",
-                 tuple(new_shape));
+            fail(ErrorKind::value, "extents must be >= 0 or -1 (inferred), found ", e, " in shape ", tuple(new_shape));
         } else {
             has_zero |= e == 0;
             if (mul_overflows(known, std::max<std::int64_t>(e, 1), &known)) fail_size();

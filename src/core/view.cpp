@@ -73,8 +73,8 @@ bool View::bytes_fit() const noexcept {
     return addresses_fit(size == 0 ? Span{} : Span{lo * itemsize(), (hi + 1) * itemsize()});
 }
 
-View::View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, bool readonly,
-           Owner owner, bool subbyte_padded)
+View::View(void* data, std::int64_t byte_offset, Layout layout, Dtype dtype, Device device, bool readonly, Owner owner,
+           bool subbyte_padded)
     : View(data, byte_offset, std::move(layout), dtype, device,
            readonly ? Writability::readonly : Writability::writable, std::move(owner), subbyte_padded) {}
 
@@ -172,7 +172,8 @@ void fail_typed_view(const View& view, Dtype wanted, std::size_t rank, bool want
 
 void fail_stream_value(std::intptr_t encoded, const char* what) {
     if (encoded == 0)
-        fail(ErrorKind::value, what, " 0 is forbidden by DLPack and the CUDA array interface (ambiguous: the legacy "
+        fail(ErrorKind::value, what,
+             " 0 is forbidden by DLPack and the CUDA array interface (ambiguous: the legacy "
              "or the per-thread default stream?); pass 1 for the legacy default stream, 2 for the per-thread "
              "default stream, -1 for none, or a stream handle");
     fail(ErrorKind::value, what, " must be -1 (none), 1, 2 or a stream handle, found ", encoded);

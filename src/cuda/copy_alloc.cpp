@@ -42,7 +42,8 @@ View allocate(std::span<const std::int64_t> shape, Dtype dtype, Device device, O
     if (dtype.is_subbyte() && !subbyte_padded && !layout.is_c_contiguous())
         fail(ErrorKind::unsupported, "packed ", dtype.name(), " views are C-contiguous only; order ",
              static_cast<char>(order), " was asked");
-    const auto bytes = static_cast<std::size_t>(std::max<std::int64_t>(dtype.storage_bytes(layout.size(), subbyte_padded), 1));
+    const auto bytes = static_cast<std::size_t>(
+        std::max<std::int64_t>(dtype.storage_bytes(layout.size(), subbyte_padded), 1));
     cuda::Driver& d = cuda::driver();
     switch (device.type) {
         case DeviceType::kCUDA: {
@@ -123,8 +124,8 @@ namespace stridex::cuda::copy_engine {
 Scratch::Scratch(std::int64_t bytes, int ordinal, CUstream stream) : ordinal_(ordinal), stream_(stream) {
     Driver& d = driver();
     // Stream-ordered: the memory is reused as soon as the queued work that reads it has run.
-    d.call("cuMemAllocAsync", d.api().mem_alloc_async, &ptr_, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 1)),
-           stream);
+    d.call("cuMemAllocAsync", d.api().mem_alloc_async, &ptr_,
+           static_cast<std::size_t>(std::max<std::int64_t>(bytes, 1)), stream);
 }
 
 Scratch::~Scratch() {

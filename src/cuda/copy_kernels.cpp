@@ -48,7 +48,8 @@ Module& module_for(int ordinal) {
     static std::vector<std::unique_ptr<Module>> modules;
     Driver& d = driver();
     const std::lock_guard lock(mutex);
-    if (modules.size() < static_cast<std::size_t>(d.device_count())) modules.resize(static_cast<std::size_t>(d.device_count()));
+    if (modules.size() < static_cast<std::size_t>(d.device_count()))
+        modules.resize(static_cast<std::size_t>(d.device_count()));
     auto& slot = modules.at(static_cast<std::size_t>(ordinal));
     if (slot) return *slot;
     auto m = std::make_unique<Module>();
@@ -148,7 +149,8 @@ void launch_tiled(const stridex::detail::CopyPlan& plan, std::byte* dst, const s
     a.tiles_i = (a.ni + side - 1) / side;
     a.tiles_j = (a.nj + side - 1) / side;
     a.blocks = a.tiles_i * a.tiles_j * batch;
-    const CUfunction f = a.vec > 1 ? m.tiled_words[plan.unit == 1 ? 0 : 1] : m.tiled[static_cast<std::size_t>(slot_of(plan.unit))];
+    const CUfunction f = a.vec > 1 ? m.tiled_words[plan.unit == 1 ? 0 : 1]
+                                   : m.tiled[static_cast<std::size_t>(slot_of(plan.unit))];
     void* params[] = {&a};
     Driver& d = driver();
     d.call("cuLaunchKernel", d.api().launch_kernel, f, grid_for(a.blocks, m), 1u, 1u, static_cast<unsigned>(k::kTile),

@@ -170,7 +170,8 @@ Pool& pool_for(int ordinal) {
     static std::vector<std::unique_ptr<Pool>> pools;
     const std::lock_guard lock(mutex);
     Driver& d = driver();
-    if (pools.size() < static_cast<std::size_t>(d.device_count())) pools.resize(static_cast<std::size_t>(d.device_count()));
+    if (pools.size() < static_cast<std::size_t>(d.device_count()))
+        pools.resize(static_cast<std::size_t>(d.device_count()));
     auto& pool = pools.at(static_cast<std::size_t>(ordinal));
     if (!pool) pool = std::make_unique<Pool>();
     return *pool;
@@ -181,7 +182,8 @@ void fill(Pool& pool, Driver& d) {
         Stage s;
         d.call("cuMemHostAlloc", d.api().mem_host_alloc, &s.host, static_cast<std::size_t>(kStageBytes),
                cu::kMemHostAllocPortable);
-        const CUresult r = d.api().event_create ? d.api().event_create(&s.done, cu::kEventDisableTiming) : result::not_found;
+        const CUresult r = d.api().event_create ? d.api().event_create(&s.done, cu::kEventDisableTiming)
+                                                : result::not_found;
         if (r != result::success) {
             d.try_call(d.raw().mem_free_host, s.host);
             d.fail_call("cuEventCreate", r);
@@ -206,8 +208,7 @@ struct StagedTransfer {
     const std::int64_t item;
 
     StagedTransfer(const View& host, int ordinal)
-        : guard(d, ordinal), pool(pool_for(ordinal)), lock(pool.mutex), pieces(pieces_of(host)),
-          item(host.itemsize()) {
+        : guard(d, ordinal), pool(pool_for(ordinal)), lock(pool.mutex), pieces(pieces_of(host)), item(host.itemsize()) {
         fill(pool, d);
     }
     const Stage& stage(std::size_t k) const { return pool.stages[k % kStages]; }

@@ -46,8 +46,7 @@ private:
     void* lookup(const char* name, const char* exported) const {
         void* fn = nullptr;
         int status = 0;
-        if (v2_ && v2_(name, &fn, version_, kProcAddressLegacyStream, &status) == result::success && fn)
-            return fn;
+        if (v2_ && v2_(name, &fn, version_, kProcAddressLegacyStream, &status) == result::success && fn) return fn;
         fn = nullptr;
         if (v1_ && v1_(name, &fn, version_, kProcAddressLegacyStream) == result::success && fn) return fn;
         return dlsym(library_, exported);
@@ -67,8 +66,8 @@ std::unique_ptr<Driver> load_driver(const char* library) {
     void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
         const char* why = dlerror();
-        return Driver::unavailable(std::string("CUDA driver ") + library + " not found: " +
-                                   (why ? why : "dlopen failed"));
+        return Driver::unavailable(std::string("CUDA driver ") + library +
+                                   " not found: " + (why ? why : "dlopen failed"));
     }
     // Never dlclosed: see Driver (teardown at exit may still call into it).
     const Resolver r(handle);

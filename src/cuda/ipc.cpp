@@ -227,9 +227,16 @@ Export Export::of(const View& view) {
 }
 
 Export::Export(Export&& o) noexcept
-    : kind_(o.kind_), device_(o.device_), ordinal_(o.ordinal_), offset_(o.offset_), extent_(o.extent_),
-      chunk_size_(o.chunk_size_), handle_(o.handle_), fds_(std::exchange(o.fds_, {})),
-      event_(std::exchange(o.event_, nullptr)), event_handle_(o.event_handle_) {}
+    : kind_(o.kind_),
+      device_(o.device_),
+      ordinal_(o.ordinal_),
+      offset_(o.offset_),
+      extent_(o.extent_),
+      chunk_size_(o.chunk_size_),
+      handle_(o.handle_),
+      fds_(std::exchange(o.fds_, {})),
+      event_(std::exchange(o.event_, nullptr)),
+      event_handle_(o.event_handle_) {}
 
 Export& Export::operator=(Export&& o) noexcept {
     if (this != &o) {

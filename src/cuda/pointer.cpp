@@ -155,8 +155,6 @@ bool DevicePtr::is_aligned(std::uint64_t alignment) const {
     return address_ % alignment == 0;
 }
 
-std::string DevicePtr::to_string() const {
-    return hex(address_) + " (" + device_.name() + ")";
-}
+std::string DevicePtr::to_string() const { return hex(address_) + " (" + device_.name() + ")"; }
 
 }  // namespace stridex::cuda

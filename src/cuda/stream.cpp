@@ -6,7 +6,8 @@ namespace stridex::cuda {
 CUstream StreamRef::handle() const {
     if (encoded_ == kNone) fail(ErrorKind::value, "stream -1 means \"no stream\" and has no handle");
     if (encoded_ == 0)
-        fail(ErrorKind::value, "stream 0 is forbidden by the protocols (ambiguous); use 1 for the legacy default stream");
+        fail(ErrorKind::value,
+             "stream 0 is forbidden by the protocols (ambiguous); use 1 for the legacy default stream");
     return reinterpret_cast<CUstream>(encoded_);
 }
 
@@ -70,8 +71,7 @@ void order(StreamRef producer, StreamRef consumer, Device device) {
     // The cheap cases first: they need no driver at all (CPU-only processes call this too).
     if (producer.is_none() || consumer.is_none() || producer == consumer) return;
     if (producer.encoded() == 0 || consumer.encoded() == 0) (void)StreamRef(0).handle();  // throws
-    if (!device.is_cuda_family())
-        fail(ErrorKind::value, "stream ordering needs a CUDA device, found ", device.name());
+    if (!device.is_cuda_family()) fail(ErrorKind::value, "stream ordering needs a CUDA device, found ", device.name());
 
     Driver& d = driver();
     const ContextGuard guard(d, device.id);

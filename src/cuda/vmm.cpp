@@ -84,7 +84,7 @@ struct VirtualBuffer::State {
     std::unique_ptr<std::byte[]> saved;  // host copy of [0, size) while asleep with keep_contents
     VirtualBufferStats stats;
 
-    mutable std::mutex views_mutex;       // views are dropped from any thread
+    mutable std::mutex views_mutex;        // views are dropped from any thread
     std::multiset<std::size_t> view_ends;  // end offset of every live view
 
     explicit State(Driver& driver) : d(driver) {}
@@ -138,8 +138,9 @@ void VirtualBuffer::State::setup(std::size_t requested_capacity, const VirtualBu
             int can = 0;
             d.call("cuDeviceCanAccessPeer", api.device_can_access_peer, &can, d.device(a), d.device(b));
             if (!can)
-                fail(ErrorKind::cuda, "CUDA device ", a, " cannot access memory of device ", b,
-                     " (cuDeviceCanAccessPeer is 0): a striped VirtualBuffer needs peer access between all its devices");
+                fail(
+                    ErrorKind::cuda, "CUDA device ", a, " cannot access memory of device ", b,
+                    " (cuDeviceCanAccessPeer is 0): a striped VirtualBuffer needs peer access between all its devices");
         }
     devices = options.devices;
     shareable = options.shareable;
@@ -154,9 +155,9 @@ void VirtualBuffer::State::setup(std::size_t requested_capacity, const VirtualBu
         granularity = std::max(granularity, g);
     }
     if (granularity == 0) fail(ErrorKind::cuda, "cuMemGetAllocationGranularity returned 0");
-    const std::size_t wanted_chunk =
-        options.chunk_size ? options.chunk_size
-                           : std::max(granularity, requested_capacity / kDefaultChunksPerCapacity);
+    const std::size_t wanted_chunk = options.chunk_size
+                                         ? options.chunk_size
+                                         : std::max(granularity, requested_capacity / kDefaultChunksPerCapacity);
     chunk = round_up(wanted_chunk, granularity, "chunk size");
     std::size_t stripe = 0;
     if (__builtin_mul_overflow(chunk, devices.size(), &stripe))
@@ -165,7 +166,8 @@ void VirtualBuffer::State::setup(std::size_t requested_capacity, const VirtualBu
 
     // VMM rule 4: the address is only a hint; we pass none and take what the driver gives.
     CUdeviceptr reserved = 0;
-    timed(stats.reserve, [&] { d.call("cuMemAddressReserve", api.mem_address_reserve, &reserved, capacity, 0, 0, 0ull); });
+    timed(stats.reserve,
+          [&] { d.call("cuMemAddressReserve", api.mem_address_reserve, &reserved, capacity, 0, 0, 0ull); });
     base = reserved;  // set only on success: teardown frees the range iff base != 0
     if (shareable) register_shareable(this);
 }
@@ -185,9 +187,9 @@ void VirtualBuffer::State::map_range(std::size_t first, std::size_t count, const
         for (std::size_t k = 0; k < count; ++k) {
             const std::size_t i = first + k;
             const int dev = device_of(i);
-            where = "chunk " + std::to_string(k + 1) + " of " + std::to_string(count) + " (index " +
-                    std::to_string(i) + ", device " + std::to_string(dev) + ", " + std::to_string(chunk) +
-                    " bytes at base+" + hex(i * chunk) + ")";
+            where = "chunk " + std::to_string(k + 1) + " of " + std::to_string(count) + " (index " + std::to_string(i) +
+                    ", device " + std::to_string(dev) + ", " + std::to_string(chunk) + " bytes at base+" +
+                    hex(i * chunk) + ")";
             const MemAllocationProp prop = allocation_on(dev, shareable);
             CUmemGenericAllocationHandle handle = 0;
             timed(stats.create, [&] { d.call("cuMemCreate", api.mem_create, &handle, chunk, &prop, 0ull); });
@@ -201,7 +203,8 @@ void VirtualBuffer::State::map_range(std::size_t first, std::size_t count, const
         std::vector<MemAccessDesc> access;
         for (const int dev : devices) access.push_back({{cu::kMemLocationTypeDevice, dev}, cu::kMemAccessReadWrite});
         timed(stats.set_access, [&] {
-            d.call("cuMemSetAccess", api.mem_set_access, address_of(first), count * chunk, access.data(), access.size());
+            d.call("cuMemSetAccess", api.mem_set_access, address_of(first), count * chunk, access.data(),
+                   access.size());
         });
     } catch (...) {
         for (std::size_t k = fresh.size(); k-- > 0;) {
@@ -311,8 +314,7 @@ void VirtualBuffer::State::teardown() noexcept {
 VirtualBuffer::VirtualBuffer(std::size_t capacity, std::size_t size, VirtualBufferOptions options) {
     Driver& d = driver();
     (void)d.api();  // "CUDA driver ... not found" before anything else
-    if (size > capacity)
-        fail(ErrorKind::value, "VirtualBuffer size ", size, " exceeds its capacity ", capacity);
+    if (size > capacity) fail(ErrorKind::value, "VirtualBuffer size ", size, " exceeds its capacity ", capacity);
     auto state = std::make_shared<State>(d);
     {
         // The first device's primary context is current for every VMM call of the buffer.
@@ -522,8 +524,9 @@ std::optional<detail::SharedChunks> detail::shareable_chunks(CUdeviceptr lo, CUd
     const std::size_t first = (lo - s.base) / s.chunk;
     const std::size_t end = (hi - s.base + s.chunk - 1) / s.chunk;  // one past the last covering chunk
     if (hi > s.base + s.capacity || end > s.chunks.size())
-        fail(ErrorKind::value, "device bytes [", hex(lo), ", ", hex(hi), ") are not all mapped in their VirtualBuffer (",
-             s.chunks.size(), " chunk(s) of ", s.chunk, " bytes mapped)");
+        fail(ErrorKind::value, "device bytes [", hex(lo), ", ", hex(hi),
+             ") are not all mapped in their VirtualBuffer (", s.chunks.size(), " chunk(s) of ", s.chunk,
+             " bytes mapped)");
     SharedChunks out{s.address_of(first), s.chunk, s.devices.front(), {}};
     for (std::size_t i = first; i < end; ++i) out.handles.push_back(s.chunks[i].handle);
     return out;

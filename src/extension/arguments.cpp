@@ -169,15 +169,18 @@ std::vector<std::int64_t> int64_list_arg(PyObject* o, const char* what) {
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(items.ptr());
     if (n > kMaxNdim) fail(ErrorKind::value, what, " has ", n, " entries; at most ", kMaxNdim, " dimensions");
     std::vector<std::int64_t> out(static_cast<std::size_t>(n));
-    for (Py_ssize_t k = 0; k < n; ++k) out[static_cast<std::size_t>(k)] = int64_arg(PySequence_Fast_GET_ITEM(items.ptr(), k), what);
+    for (Py_ssize_t k = 0; k < n; ++k)
+        out[static_cast<std::size_t>(k)] = int64_arg(PySequence_Fast_GET_ITEM(items.ptr(), k), what);
     return out;
 }
 
 namespace {
 
 [[noreturn]] void fail_not_dtype(PyObject* o, const char* what) {
-    fail(ErrorKind::type, what, " must be a dtype (a stridex.Dtype, a name such as 'float32' or 'torch.float32', a "
-         "NumPy, ml_dtypes or torch dtype or scalar type, or an array), found ", short_repr(o));
+    fail(ErrorKind::type, what,
+         " must be a dtype (a stridex.Dtype, a name such as 'float32' or 'torch.float32', a "
+         "NumPy, ml_dtypes or torch dtype or scalar type, or an array), found ",
+         short_repr(o));
 }
 
 // An error of the core's parsers, with the argument named.
@@ -202,7 +205,8 @@ nb::object numpy_dtype_or_null(PyObject* o) {
 // elements, and reading '>f4' bytes as float32 would misread), and a dtype stridex has.
 Dtype from_numpy_dtype(nb::handle d, const char* what) {
     if (!nb::cast<bool>(d.attr("isnative")))
-        fail(ErrorKind::value, what, " ", short_repr(d.ptr()), " is not in native byte order; stridex views hold "
+        fail(ErrorKind::value, what, " ", short_repr(d.ptr()),
+             " is not in native byte order; stridex views hold "
              "native-order elements (byte-swap the data first)");
     try {
         return Dtype::from_name(nb::cast<std::string>(d.attr("name")));

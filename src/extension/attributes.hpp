@@ -53,8 +53,8 @@ PyObject* bound_self(PyObject* callable) noexcept;
 // type is probed. Each returns a new reference, or nullptr: with no error set when the lookup
 // failed with an Exception (cleared), and with the error still set when it was anything else (a
 // KeyboardInterrupt), for the caller to raise. Nothing is imported.
-PyObject* attr_or_null(PyObject* obj, const char* name) noexcept;         // obj.name (obj may be NULL)
-PyObject* loaded_attr(const char* module, const char* name) noexcept;     // sys.modules[module].name
-PyTypeObject* loaded_type(const char* module, const char* name) noexcept; // the same, if it is a type
+PyObject* attr_or_null(PyObject* obj, const char* name) noexcept;          // obj.name (obj may be NULL)
+PyObject* loaded_attr(const char* module, const char* name) noexcept;      // sys.modules[module].name
+PyTypeObject* loaded_type(const char* module, const char* name) noexcept;  // the same, if it is a type
 
 }  // namespace stridex::python

@@ -27,11 +27,13 @@ namespace {
 void bind_pointer_info(nb::module_& m) {
     using cuda::PointerInfo;
     nb::class_<PointerInfo>(m, "PointerInfo", "What the CUDA driver knows about an address.")
-        .def_prop_ro("memory_type", [](const PointerInfo& i) { return std::string(cuda::to_string(i.memory_type)); },
-                     "'host' (unknown to CUDA), 'pinned_host', 'device' or 'managed'")
+        .def_prop_ro(
+            "memory_type", [](const PointerInfo& i) { return std::string(cuda::to_string(i.memory_type)); },
+            "'host' (unknown to CUDA), 'pinned_host', 'device' or 'managed'")
         .def_prop_ro("device", &PointerInfo::device, "cuda:N, cuda_host, cuda_managed or cpu")
-        .def_prop_ro("device_ordinal", [](const PointerInfo& i) { return i.device_ordinal; },
-                     "the driver's device ordinal; -1 for host memory")
+        .def_prop_ro(
+            "device_ordinal", [](const PointerInfo& i) { return i.device_ordinal; },
+            "the driver's device ordinal; -1 for host memory")
         .def_prop_ro(
             "base",
             [](const PointerInfo& i) -> nb::object {
@@ -40,17 +42,21 @@ void bind_pointer_info(nb::module_& m) {
             },
             nb::sig("def base(self) -> DevicePtr | None"),
             "start of the allocation (for VMM memory: of the reserved range); None for host memory")
-        .def_prop_ro("size", [](const PointerInfo& i) { return i.size; }, "bytes of that range; 0 for host memory")
+        .def_prop_ro(
+            "size", [](const PointerInfo& i) { return i.size; }, "bytes of that range; 0 for host memory")
         .def_prop_ro("host_accessible", [](const PointerInfo& i) { return i.host_accessible; })
         .def("__repr__", [](const PointerInfo& i) {
-            return "PointerInfo(memory_type='" + std::string(cuda::to_string(i.memory_type)) + "', device=" +
-                   i.device().name() + ", base=" + hex(i.base) + ", size=" + std::to_string(i.size) + ")";
+            return "PointerInfo(memory_type='" + std::string(cuda::to_string(i.memory_type)) +
+                   "', device=" + i.device().name() + ", base=" + hex(i.base) + ", size=" + std::to_string(i.size) +
+                   ")";
         });
 
-    m.def("pointer_info", [](nb::handle ptr) { return cuda::pointer_info(address_arg(ptr.ptr(), "pointer_info(): ptr")); },
-          "ptr"_a, nb::sig("def pointer_info(ptr: typing.SupportsIndex | typing.SupportsInt) -> PointerInfo"),
-          "Memory type, device, allocation range and host accessibility of an address (one "
-          "cuPointerGetAttributes call). Without a CUDA driver every address is 'host'.");
+    m.def(
+        "pointer_info",
+        [](nb::handle ptr) { return cuda::pointer_info(address_arg(ptr.ptr(), "pointer_info(): ptr")); }, "ptr"_a,
+        nb::sig("def pointer_info(ptr: typing.SupportsIndex | typing.SupportsInt) -> PointerInfo"),
+        "Memory type, device, allocation range and host accessibility of an address (one "
+        "cuPointerGetAttributes call). Without a CUDA driver every address is 'host'.");
 }
 
 }  // namespace

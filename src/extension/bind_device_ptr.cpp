@@ -118,12 +118,16 @@ void bind_device_ptr(nb::module_& m) {
             nb::sig("def __init__(self, addr: typing.SupportsIndex | typing.SupportsInt, device: Device | str | "
                     "typing.SupportsIndex | tuple[int, int] | None = None) -> None"),
             "addr: an int, or an object with __index__ or __int__ (cuda.bindings CUdeviceptr). device: a "
-            "stridex.Device, 'cuda:N', an ordinal or a DLPack (device_type, device_id) pair; None asks the driver what memory addr points to (cpu "
+            "stridex.Device, 'cuda:N', an ordinal or a DLPack (device_type, device_id) pair; None asks the driver what "
+            "memory addr points to (cpu "
             "for memory CUDA does not know, and for every address when there is no driver).")
-        .def_prop_ro("address", [](const DevicePtr& p) { return py_int(p.address()); }, nb::sig("def address(self) -> int"))
+        .def_prop_ro(
+            "address", [](const DevicePtr& p) { return py_int(p.address()); }, nb::sig("def address(self) -> int"))
         .def_prop_ro("device", &DevicePtr::device)
-        .def("__int__", [](const DevicePtr& p) { return py_int(p.address()); }, nb::sig("def __int__(self) -> int"))
-        .def("__index__", [](const DevicePtr& p) { return py_int(p.address()); }, nb::sig("def __index__(self) -> int"))
+        .def(
+            "__int__", [](const DevicePtr& p) { return py_int(p.address()); }, nb::sig("def __int__(self) -> int"))
+        .def(
+            "__index__", [](const DevicePtr& p) { return py_int(p.address()); }, nb::sig("def __index__(self) -> int"))
         .def("__bool__", [](const DevicePtr& p) { return p.address() != 0; })
         .def("__hash__", [](const DevicePtr& p) { return nb::hash(py_int(p.address())); })
         // Operands may be anything, None included: unknown types give NotImplemented, so Python
@@ -132,44 +136,61 @@ void bind_device_ptr(nb::module_& m) {
              nb::sig("def __eq__(self, other: object, /) -> bool"))
         .def("__ne__", equality(/*want_equal=*/false), "other"_a.none(),
              nb::sig("def __ne__(self, other: object, /) -> bool"))
-        .def("__lt__", ordering([](std::strong_ordering c) { return c < 0; }), "other"_a.none(), nb::sig("def __lt__(self, other: DevicePtr | int, /) -> bool"))
-        .def("__le__", ordering([](std::strong_ordering c) { return c <= 0; }), "other"_a.none(), nb::sig("def __le__(self, other: DevicePtr | int, /) -> bool"))
-        .def("__gt__", ordering([](std::strong_ordering c) { return c > 0; }), "other"_a.none(), nb::sig("def __gt__(self, other: DevicePtr | int, /) -> bool"))
-        .def("__ge__", ordering([](std::strong_ordering c) { return c >= 0; }), "other"_a.none(), nb::sig("def __ge__(self, other: DevicePtr | int, /) -> bool"))
-        .def("__add__",
-             [](const DevicePtr& p, nb::handle n) -> nb::object {
-                 nb::object i = as_python_int(n);
-                 if (!i.is_valid() || nb::isinstance<DevicePtr>(n)) return not_implemented();
-                 return nb::cast(offset(p, i, /*subtract=*/false));
-             },
-             "other"_a.none(), nb::sig("def __add__(self, other: typing.SupportsIndex, /) -> DevicePtr"))
-        .def("__radd__",
-             [](const DevicePtr& p, nb::handle n) -> nb::object {
-                 nb::object i = as_python_int(n);
-                 if (!i.is_valid()) return not_implemented();
-                 return nb::cast(offset(p, i, /*subtract=*/false));
-             },
-             "other"_a.none(), nb::sig("def __radd__(self, other: typing.SupportsIndex, /) -> DevicePtr"))
-        .def("__sub__",
-             [](const DevicePtr& p, nb::handle other) -> nb::object {
-                 if (nb::isinstance<DevicePtr>(other)) return nb::int_(p - nb::cast<const DevicePtr&>(other));
-                 nb::object i = as_python_int(other);
-                 if (!i.is_valid()) return not_implemented();
-                 return nb::cast(offset(p, i, /*subtract=*/true));
-             },
-             "other"_a.none(), nb::sig("def __sub__(self, other: DevicePtr | typing.SupportsIndex, /) -> DevicePtr | int"))
+        .def("__lt__", ordering([](std::strong_ordering c) { return c < 0; }), "other"_a.none(),
+             nb::sig("def __lt__(self, other: DevicePtr | int, /) -> bool"))
+        .def("__le__", ordering([](std::strong_ordering c) { return c <= 0; }), "other"_a.none(),
+             nb::sig("def __le__(self, other: DevicePtr | int, /) -> bool"))
+        .def("__gt__", ordering([](std::strong_ordering c) { return c > 0; }), "other"_a.none(),
+             nb::sig("def __gt__(self, other: DevicePtr | int, /) -> bool"))
+        .def("__ge__", ordering([](std::strong_ordering c) { return c >= 0; }), "other"_a.none(),
+             nb::sig("def __ge__(self, other: DevicePtr | int, /) -> bool"))
+        .def(
+            "__add__",
+            [](const DevicePtr& p, nb::handle n) -> nb::object {
+                nb::object i = as_python_int(n);
+                if (!i.is_valid() || nb::isinstance<DevicePtr>(n)) return not_implemented();
+                return nb::cast(offset(p, i, /*subtract=*/false));
+            },
+            "other"_a.none(), nb::sig("def __add__(self, other: typing.SupportsIndex, /) -> DevicePtr"))
+        .def(
+            "__radd__",
+            [](const DevicePtr& p, nb::handle n) -> nb::object {
+                nb::object i = as_python_int(n);
+                if (!i.is_valid()) return not_implemented();
+                return nb::cast(offset(p, i, /*subtract=*/false));
+            },
+            "other"_a.none(), nb::sig("def __radd__(self, other: typing.SupportsIndex, /) -> DevicePtr"))
+        .def(
+            "__sub__",
+            [](const DevicePtr& p, nb::handle other) -> nb::object {
+                if (nb::isinstance<DevicePtr>(other)) return nb::int_(p - nb::cast<const DevicePtr&>(other));
+                nb::object i = as_python_int(other);
+                if (!i.is_valid()) return not_implemented();
+                return nb::cast(offset(p, i, /*subtract=*/true));
+            },
+            "other"_a.none(),
+            nb::sig("def __sub__(self, other: DevicePtr | typing.SupportsIndex, /) -> DevicePtr | int"))
         // No __iadd__/__isub__: `p += 16` rebinds p to a new DevicePtr, as for ints. Mutating in
         // place would corrupt every dict and set holding p (its hash is its address).
-        .def("align_up",
-             [](const DevicePtr& p, nb::handle a) { return p.align_up(size_arg(a.ptr(), "DevicePtr.align_up(): alignment")); },
-             "alignment"_a.none(), nb::sig("def align_up(self, alignment: typing.SupportsIndex) -> DevicePtr"),
-             "The next address at or above that is a multiple of alignment.")
-        .def("align_down",
-             [](const DevicePtr& p, nb::handle a) { return p.align_down(size_arg(a.ptr(), "DevicePtr.align_down(): alignment")); },
-             "alignment"_a.none(), nb::sig("def align_down(self, alignment: typing.SupportsIndex) -> DevicePtr"))
-        .def("is_aligned",
-             [](const DevicePtr& p, nb::handle a) { return p.is_aligned(size_arg(a.ptr(), "DevicePtr.is_aligned(): alignment")); },
-             "alignment"_a.none(), nb::sig("def is_aligned(self, alignment: typing.SupportsIndex) -> bool"))
+        .def(
+            "align_up",
+            [](const DevicePtr& p, nb::handle a) {
+                return p.align_up(size_arg(a.ptr(), "DevicePtr.align_up(): alignment"));
+            },
+            "alignment"_a.none(), nb::sig("def align_up(self, alignment: typing.SupportsIndex) -> DevicePtr"),
+            "The next address at or above that is a multiple of alignment.")
+        .def(
+            "align_down",
+            [](const DevicePtr& p, nb::handle a) {
+                return p.align_down(size_arg(a.ptr(), "DevicePtr.align_down(): alignment"));
+            },
+            "alignment"_a.none(), nb::sig("def align_down(self, alignment: typing.SupportsIndex) -> DevicePtr"))
+        .def(
+            "is_aligned",
+            [](const DevicePtr& p, nb::handle a) {
+                return p.is_aligned(size_arg(a.ptr(), "DevicePtr.is_aligned(): alignment"));
+            },
+            "alignment"_a.none(), nb::sig("def is_aligned(self, alignment: typing.SupportsIndex) -> bool"))
         .def("__format__",
              [](const DevicePtr& p, nb::str spec) -> nb::object {
                  if (nb::len(spec) == 0) return nb::str(nb::repr(nb::cast(p)));

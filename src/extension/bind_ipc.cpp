@@ -81,9 +81,10 @@ struct PyExport {
 
 void bind_ipc(nb::module_& m) {
     nb::class_<PyExport>(m, "_IpcExport", "One CUDA export of a View (stridex.ipc); owns its event and fds.")
-        .def_prop_ro("kind", [](const PyExport& e) {
-            return e.exp.kind() == cuda::ipc::MemoryKind::ipc_handle ? "cuda_ipc" : "cuda_vmm";
-        })
+        .def_prop_ro("kind",
+                     [](const PyExport& e) {
+                         return e.exp.kind() == cuda::ipc::MemoryKind::ipc_handle ? "cuda_ipc" : "cuda_vmm";
+                     })
         .def_prop_ro("device_uuid", [](const PyExport& e) { return as_bytes(e.exp.device()); })
         .def_prop_ro("offset", [](const PyExport& e) { return e.exp.offset(); })
         .def_prop_ro("extent", [](const PyExport& e) { return e.exp.extent(); })
@@ -95,8 +96,9 @@ void bind_ipc(nb::module_& m) {
             return as_bytes(*e.exp.event());
         });
 
-    m.def("_ipc_export", [](const PyView& v) { return PyExport{Export::of(v.view)}; }, "view"_a,
-          "The CUDA export of a View's memory (stridex.ipc). BufferError naming why when it cannot be shared.");
+    m.def(
+        "_ipc_export", [](const PyView& v) { return PyExport{Export::of(v.view)}; }, "view"_a,
+        "The CUDA export of a View's memory (stridex.ipc). BufferError naming why when it cannot be shared.");
 
     // Every integer goes through arguments.hpp: these are private, yet fed from a pickle.
     m.def(
@@ -117,8 +119,8 @@ void bind_ipc(nb::module_& m) {
             }
             return wrap_view(std::move(v), keep);
         },
-        "handle"_a, "device_uuid"_a, "offset"_a, "extent"_a, "shape"_a, "strides"_a, "dtype"_a,
-        "readonly"_a, "event"_a.none(), "keep"_a.none());
+        "handle"_a, "device_uuid"_a, "offset"_a, "extent"_a, "shape"_a, "strides"_a, "dtype"_a, "readonly"_a,
+        "event"_a.none(), "keep"_a.none());
 
     m.def(
         "_ipc_import_fds",
@@ -138,27 +140,34 @@ void bind_ipc(nb::module_& m) {
             }
             return wrap_view(std::move(v), keep);
         },
-        "fds"_a, "chunk_size"_a, "device_uuid"_a, "offset"_a, "shape"_a, "strides"_a, "dtype"_a,
-        "readonly"_a, "event"_a.none(), "keep"_a.none());
+        "fds"_a, "chunk_size"_a, "device_uuid"_a, "offset"_a, "shape"_a, "strides"_a, "dtype"_a, "readonly"_a,
+        "event"_a.none(), "keep"_a.none());
 
     // Pickling: plain pickle and anything built on it reduce a View through stridex.ipc, imported
     // only when a View is first pickled.
     nb::handle view_type = nb::type<PyView>();
-    nb::setattr(view_type, "__reduce__", nb::cpp_function([](nb::handle self) {
-        return nb::module_::import_("stridex.ipc").attr("_reduce")(self);
-    }, nb::is_method(),
-       nb::sig("def __reduce__(self) -> tuple[collections.abc.Callable[[dict[str, typing.Any]], View], "
-               "tuple[dict[str, typing.Any]]]"),
-       "A handle to the View's memory (stridex.ipc): same memory in the unpickling process."));
+    nb::setattr(view_type, "__reduce__",
+                nb::cpp_function(
+                    [](nb::handle self) { return nb::module_::import_("stridex.ipc").attr("_reduce")(self); },
+                    nb::is_method(),
+                    nb::sig("def __reduce__(self) -> tuple[collections.abc.Callable[[dict[str, typing.Any]], View], "
+                            "tuple[dict[str, typing.Any]]]"),
+                    "A handle to the View's memory (stridex.ipc): same memory in the unpickling process."));
 
     m.def("_ipc_open_handles", &cuda::ipc::open_handles, "CUDA IPC handles this process has open (stridex.ipc).");
-    m.def("device_uuid", [](nb::handle ordinal) {
-        return cuda::ipc::uuid_string(cuda::ipc::device_uuid(int32_arg(ordinal.ptr(), "device_uuid(): ordinal")));
-    }, "ordinal"_a, nb::sig("def device_uuid(ordinal: typing.SupportsIndex) -> str"),
-          "The UUID of a CUDA device, as nvidia-smi spells it ('GPU-...').");
-    m.def("_device_uuid_bytes", [](nb::handle ordinal) {
-        return as_bytes(cuda::ipc::device_uuid(int32_arg(ordinal.ptr(), "_device_uuid_bytes(): ordinal")));
-    }, "ordinal"_a);
+    m.def(
+        "device_uuid",
+        [](nb::handle ordinal) {
+            return cuda::ipc::uuid_string(cuda::ipc::device_uuid(int32_arg(ordinal.ptr(), "device_uuid(): ordinal")));
+        },
+        "ordinal"_a, nb::sig("def device_uuid(ordinal: typing.SupportsIndex) -> str"),
+        "The UUID of a CUDA device, as nvidia-smi spells it ('GPU-...').");
+    m.def(
+        "_device_uuid_bytes",
+        [](nb::handle ordinal) {
+            return as_bytes(cuda::ipc::device_uuid(int32_arg(ordinal.ptr(), "_device_uuid_bytes(): ordinal")));
+        },
+        "ordinal"_a);
 }
 
 }  // namespace stridex::python

@@ -77,16 +77,24 @@ std::size_t slot_arg(nb::handle o) { return size_arg(o.ptr(), "ticket slot"); }
 void bind_ipc_tickets(nb::module_& m) {
     nb::class_<TicketTable>(m, "_IpcTicketTable",
                             "The ticket words an exporter shares with its importers (stridex.ipc broker).")
-        .def("__init__", [](TicketTable* t, nb::handle fd) { new (t) TicketTable(int32_arg(fd.ptr(), "_IpcTicketTable(): fd")); },
-             "fd"_a)
+        .def(
+            "__init__",
+            [](TicketTable* t, nb::handle fd) { new (t) TicketTable(int32_arg(fd.ptr(), "_IpcTicketTable(): fd")); },
+            "fd"_a)
         .def_ro_static("slots", &TicketTable::kSlots)
         .def_ro_static("nbytes", &TicketTable::kBytes)
-        .def("issue", [](TicketTable& t, nb::handle slot, nb::handle serial) { t.issue(slot_arg(slot), serial_arg(serial)); },
-             "slot"_a, "serial"_a)
-        .def("clear", [](TicketTable& t, nb::handle slot) { t.clear(slot_arg(slot)); }, "slot"_a)
-        .def("claim", [](TicketTable& t, nb::handle slot, nb::handle serial) {
-                 return t.claim(slot_arg(slot), serial_arg(serial));
-             }, "slot"_a, "serial"_a, "True once: the slot held this serial, issued and not yet claimed.");
+        .def(
+            "issue",
+            [](TicketTable& t, nb::handle slot, nb::handle serial) { t.issue(slot_arg(slot), serial_arg(serial)); },
+            "slot"_a, "serial"_a)
+        .def(
+            "clear", [](TicketTable& t, nb::handle slot) { t.clear(slot_arg(slot)); }, "slot"_a)
+        .def(
+            "claim",
+            [](TicketTable& t, nb::handle slot, nb::handle serial) {
+                return t.claim(slot_arg(slot), serial_arg(serial));
+            },
+            "slot"_a, "serial"_a, "True once: the slot held this serial, issued and not yet claimed.");
 }
 
 }  // namespace stridex::python

@@ -102,58 +102,91 @@ void bind_virtual_buffer(nb::module_& m) {
                     fail(ErrorKind::value, "VirtualBuffer(): give device or devices, not both");
                 if (!devices.is_none()) {
                     options.devices.clear();
-                    for (nb::handle d : devices) options.devices.push_back(cuda_ordinal_arg(d.ptr(), "VirtualBuffer(): devices"));
+                    for (nb::handle d : devices)
+                        options.devices.push_back(cuda_ordinal_arg(d.ptr(), "VirtualBuffer(): devices"));
                 } else if (!device.is_none()) {
                     options.devices = {cuda_ordinal_arg(device.ptr(), "VirtualBuffer(): device")};
                 }
-                if (!chunk_size.is_none()) options.chunk_size = size_arg(chunk_size.ptr(), "VirtualBuffer(): chunk_size");
+                if (!chunk_size.is_none())
+                    options.chunk_size = size_arg(chunk_size.ptr(), "VirtualBuffer(): chunk_size");
                 options.shareable = shareable;
                 const std::size_t bytes = size_arg(size.ptr(), "VirtualBuffer(): size");
-                const std::size_t cap = capacity.is_none() ? bytes : size_arg(capacity.ptr(), "VirtualBuffer(): capacity");
+                const std::size_t cap = capacity.is_none() ? bytes
+                                                           : size_arg(capacity.ptr(), "VirtualBuffer(): capacity");
                 nb::gil_scoped_release release;
                 new (self) PyVirtualBuffer{VirtualBuffer(cap, bytes, std::move(options)), {}};
             },
-            "size"_a.none() = 0, "capacity"_a = nb::none(), nb::kw_only(), "device"_a = nb::none(), "devices"_a = nb::none(),
-            "chunk_size"_a = nb::none(), "shareable"_a = false,
-            nb::sig("def __init__(self, size: typing.SupportsIndex = 0, capacity: typing.SupportsIndex | None = None, *, device: Device | str | "
+            "size"_a.none() = 0, "capacity"_a = nb::none(), nb::kw_only(), "device"_a = nb::none(),
+            "devices"_a = nb::none(), "chunk_size"_a = nb::none(), "shareable"_a = false,
+            nb::sig("def __init__(self, size: typing.SupportsIndex = 0, capacity: typing.SupportsIndex | None = None, "
+                    "*, device: Device | str | "
                     "typing.SupportsIndex | None = None, devices: collections.abc.Iterable[Device | str | "
-                    "typing.SupportsIndex] | None = None, chunk_size: typing.SupportsIndex | None = None, shareable: bool = "
+                    "typing.SupportsIndex] | None = None, chunk_size: typing.SupportsIndex | None = None, shareable: "
+                    "bool = "
                     "False) -> None"),
             "size: bytes mapped now; capacity: bytes reserved (default: size); device: one CUDA device "
             "(default 0), or devices: several, chunk i on devices[i % n] (striping, needs peer access); "
             "chunk_size: bytes per chunk (default capacity/64), rounded up to the allocation granularity; "
             "shareable: chunks exportable as file descriptors, so views pickle to other processes (stridex.ipc).")
-        .def_prop_ro("base", [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.base(); }); })
-        .def_prop_ro("size", [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.size(); }); })
+        .def_prop_ro("base",
+                     [](const PyVirtualBuffer& s) {
+                         return locked(s, [](const VirtualBuffer& b) { return b.base(); });
+                     })
+        .def_prop_ro("size",
+                     [](const PyVirtualBuffer& s) {
+                         return locked(s, [](const VirtualBuffer& b) { return b.size(); });
+                     })
         .def_prop_ro("capacity",
-                     [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.capacity(); }); })
+                     [](const PyVirtualBuffer& s) {
+                         return locked(s, [](const VirtualBuffer& b) { return b.capacity(); });
+                     })
         .def_prop_ro("chunk_size",
-                     [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.chunk_size(); }); })
+                     [](const PyVirtualBuffer& s) {
+                         return locked(s, [](const VirtualBuffer& b) { return b.chunk_size(); });
+                     })
         .def_prop_ro("granularity",
-                     [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.granularity(); }); })
+                     [](const PyVirtualBuffer& s) {
+                         return locked(s, [](const VirtualBuffer& b) { return b.granularity(); });
+                     })
         .def_prop_ro("num_chunks",
-                     [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.num_chunks(); }); })
+                     [](const PyVirtualBuffer& s) {
+                         return locked(s, [](const VirtualBuffer& b) { return b.num_chunks(); });
+                     })
         .def_prop_ro("mapped_bytes",
-                     [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.mapped_bytes(); }); })
-        .def_prop_ro("devices",
-                     [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.devices(); }); },
-                     "CUDA ordinals; chunk i lives on devices[i % len(devices)]")
-        .def_prop_ro("device", [](const PyVirtualBuffer& s) {
-            return locked(s, [](const VirtualBuffer& b) { return Device::cuda(b.devices().front()); });
-        })
+                     [](const PyVirtualBuffer& s) {
+                         return locked(s, [](const VirtualBuffer& b) { return b.mapped_bytes(); });
+                     })
+        .def_prop_ro(
+            "devices",
+            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.devices(); }); },
+            "CUDA ordinals; chunk i lives on devices[i % len(devices)]")
+        .def_prop_ro("device",
+                     [](const PyVirtualBuffer& s) {
+                         return locked(s, [](const VirtualBuffer& b) { return Device::cuda(b.devices().front()); });
+                     })
         .def_prop_ro("sleeping",
-                     [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.sleeping(); }); })
+                     [](const PyVirtualBuffer& s) {
+                         return locked(s, [](const VirtualBuffer& b) { return b.sleeping(); });
+                     })
         .def_prop_ro(
             "contents_lost",
-            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.contents_lost(); }); },
+            [](const PyVirtualBuffer& s) {
+                return locked(s, [](const VirtualBuffer& b) { return b.contents_lost(); });
+            },
             "True after wake() following sleep(keep_contents=False): the bytes are undefined")
         .def_prop_ro("live_views",
-                     [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.live_views(); }); })
+                     [](const PyVirtualBuffer& s) {
+                         return locked(s, [](const VirtualBuffer& b) { return b.live_views(); });
+                     })
         .def_prop_ro("closed",
-                     [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.closed(); }); })
+                     [](const PyVirtualBuffer& s) {
+                         return locked(s, [](const VirtualBuffer& b) { return b.closed(); });
+                     })
         .def_prop_ro(
             "stats",
-            [](const PyVirtualBuffer& s) { return stats_dict(locked(s, [](const VirtualBuffer& b) { return b.stats(); })); },
+            [](const PyVirtualBuffer& s) {
+                return stats_dict(locked(s, [](const VirtualBuffer& b) { return b.stats(); }));
+            },
             nb::sig("def stats(self) -> dict[str, typing.Any]"),
             "bytes mapped (now, peak), bytes copied, operation counts, and per-driver-call timings")
         .def("grow", sizing(&VirtualBuffer::grow, "VirtualBuffer.grow(): new_size"), "new_size"_a.none(),
@@ -166,11 +199,15 @@ void bind_virtual_buffer(nb::module_& m) {
             "keep_contents"_a = false,
             "Release all physical memory, keeping the address range. keep_contents=True copies the bytes to "
             "host memory first (and back on wake); otherwise they are lost (see contents_lost).")
-        .def("wake", [](PyVirtualBuffer& s) { unlocked_gil(s, [](VirtualBuffer& b) { b.wake(); }); },
-             "Map new memory at the same addresses (and restore the contents if sleep kept them).")
-        .def("close", [](PyVirtualBuffer& s) { unlocked_gil(s, [](VirtualBuffer& b) { b.close(); }); },
-             "Release everything now (BufferError while views are alive).")
-        .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> VirtualBuffer"))
+        .def(
+            "wake", [](PyVirtualBuffer& s) { unlocked_gil(s, [](VirtualBuffer& b) { b.wake(); }); },
+            "Map new memory at the same addresses (and restore the contents if sleep kept them).")
+        .def(
+            "close", [](PyVirtualBuffer& s) { unlocked_gil(s, [](VirtualBuffer& b) { b.close(); }); },
+            "Release everything now (BufferError while views are alive).")
+        .def(
+            "__enter__", [](nb::handle self) { return nb::borrow(self); },
+            nb::sig("def __enter__(self) -> VirtualBuffer"))
         .def(
             "__exit__",
             [](PyVirtualBuffer& s, nb::handle, nb::handle, nb::handle) {
@@ -197,8 +234,8 @@ void bind_virtual_buffer(nb::module_& m) {
                 std::string devs;
                 for (int d : b.devices()) devs += (devs.empty() ? "" : ", ") + std::to_string(d);
                 return "VirtualBuffer(size=" + std::to_string(b.size()) + ", capacity=" + std::to_string(b.capacity()) +
-                       ", chunk_size=" + std::to_string(b.chunk_size()) + ", devices=[" + devs + "], base=" +
-                       hex(b.base().address()) + (b.sleeping() ? ", sleeping" : "") + ")";
+                       ", chunk_size=" + std::to_string(b.chunk_size()) + ", devices=[" + devs +
+                       "], base=" + hex(b.base().address()) + (b.sleeping() ? ", sleeping" : "") + ")";
             });
         });
 }

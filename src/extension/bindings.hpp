@@ -5,19 +5,19 @@
 
 namespace stridex::python {
 
-void bind_errors(nanobind::module_& m);  // errors.cpp: stridex::Error -> Python exceptions
-void bind_types(nanobind::module_& m);   // types.cpp: Dtype, Device
-void bind_view(nanobind::module_& m);    // view.cpp: the View type, indexing, repr
-void bind_shortcuts(nanobind::module_& m);  // shortcuts.cpp: the framework shortcuts and their switch
-void bind_import(nanobind::module_& m);  // import.cpp: stridex.view(obj, stream=...)
-void bind_caster_api(nanobind::module_& m);  // caster_api.cpp: _caster_api, the casters' C table
-void bind_export(nanobind::module_& m);  // export.cpp: __dlpack__, CAI, array interface, buffer
-void bind_cuda(nanobind::module_& m);    // bind_cuda.cpp: cuda_available, device_count, pointer_info,
-                                         // and the two below
+void bind_errors(nanobind::module_& m);          // errors.cpp: stridex::Error -> Python exceptions
+void bind_types(nanobind::module_& m);           // types.cpp: Dtype, Device
+void bind_view(nanobind::module_& m);            // view.cpp: the View type, indexing, repr
+void bind_shortcuts(nanobind::module_& m);       // shortcuts.cpp: the framework shortcuts and their switch
+void bind_import(nanobind::module_& m);          // import.cpp: stridex.view(obj, stream=...)
+void bind_caster_api(nanobind::module_& m);      // caster_api.cpp: _caster_api, the casters' C table
+void bind_export(nanobind::module_& m);          // export.cpp: __dlpack__, CAI, array interface, buffer
+void bind_cuda(nanobind::module_& m);            // bind_cuda.cpp: cuda_available, device_count, pointer_info,
+                                                 // and the two below
 void bind_device_ptr(nanobind::module_& m);      // bind_device_ptr.cpp: DevicePtr
 void bind_virtual_buffer(nanobind::module_& m);  // bind_virtual_buffer.cpp: VirtualBuffer
-void bind_ipc(nanobind::module_& m);     // bind_ipc.cpp: CUDA exports and imports for stridex.ipc
-void bind_ipc_tickets(nanobind::module_& m);  // bind_ipc_tickets.cpp: the shared ticket words
-void bind_copy(nanobind::module_& m);    // copy.cpp: stridex.copy, stridex.empty, View.copy/contiguous/to
+void bind_ipc(nanobind::module_& m);             // bind_ipc.cpp: CUDA exports and imports for stridex.ipc
+void bind_ipc_tickets(nanobind::module_& m);     // bind_ipc_tickets.cpp: the shared ticket words
+void bind_copy(nanobind::module_& m);            // copy.cpp: stridex.copy, stridex.empty, View.copy/contiguous/to
 
 }  // namespace stridex::python

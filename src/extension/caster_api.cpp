@@ -26,13 +26,15 @@ using dlpack::DLManagedTensorVersioned;
 template <class Use>
 int import_then(PyObject* obj, PyObject* stream, std::uint64_t flags, Use&& use) noexcept {
     if ((flags & ~kImportCallerStream) != 0) {
-        PyErr_Format(PyExc_ValueError, "stridex caster API: unknown flags %llu (this stridex defines 1, the caller's stream)",
+        PyErr_Format(PyExc_ValueError,
+                     "stridex caster API: unknown flags %llu (this stridex defines 1, the caller's stream)",
                      static_cast<unsigned long long>(flags));
         return -1;
     }
     const bool caller_stream = (flags & kImportCallerStream) != 0;
     if (caller_stream && stream != nullptr && stream != Py_None) {
-        PyErr_SetString(PyExc_ValueError, "stridex caster API: the caller's stream flag takes no stream (NULL or None)");
+        PyErr_SetString(PyExc_ValueError,
+                        "stridex caster API: the caller's stream flag takes no stream (NULL or None)");
         return -1;
     }
     try {
@@ -87,7 +89,8 @@ int import_array(PyObject* obj, PyObject* stream, std::uint64_t flags, StridexAr
         return -1;
     }
     if (out->max_ndim > 0 && out->dims == nullptr) {
-        PyErr_Format(PyExc_ValueError, "stridex caster API: NULL dims for max_ndim %d", static_cast<int>(out->max_ndim));
+        PyErr_Format(PyExc_ValueError, "stridex caster API: NULL dims for max_ndim %d",
+                     static_cast<int>(out->max_ndim));
         return -1;
     }
     Owner keep;
@@ -124,8 +127,8 @@ int view_from_tensor(DLManagedTensorVersioned* tensor, std::intptr_t stream, PyO
     }
 }
 
-const CasterApi kCasterApi{kCasterApiMajor, kCasterApiMinor, sizeof(CasterApi), &import_tensor, &view_from_tensor,
-                           &import_array};
+const CasterApi kCasterApi{kCasterApiMajor, kCasterApiMinor,   sizeof(CasterApi),
+                           &import_tensor,  &view_from_tensor, &import_array};
 
 }  // namespace
 

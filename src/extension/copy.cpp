@@ -69,7 +69,9 @@ nb::object copy_of(const PyView& self, Device target, Order order, nb::handle st
 }
 
 nb::object copy_of(const PyView& self, nb::handle device, const std::string& order, nb::handle stream) {
-    const Device target = device.is_none() ? self.view.device() : device_arg(device.ptr(), "View.copy(): device", /*ints_are_cuda_ordinals=*/false);
+    const Device target = device.is_none()
+                              ? self.view.device()
+                              : device_arg(device.ptr(), "View.copy(): device", /*ints_are_cuda_ordinals=*/false);
     return copy_of(self, target, parse_order(order), stream);
 }
 
@@ -82,17 +84,21 @@ void bind_copy(nb::module_& m) {
           "Device copies are queued on `stream` (None: the legacy default stream; stridex.NO_SYNC or -1: wait for "
           "the copy) after the work pending on both. Returns dst itself: a stridex.View records the stream its data "
           "is ready on (dst.stream, None when the copy completed); any other array's data is ready on `stream`.");
-    m.def("empty", [](nb::handle shape, nb::handle dtype, nb::handle device, const std::string& order) {
-        const std::vector<std::int64_t> extents = int64_list_arg(shape.ptr(), "empty(): shape");
-        const Dtype dt = dtype_arg(dtype.ptr(), "empty(): dtype");
-        // 'K' (the source's axis order) has no source here: C, as NumPy's empty_like without one.
-        const Order o = parse_order(order) == Order::F ? Order::F : Order::C;
-        return fresh(allocate(extents, dt, device_arg(device.ptr(), "empty(): device", /*ints_are_cuda_ordinals=*/false), o));
-    }, nb::arg("shape"), nb::arg("dtype"), nb::kw_only(), nb::arg("device") = "cpu", nb::arg("order") = "C",
-       nb::sig("def empty(shape: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex], dtype: "
-               "_DtypeLike, *, device: _DeviceLike = 'cpu', order: typing.Literal['C', 'F', 'K'] = 'C') "
-               "-> View"),
-       "A fresh, uninitialised, writable View on cpu, cuda:N, cuda_host (pinned) or cuda_managed memory.");
+    m.def(
+        "empty",
+        [](nb::handle shape, nb::handle dtype, nb::handle device, const std::string& order) {
+            const std::vector<std::int64_t> extents = int64_list_arg(shape.ptr(), "empty(): shape");
+            const Dtype dt = dtype_arg(dtype.ptr(), "empty(): dtype");
+            // 'K' (the source's axis order) has no source here: C, as NumPy's empty_like without one.
+            const Order o = parse_order(order) == Order::F ? Order::F : Order::C;
+            return fresh(allocate(extents, dt,
+                                  device_arg(device.ptr(), "empty(): device", /*ints_are_cuda_ordinals=*/false), o));
+        },
+        nb::arg("shape"), nb::arg("dtype"), nb::kw_only(), nb::arg("device") = "cpu", nb::arg("order") = "C",
+        nb::sig("def empty(shape: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex], dtype: "
+                "_DtypeLike, *, device: _DeviceLike = 'cpu', order: typing.Literal['C', 'F', 'K'] = 'C') "
+                "-> View"),
+        "A fresh, uninitialised, writable View on cpu, cuda:N, cuda_host (pinned) or cuda_managed memory.");
 
     nb::handle cls = nb::type<PyView>();
     cls.attr("copy") = nb::cpp_function(

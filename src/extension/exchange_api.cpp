@@ -85,7 +85,8 @@ void ready_on_work_stream(const View& v) {
 }
 
 int not_a_view(PyObject* o) noexcept {
-    PyErr_Format(PyExc_BufferError, "stridex exchange API: expected a stridex.View, found %s", to_string(type_name(o)).c_str());
+    PyErr_Format(PyExc_BufferError, "stridex exchange API: expected a stridex.View, found %s",
+                 to_string(type_name(o)).c_str());
     return -1;
 }
 
@@ -134,7 +135,8 @@ int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
     }
     if (!is_view(o)) return not_a_view(o);
     if (!nb::inst_ready(o)) {
-        PyErr_SetString(PyExc_TypeError, "stridex exchange API: this stridex.View was made by __new__ and holds no view");
+        PyErr_SetString(PyExc_TypeError,
+                        "stridex exchange API: this stridex.View was made by __new__ and holds no view");
         return -1;
     }
     const View& v = py_view(o).view;

@@ -17,8 +17,8 @@
 #include "attributes.hpp"
 #include "bindings.hpp"
 #include "names.hpp"
-#include "stridex/cuda/copy.hpp"
 #include "stream_policy.hpp"
+#include "stridex/cuda/copy.hpp"
 #include "stridex/cuda/stream.hpp"
 
 namespace nb = nanobind;
@@ -87,7 +87,6 @@ PyObject* make_capsule(const View& view, std::uint64_t extra_flags) {
 
 bool is_none(PyObject* o) noexcept { return o == nullptr || o == Py_None; }
 
-
 // A pair of ints, as a tuple (or list): max_version.
 std::pair<long long, long long> int_pair(PyObject* o, const char* what) {
     if (!PyTuple_Check(o) && !PyList_Check(o))
@@ -155,8 +154,8 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
     const bool relabel = target != source && target == Device::cpu() && source.host_accessible();
     const bool needs_copy = target != source && !relabel;
     if (needs_copy && copy == false)
-        fail(ErrorKind::buffer, "__dlpack__: copy=False, but ", source.name(), " memory can only reach ",
-             target.name(), " through a copy");
+        fail(ErrorKind::buffer, "__dlpack__: copy=False, but ", source.name(), " memory can only reach ", target.name(),
+             " through a copy");
     const bool copying = needs_copy || copy == true;
     // A view whose producer could not say whether it is writable (a legacy capsule) answers with a
     // legacy capsule whatever was asked, so each consumer applies its own rule for those, as it
@@ -183,7 +182,8 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
             out = copy_to(v, target, Order::C, on);
         } catch (const Error& e) {
             // Unservable here (no driver, no such GPU, ...): the protocol's refusal is BufferError.
-            fail(ErrorKind::buffer, "__dlpack__: copying ", source.name(), " memory to ", target.name(), ": ", e.what());
+            fail(ErrorKind::buffer, "__dlpack__: copying ", source.name(), " memory to ", target.name(), ": ",
+                 e.what());
         }
         return dlpack_capsule(out, versioned, dlpack::kFlagIsCopied);
     }
@@ -218,15 +218,23 @@ PyObject* dlpack_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
             PyObject* name = PyTuple_GET_ITEM(kwnames, i);
             PyObject* value = args[i];
             PyObject** slot = nullptr;
-            if (name == names.stream) slot = &a.stream;
-            else if (name == names.max_version_kw) slot = &a.max_version;
-            else if (name == names.dl_device) slot = &a.dl_device;
-            else if (name == names.copy) slot = &a.copy;
+            if (name == names.stream)
+                slot = &a.stream;
+            else if (name == names.max_version_kw)
+                slot = &a.max_version;
+            else if (name == names.dl_device)
+                slot = &a.dl_device;
+            else if (name == names.copy)
+                slot = &a.copy;
             // Not interned (built at run time, e.g. **{"str" + "eam": ...}): compare the text.
-            else if (PyUnicode_Compare(name, names.stream) == 0) slot = &a.stream;
-            else if (PyUnicode_Compare(name, names.max_version_kw) == 0) slot = &a.max_version;
-            else if (PyUnicode_Compare(name, names.dl_device) == 0) slot = &a.dl_device;
-            else if (PyUnicode_Compare(name, names.copy) == 0) slot = &a.copy;
+            else if (PyUnicode_Compare(name, names.stream) == 0)
+                slot = &a.stream;
+            else if (PyUnicode_Compare(name, names.max_version_kw) == 0)
+                slot = &a.max_version;
+            else if (PyUnicode_Compare(name, names.dl_device) == 0)
+                slot = &a.dl_device;
+            else if (PyUnicode_Compare(name, names.copy) == 0)
+                slot = &a.copy;
             if (slot == nullptr) {
                 PyErr_Format(PyExc_TypeError,
                              "__dlpack__() got an unexpected keyword argument '%U' (it takes stream, max_version, "
@@ -279,7 +287,6 @@ PyMethodDef g_dlpack_device_def{
     METH_NOARGS, "__dlpack_device__($self, /)\n--\n\n(device_type, device_id) of the memory, as in the capsule."};
 
 // ---- interfaces ---------------------------------------------------------------------------------
-
 
 // The typestr of a view for the interfaces; nullopt when the dtype has none (bfloat16, float8/6/4,
 // int4, vector types): those consumers then fall back to __dlpack__ (docs/export.md). Opaque
@@ -472,12 +479,13 @@ void bind_export(nb::module_& m) {
     add("__dlpack_device__", PyDescr_NewMethod(view_type(), &g_dlpack_device_def));
     add("__cuda_array_interface__", PyDescr_NewGetSet(view_type(), &g_cai_def));
     add("__array_interface__", PyDescr_NewGetSet(view_type(), &g_ai_def));
-    cls.attr("__array__") = nb::cpp_function(&array_method, nb::is_method(), nb::name("__array__"), nb::scope(cls),
-                                             nb::arg("dtype") = nb::none(), nb::arg("copy") = nb::none(),
-                                             nb::sig("def __array__(self, dtype: numpy.dtype[typing.Any] | None = None, "
-                                                     "copy: bool | None = None) -> numpy.typing.NDArray[typing.Any]"),
-                                             "NumPy conversion (zero-copy for host memory; bfloat16 and float8 "
-                                             "through ml_dtypes).");
+    cls.attr(
+        "__array__") = nb::cpp_function(&array_method, nb::is_method(), nb::name("__array__"), nb::scope(cls),
+                                        nb::arg("dtype") = nb::none(), nb::arg("copy") = nb::none(),
+                                        nb::sig("def __array__(self, dtype: numpy.dtype[typing.Any] | None = None, "
+                                                "copy: bool | None = None) -> numpy.typing.NDArray[typing.Any]"),
+                                        "NumPy conversion (zero-copy for host memory; bfloat16 and float8 "
+                                        "through ml_dtypes).");
     cls.attr("_with_stream") = nb::cpp_function(
         [](const PyView& self, nb::handle stream) {
             View v = self.view;

@@ -5,12 +5,11 @@
 #include <nanobind/nanobind.h>
 
 #include "py_owner.hpp"
-#include "stridex/dlpack.hpp"
 #include "set_error.hpp"
+#include "stridex/dlpack.hpp"
 #include "stridex/view.hpp"
 
 namespace stridex::python {
-
 
 // The stridex.View type object: the one home of it, set by bind_view (view.cpp) when it binds the
 // class. Inline: stridex.view() compares every argument's type with it.

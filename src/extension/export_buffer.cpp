@@ -112,5 +112,4 @@ int view_getbuffer(PyObject* self, Py_buffer* b, int flags) noexcept {
 
 void view_releasebuffer(PyObject*, Py_buffer* b) noexcept { PyMem_Free(b->internal); }
 
-
 }  // namespace stridex::python

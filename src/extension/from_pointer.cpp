@@ -20,10 +20,11 @@ nb::object from_pointer(nb::handle ptr, nb::handle shape, nb::handle dtype, nb::
     Layout layout = strides.is_none() ? Layout::contiguous(extents)
                                       : Layout(extents, int64_list_arg(strides.ptr(), "from_pointer(): strides"));
     std::optional<Device> claimed;
-    if (!device.is_none()) claimed = device_arg(device.ptr(), "from_pointer(): device", /*ints_are_cuda_ordinals=*/false);
+    if (!device.is_none())
+        claimed = device_arg(device.ptr(), "from_pointer(): device", /*ints_are_cuda_ordinals=*/false);
     Owner keep = owner.is_none() ? Owner() : owner_of(owner);
-    View view = cuda::view_of_pointer(reinterpret_cast<void*>(address), std::move(layout), dt, claimed,
-                                      std::move(keep), readonly);
+    View view = cuda::view_of_pointer(reinterpret_cast<void*>(address), std::move(layout), dt, claimed, std::move(keep),
+                                      readonly);
     return wrap_view(std::move(view), nb::borrow(owner));
 }
 

@@ -82,11 +82,11 @@ constexpr char kStreamSignature[] = "intptr_t (int)";  // cdef intptr_t get_stre
 // What was found of CuPy when cupy.ndarray was last probed (the type cache probes a type again only
 // when it changes). The references are kept for the life of the process, as CuPy is never unloaded.
 struct Cupy {
-    PyTypeObject* ndarray = nullptr;     // cupy.ndarray
-    PyTypeObject* dtype_type = nullptr;  // numpy.dtype
-    const CupyApi* api = nullptr;        // >= 14.3
-    PyTypeObject* memory_pointer = nullptr;               // < 14.3: cupy.cuda.memory.MemoryPointer
-    std::intptr_t (*stream_of_device)(int) = nullptr;     // < 14.3: get_stream_ptr
+    PyTypeObject* ndarray = nullptr;                   // cupy.ndarray
+    PyTypeObject* dtype_type = nullptr;                // numpy.dtype
+    const CupyApi* api = nullptr;                      // >= 14.3
+    PyTypeObject* memory_pointer = nullptr;            // < 14.3: cupy.cuda.memory.MemoryPointer
+    std::intptr_t (*stream_of_device)(int) = nullptr;  // < 14.3: get_stream_ptr
 };
 Cupy g_cupy;
 
@@ -128,8 +128,8 @@ bool find_cupy(bool c_api, bool layout) noexcept {
             PyObject* table = loaded_attr("cupy_backends.cuda.stream", "__pyx_capi__");
             PyObject* entry = table && PyDict_Check(table) ? PyDict_GetItemString(table, "get_stream_ptr") : nullptr;
             if (entry && PyCapsule_IsValid(entry, kStreamSignature))
-                c.stream_of_device =
-                    reinterpret_cast<std::intptr_t (*)(int)>(PyCapsule_GetPointer(entry, kStreamSignature));
+                c.stream_of_device = reinterpret_cast<std::intptr_t (*)(int)>(
+                    PyCapsule_GetPointer(entry, kStreamSignature));
             Py_XDECREF(table);
             ok = Version{13, 4, 0} <= v && v < Version{14, 3, 0} && c.memory_pointer &&
                  c.memory_pointer->tp_basicsize == static_cast<Py_ssize_t>(sizeof(CupyMemoryPointer)) &&
@@ -187,8 +187,12 @@ bool describe(PyObject* obj, Described* out) {
     if (!memory || !PyObject_TypeCheck(reinterpret_cast<PyObject*>(memory), g_cupy.memory_pointer)) return false;
     const std::ptrdiff_t ndim = array->shape.end - array->shape.begin;
     if (ndim != array->strides.end - array->strides.begin || ndim > kMaxNdim) return false;
-    *out = {reinterpret_cast<void*>(memory->ptr), static_cast<int>(ndim), memory->device_id, array->shape.begin,
-            array->strides.begin, array->dtype};
+    *out = {reinterpret_cast<void*>(memory->ptr),
+            static_cast<int>(ndim),
+            memory->device_id,
+            array->shape.begin,
+            array->strides.begin,
+            array->dtype};
     return true;
 }
 

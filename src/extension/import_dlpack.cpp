@@ -208,10 +208,8 @@ enum class DeclineForm { capsule, address };
 const char* declined(DeclineForm form, Decline why) noexcept {
     const bool capsule = form == DeclineForm::capsule;
     switch (why) {
-        case Decline::not_capsule:
-            return "__dlpack_c_exchange_api__ is not a capsule named 'dlpack_exchange_api'";
-        case Decline::not_address:
-            return "__c_dlpack_exchange_api__ is not an address: an exact int in [1, 2**64)";
+        case Decline::not_capsule: return "__dlpack_c_exchange_api__ is not a capsule named 'dlpack_exchange_api'";
+        case Decline::not_address: return "__c_dlpack_exchange_api__ is not an address: an exact int in [1, 2**64)";
         case Decline::unreadable:
             return capsule ? "the table __dlpack_c_exchange_api__ points at is not readable memory"
                            : "the table __c_dlpack_exchange_api__ points at is not readable memory";
@@ -344,7 +342,8 @@ const dlpack::DLPackExchangeAPI* exchange_api_of(PyTypeObject* type, PyObject** 
                 form = DeclineForm::address;
             } else {
                 // The 1.3 attribute's reason first, where it had one.
-                if (number != Py_None && !*declined_why) *declined_why = declined(DeclineForm::address, Decline::not_address);
+                if (number != Py_None && !*declined_why)
+                    *declined_why = declined(DeclineForm::address, Decline::not_address);
                 Py_DECREF(number);
             }
         }
@@ -426,7 +425,8 @@ View import_exchange(PyObject* obj, const TypeEntry& entry, std::intptr_t& ready
         if (borrowed.dtype.bits % 8 == 0) {
             if (row.exchange_skips_refusals) refuse_what_dlpack_refuses(obj, entry, borrowed.dtype);
             ready = exchange_ready_stream(api, borrowed.device);
-            return dlpack::view_of(borrowed, owner_of(obj), dlpack::DLTensorRules{.writability = Writability::writable});
+            return dlpack::view_of(borrowed, owner_of(obj),
+                                   dlpack::DLTensorRules{.writability = Writability::writable});
         }
     }
     dlpack::DLManagedTensorVersioned* tensor = nullptr;
@@ -455,8 +455,7 @@ StreamRequest caller_stream_request(PyObject* obj, const TypeEntry& entry) {
     if (api == nullptr || entry.dlpack_device == nullptr) return {};
     const Device device = call_dlpack_device(obj, entry);
     if (!device.is_cuda_device_or_managed()) return {};
-    return {StreamRequest::Kind::on_stream,
-            exchange_ready_stream(api, dlpack::dl_device_of(device))};
+    return {StreamRequest::Kind::on_stream, exchange_ready_stream(api, dlpack::dl_device_of(device))};
 }
 
 View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& request, std::intptr_t& ready) {
@@ -497,8 +496,7 @@ View import_dlpack_method(PyObject* obj, TypeEntry& entry, const StreamRequest& 
 
 View consume_capsule(PyObject* capsule, bool raw, bool immutable) {
     const ErrorKind wrong = raw ? ErrorKind::type : ErrorKind::buffer;
-    if (!PyCapsule_CheckExact(capsule))
-        fail(wrong, "__dlpack__() must return a PyCapsule, found ", type_name(capsule));
+    if (!PyCapsule_CheckExact(capsule)) fail(wrong, "__dlpack__() must return a PyCapsule, found ", type_name(capsule));
     const char* name = PyCapsule_GetName(capsule);  // may be NULL, without an error
     // Decide by the NAME, not by what was asked: JAX, MLX and nanobind answer a versioned request
     // with a legacy capsule (cuda-python#285).
@@ -523,13 +521,15 @@ View consume_capsule(PyObject* capsule, bool raw, bool immutable) {
     }
     if (name && std::strncmp(name, kUsedLegacyCapsule, sizeof kUsedLegacyCapsule - 1) == 0) {
         // "consumed multiple times": the words CuPy's own error has, which its suite matches.
-        const std::string message = "a DLPack capsule cannot be consumed multiple times: this one was already consumed (it is named '" +
-                                    to_string(excerpt(name)) + "')";
+        const std::string message =
+            "a DLPack capsule cannot be consumed multiple times: this one was already consumed (it is named '" +
+            to_string(excerpt(name)) + "')";
         PyErr_SetString(g_consumed_capsule_error, message.c_str());
         throw nb::python_error();
     }
     if (raw)
-        fail(ErrorKind::type, "expected a DLPack capsule named 'dltensor_versioned' or 'dltensor', found a capsule named '",
+        fail(ErrorKind::type,
+             "expected a DLPack capsule named 'dltensor_versioned' or 'dltensor', found a capsule named '",
              excerpt(name ? name : "NULL"), "'");
     fail(ErrorKind::buffer, "__dlpack__() returned a capsule named '", excerpt(name ? name : "NULL"),
          "', expected 'dltensor_versioned' or 'dltensor'");

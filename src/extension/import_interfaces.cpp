@@ -41,7 +41,8 @@ bool is_int(PyObject* v) noexcept { return PyLong_Check(v) && !PyBool_Check(v); 
 
 // An int that fits in int64, else ValueError naming the key.
 std::int64_t int64_of(PyObject* v, const char* protocol, PyObject* key, const char* what) {
-    if (!is_int(v)) fail(ErrorKind::value, protocol, "['", PyUnicode_AsUTF8(key), "'] must be ", what, ", found ", repr(v));
+    if (!is_int(v))
+        fail(ErrorKind::value, protocol, "['", PyUnicode_AsUTF8(key), "'] must be ", what, ", found ", repr(v));
     int overflow = 0;
     const long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (x == -1 && PyErr_Occurred()) throw nb::python_error();
@@ -137,8 +138,7 @@ std::optional<Dtype> dtype_by_name(PyObject* obj, std::int64_t bytes, bool* padd
 // ml_dtypes types say '<V2' (bfloat16), '<f1' (float8_e5m2) or '|V1', so when the typestr is
 // opaque or not one stridex takes, the dtype's name is read from the object (`obj.dtype.name`).
 Dtype dtype_of(PyObject* obj, PyObject* typestr, const char* protocol, bool* padded) {
-    if (!PyUnicode_Check(typestr))
-        fail(ErrorKind::value, protocol, "['typestr'] must be a str, found ", repr(typestr));
+    if (!PyUnicode_Check(typestr)) fail(ErrorKind::value, protocol, "['typestr'] must be a str, found ", repr(typestr));
     Py_ssize_t length = 0;
     const char* text = PyUnicode_AsUTF8AndSize(typestr, &length);
     if (!text) throw nb::python_error();
@@ -289,7 +289,8 @@ View import_cai(PyObject* obj, PyObject* dict, std::intptr_t& ready, nb::object*
 View import_array_interface(PyObject* obj, PyObject* dict, nb::object* element) {
     if (!PyDict_Check(dict)) fail(ErrorKind::value, kAI, " must be a dict, found ", type_name(dict));
     const std::int64_t version = int64_of(required(dict, names.version, kAI), kAI, names.version, "an int");
-    if (version != 3) fail(ErrorKind::unsupported, kAI, " version ", version, " is not supported (stridex reads version 3)");
+    if (version != 3)
+        fail(ErrorKind::unsupported, kAI, " version ", version, " is not supported (stridex reads version 3)");
     Described d;
     describe(obj, dict, kAI, d);
     Layout layout = layout_of(d, kAI);
@@ -308,8 +309,10 @@ View import_array_interface(PyObject* obj, PyObject* dict, nb::object* element) 
     PyObject* source = data && data != Py_None ? data : obj;
     if (!PyObject_CheckBuffer(source)) {
         if (source == data)
-            fail(ErrorKind::value, kAI, "['data'] must be a (pointer, readonly) tuple, an object with the buffer "
-                 "protocol, or None (the object's own buffer), found ", repr(data));
+            fail(ErrorKind::value, kAI,
+                 "['data'] must be a (pointer, readonly) tuple, an object with the buffer "
+                 "protocol, or None (the object's own buffer), found ",
+                 repr(data));
         if (data)
             fail(ErrorKind::value, kAI, "['data'] is None (the object's own buffer), but ", type_name(obj),
                  " has no buffer protocol");
@@ -328,8 +331,8 @@ View import_array_interface(PyObject* obj, PyObject* dict, nb::object* element) 
         fail(ErrorKind::value, kAI, "['offset'] ", offset, " with bytes [", span.lo, ", ", span.hi,
              ") of the layout leaves the buffer of ", buffer->len, " bytes");
     if (d.element.is_valid()) *element = std::move(d.element);
-    return View(buffer->buf, offset, std::move(layout), d.dtype, Device::cpu(), buffer->readonly != 0,
-                std::move(owner), d.subbyte_padded);
+    return View(buffer->buf, offset, std::move(layout), d.dtype, Device::cpu(), buffer->readonly != 0, std::move(owner),
+                d.subbyte_padded);
 }
 
 // A PEP 3118 format of a void or structured element: a struct ('T{...}') or pad bytes ('12x'),

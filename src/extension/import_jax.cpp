@@ -36,17 +36,21 @@ namespace {
 // What was found of jaxlib when its ArrayImpl was last probed. The references are kept until a
 // probe finds other objects, else for the life of the process (jaxlib is never unloaded).
 struct Jaxlib {
-    PyTypeObject* array = nullptr;          // jaxlib._jax.ArrayImpl
-    PyTypeObject* single_device = nullptr;  // jaxlib._jax.SingleDeviceSharding
-    PyObject* sharding_getter = nullptr;    // the C++ getter of ArrayImpl._sharding
-    PyObject* device_list_getter = nullptr; // ... of SingleDeviceSharding._internal_device_list
-    PyObject* addressable_getter = nullptr; // ... of DeviceList.is_fully_addressable
-    PyObject* export_fn = nullptr;          // jaxlib._jax.buffer_to_dlpack_managed_tensor
+    PyTypeObject* array = nullptr;           // jaxlib._jax.ArrayImpl
+    PyTypeObject* single_device = nullptr;   // jaxlib._jax.SingleDeviceSharding
+    PyObject* sharding_getter = nullptr;     // the C++ getter of ArrayImpl._sharding
+    PyObject* device_list_getter = nullptr;  // ... of SingleDeviceSharding._internal_device_list
+    PyObject* addressable_getter = nullptr;  // ... of DeviceList.is_fully_addressable
+    PyObject* export_fn = nullptr;           // jaxlib._jax.buffer_to_dlpack_managed_tensor
 
     // Every reference, for what is done to all of them alike.
     std::array<PyObject*, 6> objects() const noexcept {
-        return {reinterpret_cast<PyObject*>(array), reinterpret_cast<PyObject*>(single_device), sharding_getter,
-                device_list_getter, addressable_getter, export_fn};
+        return {reinterpret_cast<PyObject*>(array),
+                reinterpret_cast<PyObject*>(single_device),
+                sharding_getter,
+                device_list_getter,
+                addressable_getter,
+                export_fn};
     }
     bool complete() const noexcept {
         for (PyObject* o : objects())
@@ -68,7 +72,8 @@ bool text_is(PyObject* text, const char* expected) noexcept {
 bool is_jax_dlpack(PyObject* dlpack) noexcept {
     if (!dlpack || !PyFunction_Check(dlpack)) return false;
     PyObject* qualname = attr_or_null(dlpack, "__qualname__");
-    const bool ok = text_is(PyFunction_GetModule(dlpack), "jax._src.array") && text_is(qualname, "ArrayImpl.__dlpack__");
+    const bool ok = text_is(PyFunction_GetModule(dlpack), "jax._src.array") &&
+                    text_is(qualname, "ArrayImpl.__dlpack__");
     Py_XDECREF(qualname);
     return ok;
 }

@@ -53,22 +53,22 @@ bool dtype_of(int type_num, Dtype* out) noexcept {
         return Dtype{is_signed ? DtypeCode::kInt : DtypeCode::kUInt, static_cast<std::uint8_t>(8 * bytes), 1};
     };
     switch (type_num) {
-        case 0: *out = dtypes::bool_; return true;                        // NPY_BOOL
-        case 1: *out = dtypes::int8; return true;                         // NPY_BYTE
-        case 2: *out = dtypes::uint8; return true;                        // NPY_UBYTE
-        case 3: *out = c_int(sizeof(short), true); return true;           // NPY_SHORT
-        case 4: *out = c_int(sizeof(short), false); return true;          // NPY_USHORT
-        case 5: *out = c_int(sizeof(int), true); return true;             // NPY_INT
-        case 6: *out = c_int(sizeof(int), false); return true;            // NPY_UINT
-        case 7: *out = c_int(sizeof(long), true); return true;            // NPY_LONG
-        case 8: *out = c_int(sizeof(long), false); return true;           // NPY_ULONG
-        case 9: *out = c_int(sizeof(long long), true); return true;       // NPY_LONGLONG
-        case 10: *out = c_int(sizeof(long long), false); return true;     // NPY_ULONGLONG
-        case 11: *out = dtypes::float32; return true;                     // NPY_FLOAT
-        case 12: *out = dtypes::float64; return true;                     // NPY_DOUBLE
-        case 14: *out = dtypes::complex64; return true;                   // NPY_CFLOAT
-        case 15: *out = dtypes::complex128; return true;                  // NPY_CDOUBLE
-        case 23: *out = dtypes::float16; return true;                     // NPY_HALF
+        case 0: *out = dtypes::bool_; return true;                     // NPY_BOOL
+        case 1: *out = dtypes::int8; return true;                      // NPY_BYTE
+        case 2: *out = dtypes::uint8; return true;                     // NPY_UBYTE
+        case 3: *out = c_int(sizeof(short), true); return true;        // NPY_SHORT
+        case 4: *out = c_int(sizeof(short), false); return true;       // NPY_USHORT
+        case 5: *out = c_int(sizeof(int), true); return true;          // NPY_INT
+        case 6: *out = c_int(sizeof(int), false); return true;         // NPY_UINT
+        case 7: *out = c_int(sizeof(long), true); return true;         // NPY_LONG
+        case 8: *out = c_int(sizeof(long), false); return true;        // NPY_ULONG
+        case 9: *out = c_int(sizeof(long long), true); return true;    // NPY_LONGLONG
+        case 10: *out = c_int(sizeof(long long), false); return true;  // NPY_ULONGLONG
+        case 11: *out = dtypes::float32; return true;                  // NPY_FLOAT
+        case 12: *out = dtypes::float64; return true;                  // NPY_DOUBLE
+        case 14: *out = dtypes::complex64; return true;                // NPY_CFLOAT
+        case 15: *out = dtypes::complex128; return true;               // NPY_CDOUBLE
+        case 23: *out = dtypes::float16; return true;                  // NPY_HALF
         default: return false;  // long double, objects, strings, datetimes, void, user dtypes
     }
 }
@@ -108,7 +108,8 @@ bool import_numpy_struct(PyObject* obj, View* at) {
     const auto* array = reinterpret_cast<const NumpyArray*>(obj);
     Dtype dtype;
     if (array->nd < 0 || array->nd > kMaxNdim || !array->descr ||
-        !numpy_dtype_of(reinterpret_cast<PyObject*>(array->descr), &dtype) || memory_maybe_from_dlpack(array, Py_TYPE(obj)))
+        !numpy_dtype_of(reinterpret_cast<PyObject*>(array->descr), &dtype) ||
+        memory_maybe_from_dlpack(array, Py_TYPE(obj)))
         return false;
     const auto ndim = static_cast<std::size_t>(array->nd);
     const std::int64_t itemsize = dtype.itemsize();

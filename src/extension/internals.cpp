@@ -90,55 +90,74 @@ nb::object dlpack_of(PyTypeObject* type) { return nb::steal(type_lookup(type, na
 }  // namespace
 
 void bind_internals(nb::module_& parent) {
-    nb::module_ m = parent.def_submodule("_internals", "The extension's tables, stream rules and caches (not a public API).");
+    nb::module_ m = parent.def_submodule("_internals",
+                                         "The extension's tables, stream rules and caches (not a public API).");
 
-    m.def("parse_stream", [](nb::handle stream) {
-        const StreamRequest r = parse_stream(stream.ptr());
-        return nb::make_tuple(kind_name(r.kind), r.handle);
-    }, "stream"_a.none(), "How stridex.view() reads a stream argument: (kind, handle).");
+    m.def(
+        "parse_stream",
+        [](nb::handle stream) {
+            const StreamRequest r = parse_stream(stream.ptr());
+            return nb::make_tuple(kind_name(r.kind), r.handle);
+        },
+        "stream"_a.none(), "How stridex.view() reads a stream argument: (kind, handle).");
     m.def("producer_rows", [] {
         nb::list out;
         for (const ProducerRow& r : producer_rows()) out.append(row_dict(r));
         return out;
     });
-    m.def("producer_for", [](nb::handle type) {
-        return std::string(producer_for(type_arg(type)).name);
-    }, "type"_a, "The quirk-table row stridex uses for a type.");
-    m.def("array_struct", [](nb::handle type) -> nb::object {
-        PyTypeObject* t = type_arg(type);
-        const ArrayStruct s = readable_array_struct(t, producer_for(t), dlpack_of(t).ptr());
-        return s == ArrayStruct::none ? nb::none() : nb::object(nb::str(array_struct_name(s)));
-    }, "type"_a, "Which struct stridex.view() reads instances of a type from: 'numpy' (import_numpy.cpp), 'cupy' "
-       "(import_cupy.cpp) or None (the protocols).");
-    m.def("jaxlib_export", [](nb::handle type) {
-        PyTypeObject* t = type_arg(type);
-        return jaxlib_export_usable(t, producer_for(t), dlpack_of(t).ptr());
-    }, "type"_a, "Whether stridex.view() takes the capsule of instances of a type from jaxlib directly "
-       "(import_jax.cpp) rather than from their __dlpack__.");
-    m.def("shortcuts_of", [](nb::handle type) { return shortcut_names(shortcuts_of(type_arg(type))); }, "type"_a,
-          "The framework shortcuts (stridex.shortcuts()) that stridex.view() takes for instances of a type now, "
-          "under the current switch: a probe of the type outside the cache.");
-    m.def("dlpack_stream", [](const std::string& row_name, nb::handle stream, nb::object device) {
-        const ProducerRow* row = producer_named(row_name.c_str());
-        if (!row) fail(ErrorKind::value, "no producer row named '", row_name, "'");
-        const StreamRequest request = parse_stream(stream.ptr());
-        Device d;
-        const Device* known = nullptr;
-        if (!device.is_none()) {
-            d = device_arg(device.ptr(), "_internals.dlpack_stream(): device", /*ints_are_cuda_ordinals=*/false);
-            known = &d;
-        }
-        DlpackStream out;
-        dlpack_stream(request, known, *row, out);
-        return nb::make_tuple(nb::borrow(out.value),
-                              out.ready == kNoStream ? nb::object(nb::none()) : nb::object(nb::int_(out.ready)));
-    }, "row"_a, "stream"_a.none(), "device"_a.none() = nb::none(),
-       "(value sent as __dlpack__(stream=...), stream the data is then ready on) for a row, a stream argument "
-       "and the __dlpack_device__ answer (None: not asked).");
-    m.def("cache_stats", [] {
-        const CacheStats s = cache_stats();
-        return nb::make_tuple(s.hits, s.fills, s.uncacheable);
-    }, "(hits, fills, uncacheable) of the per-type protocol cache.");
+    m.def(
+        "producer_for", [](nb::handle type) { return std::string(producer_for(type_arg(type)).name); }, "type"_a,
+        "The quirk-table row stridex uses for a type.");
+    m.def(
+        "array_struct",
+        [](nb::handle type) -> nb::object {
+            PyTypeObject* t = type_arg(type);
+            const ArrayStruct s = readable_array_struct(t, producer_for(t), dlpack_of(t).ptr());
+            return s == ArrayStruct::none ? nb::none() : nb::object(nb::str(array_struct_name(s)));
+        },
+        "type"_a,
+        "Which struct stridex.view() reads instances of a type from: 'numpy' (import_numpy.cpp), 'cupy' "
+        "(import_cupy.cpp) or None (the protocols).");
+    m.def(
+        "jaxlib_export",
+        [](nb::handle type) {
+            PyTypeObject* t = type_arg(type);
+            return jaxlib_export_usable(t, producer_for(t), dlpack_of(t).ptr());
+        },
+        "type"_a,
+        "Whether stridex.view() takes the capsule of instances of a type from jaxlib directly "
+        "(import_jax.cpp) rather than from their __dlpack__.");
+    m.def(
+        "shortcuts_of", [](nb::handle type) { return shortcut_names(shortcuts_of(type_arg(type))); }, "type"_a,
+        "The framework shortcuts (stridex.shortcuts()) that stridex.view() takes for instances of a type now, "
+        "under the current switch: a probe of the type outside the cache.");
+    m.def(
+        "dlpack_stream",
+        [](const std::string& row_name, nb::handle stream, nb::object device) {
+            const ProducerRow* row = producer_named(row_name.c_str());
+            if (!row) fail(ErrorKind::value, "no producer row named '", row_name, "'");
+            const StreamRequest request = parse_stream(stream.ptr());
+            Device d;
+            const Device* known = nullptr;
+            if (!device.is_none()) {
+                d = device_arg(device.ptr(), "_internals.dlpack_stream(): device", /*ints_are_cuda_ordinals=*/false);
+                known = &d;
+            }
+            DlpackStream out;
+            dlpack_stream(request, known, *row, out);
+            return nb::make_tuple(nb::borrow(out.value),
+                                  out.ready == kNoStream ? nb::object(nb::none()) : nb::object(nb::int_(out.ready)));
+        },
+        "row"_a, "stream"_a.none(), "device"_a.none() = nb::none(),
+        "(value sent as __dlpack__(stream=...), stream the data is then ready on) for a row, a stream argument "
+        "and the __dlpack_device__ answer (None: not asked).");
+    m.def(
+        "cache_stats",
+        [] {
+            const CacheStats s = cache_stats();
+            return nb::make_tuple(s.hits, s.fills, s.uncacheable);
+        },
+        "(hits, fills, uncacheable) of the per-type protocol cache.");
     m.def("clear_type_cache", &clear_type_cache);
 }
 

@@ -12,39 +12,39 @@
 namespace stridex::python {
 
 // X(field, "text")
-#define STRIDEX_INTERNED_NAMES(X)                                                                        \
-    /* the protocols, looked up on producers */                                                         \
-    X(dlpack, "__dlpack__")                                                                              \
-    X(dlpack_device, "__dlpack_device__")                                                                \
-    X(exchange_api, "__dlpack_c_exchange_api__")   /* DLPack 1.3, a capsule */                           \
-    X(exchange_api_int, "__c_dlpack_exchange_api__") /* DLPack 1.2, an int */                            \
-    X(cuda_array_interface, "__cuda_array_interface__")                                                  \
-    X(array_interface, "__array_interface__")                                                            \
-    /* attributes of producers' objects */                                                              \
-    X(dtype, "dtype")                                                                                    \
-    X(name, "name")                                                                                      \
-    X(requires_grad, "requires_grad") /* torch */                                                        \
-    X(is_conj, "is_conj")             /* torch */                                                        \
-    /* interface dict keys ("stream" is also stridex.view's and __dlpack__'s keyword) */                \
-    X(version, "version")                                                                                \
-    X(shape, "shape")                                                                                    \
-    X(typestr, "typestr")                                                                                \
-    X(data, "data")                                                                                      \
-    X(strides, "strides")                                                                                \
-    X(mask, "mask")                                                                                      \
-    X(stream, "stream")                                                                                  \
-    X(offset, "offset")                                                                                  \
-    X(descr, "descr")                                                                                    \
-    /* __dlpack__'s other keywords */                                                                    \
-    X(max_version_kw, "max_version")                                                                     \
-    X(dl_device, "dl_device")                                                                            \
-    X(copy, "copy")                                                                                      \
-    /* stream objects (stream_policy.cpp) */                                                            \
-    X(cuda_stream_protocol, "__cuda_stream__")                                                           \
-    X(cuda_stream, "cuda_stream") /* torch */                                                            \
-    X(ptr, "ptr")                 /* CuPy */                                                             \
-    X(handle, "handle")           /* Numba */                                                            \
-    X(value, "value")             /* ctypes.c_void_p */                                                  \
+#define STRIDEX_INTERNED_NAMES(X) \
+    /* the protocols, looked up on producers */ \
+    X(dlpack, "__dlpack__") \
+    X(dlpack_device, "__dlpack_device__") \
+    X(exchange_api, "__dlpack_c_exchange_api__")     /* DLPack 1.3, a capsule */ \
+    X(exchange_api_int, "__c_dlpack_exchange_api__") /* DLPack 1.2, an int */ \
+    X(cuda_array_interface, "__cuda_array_interface__") \
+    X(array_interface, "__array_interface__") \
+    /* attributes of producers' objects */ \
+    X(dtype, "dtype") \
+    X(name, "name") \
+    X(requires_grad, "requires_grad") /* torch */ \
+    X(is_conj, "is_conj")             /* torch */ \
+    /* interface dict keys ("stream" is also stridex.view's and __dlpack__'s keyword) */ \
+    X(version, "version") \
+    X(shape, "shape") \
+    X(typestr, "typestr") \
+    X(data, "data") \
+    X(strides, "strides") \
+    X(mask, "mask") \
+    X(stream, "stream") \
+    X(offset, "offset") \
+    X(descr, "descr") \
+    /* __dlpack__'s other keywords */ \
+    X(max_version_kw, "max_version") \
+    X(dl_device, "dl_device") \
+    X(copy, "copy") \
+    /* stream objects (stream_policy.cpp) */ \
+    X(cuda_stream_protocol, "__cuda_stream__") \
+    X(cuda_stream, "cuda_stream") /* torch */ \
+    X(ptr, "ptr")                 /* CuPy */ \
+    X(handle, "handle")           /* Numba */ \
+    X(value, "value")             /* ctypes.c_void_p */ \
     X(module, "__module__")
 
 struct Names {

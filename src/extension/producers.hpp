@@ -37,43 +37,43 @@ inline constexpr Version kNewestVersion{1 << 30, 0, 0};
 // A row of the table. The defaults are the generic producer's (array API 2023.12); a row names
 // only where its producer differs (designated initializers, in this order).
 struct ProducerRow {
-    const char* name;          // stable id, used by tests and docs ("numpy", "torch<2.9", ...)
-    const char* module;        // type.__module__ is this or starts with it plus '.'; "" = any
-    const char* package;       // module whose __version__ selects the row by version
-    Version since{};           // row applies to package versions in [since, until)
+    const char* name;     // stable id, used by tests and docs ("numpy", "torch<2.9", ...)
+    const char* module;   // type.__module__ is this or starts with it plus '.'; "" = any
+    const char* package;  // module whose __version__ selects the row by version
+    Version since{};      // row applies to package versions in [since, until)
     Version until = kNewestVersion;
 
     // ---- correctness: what the producer's protocols accept, refuse and promise ----
     DlpackKeywords keywords = DlpackKeywords::full;
-    bool host_only = false;    // every array of the type is in host memory: no __dlpack_device__
-                               // call, and no stream argument (None, the default, is the only
-                               // value host producers take)
-    bool takes_no_sync = true; // stream=-1 means "no synchronization" (JAX: a CUstream, fails)
-    bool takes_per_thread = true;  // stream=2 is accepted (torch: BufferError)
-    bool needs_current_device = false;  // raises BufferError unless the array's GPU is current
-    bool immutable = false;    // arrays are immutable by contract: imports are read-only even
-                               // through a legacy capsule, which cannot say so (jax#19123)
-    bool spell_none = false;   // stream=None must be sent explicitly: the parameter's default is
-                               // something else (torch >= 2.10: -1, no sync); elsewhere None is
-                               // the default and is left out (one keyword less to bind)
+    bool host_only = false;                // every array of the type is in host memory: no __dlpack_device__
+                                           // call, and no stream argument (None, the default, is the only
+                                           // value host producers take)
+    bool takes_no_sync = true;             // stream=-1 means "no synchronization" (JAX: a CUstream, fails)
+    bool takes_per_thread = true;          // stream=2 is accepted (torch: BufferError)
+    bool needs_current_device = false;     // raises BufferError unless the array's GPU is current
+    bool immutable = false;                // arrays are immutable by contract: imports are read-only even
+                                           // through a legacy capsule, which cannot say so (jax#19123)
+    bool spell_none = false;               // stream=None must be sent explicitly: the parameter's default is
+                                           // something else (torch >= 2.10: -1, no sync); elsewhere None is
+                                           // the default and is left out (one keyword less to bind)
     bool repair_negative_strides = false;  // DLPack strides of negative-stride arrays come divided
-                               // as unsigned (CuPy 13.4-14.2, cupy#10172): 2**64/itemsize - k for
-                               // -k. Such values cannot be real strides; they are repaired exactly
+                                           // as unsigned (CuPy 13.4-14.2, cupy#10172): 2**64/itemsize - k for
+                                           // -k. Such values cannot be real strides; they are repaired exactly
     bool exchange_skips_refusals = false;  // the exchange API exports what __dlpack__ refuses
-                               // (torch: tensors that require grad or have the conjugate bit set):
-                               // stridex refuses them as __dlpack__ does (import_dlpack.cpp)
-    bool refusals_final = false;  // a refusal by __dlpack__ ends the import: the producer's other
-                               // protocols would hand the array over without the check (torch's
-                               // __cuda_array_interface__ exports a conjugate view's memory as
-                               // plain, unconjugated values)
+                                           // (torch: tensors that require grad or have the conjugate bit set):
+                                           // stridex refuses them as __dlpack__ does (import_dlpack.cpp)
+    bool refusals_final = false;           // a refusal by __dlpack__ ends the import: the producer's other
+                                           // protocols would hand the array over without the check (torch's
+                                           // __cuda_array_interface__ exports a conjugate view's memory as
+                                           // plain, unconjugated values)
 
     // ---- performance: the framework shortcuts the producer's arrays may take ----
-    ShortcutSet shortcuts{};   // entries of the registry (shortcuts.hpp) that give, for this
-                               // producer's versions, exactly what its public protocol would:
-                               // numpy_struct (NumPy >= 2.1: versioned capsules carry the read-only
-                               // flag the struct is read for), cupy_c_api and cupy_layout (CuPy >=
-                               // 13.4), jaxlib_export, torch_getter and torch_borrowed (torch >= 2.9)
-    const char* why = "";      // one line, for docs and test ids
+    ShortcutSet shortcuts{};  // entries of the registry (shortcuts.hpp) that give, for this
+                              // producer's versions, exactly what its public protocol would:
+                              // numpy_struct (NumPy >= 2.1: versioned capsules carry the read-only
+                              // flag the struct is read for), cupy_c_api and cupy_layout (CuPy >=
+                              // 13.4), jaxlib_export, torch_getter and torch_borrowed (torch >= 2.9)
+    const char* why = "";     // one line, for docs and test ids
 
     // Whether an array of this row takes shortcut `s` now: the row allows it and it is on.
     bool takes(Shortcut s) const noexcept { return shortcuts.has(s) && shortcut_on(s); }

@@ -50,8 +50,7 @@ constexpr std::array<ShortcutInfo, kShortcutCount> kShortcuts{{
      "and the C++ getters of ArrayImpl._sharding, SingleDeviceSharding._internal_device_list and "
      "DeviceList.is_fully_addressable",
      "JAX 0.10.2 (CPU) and 0.11.2 (H100, H200); taken from JAX 0.4.27 on, where jaxlib has them",
-     "ArrayImpl.__dlpack__(stream=..., max_version=(1, 3)), JAX's own Python layers",
-     "src/extension/import_jax.cpp"},
+     "ArrayImpl.__dlpack__(stream=..., max_version=(1, 3)), JAX's own Python layers", "src/extension/import_jax.cpp"},
     {Shortcut::torch_getter, "torch_getter", "torch",
      "the C getter of torch.Tensor.requires_grad (its getset descriptor's function pointer), called directly",
      "torch 2.11.0 (CPU, CUDA); taken from torch 2.9 on, whose exchange API skips the refusals it serves",
@@ -160,8 +159,8 @@ nb::dict set_shortcuts(nb::handle enabled) {
             if (!name) throw nb::python_error();
             const ShortcutInfo* s = find(name);
             if (!s)
-                fail(ErrorKind::value, what, ": there is no shortcut named '", excerpt(name), "' (known: ",
-                     known_names(), ")");
+                fail(ErrorKind::value, what, ": there is no shortcut named '", excerpt(name),
+                     "' (known: ", known_names(), ")");
             if (!PyBool_Check(value))
                 fail(ErrorKind::type, what, ": the value for '", s->name, "' must be True or False, found ",
                      type_name(value));
@@ -206,20 +205,27 @@ std::span<const ShortcutInfo> shortcut_table() noexcept { return kShortcuts; }
 void bind_shortcuts(nb::module_& m) {
     read_environment();
     nb::class_<ShortcutState>(m, "Shortcut", kShortcutDoc)
-        .def_prop_ro("name", [](const ShortcutState& s) { return s.info->name; },
-                     "Its name, as STRIDEX_DISABLE_SHORTCUTS and set_shortcuts() take it ('numpy_struct').")
-        .def_prop_ro("framework", [](const ShortcutState& s) { return s.info->framework; },
-                     "The framework whose arrays take it: its top-level module ('numpy', 'cupy', 'jax', 'torch').")
-        .def_prop_ro("enabled", [](const ShortcutState& s) { return s.enabled; },
-                     "Whether it was on when stridex.shortcuts() was called.")
-        .def_prop_ro("reads", [](const ShortcutState& s) { return s.info->reads; },
-                     "What of the framework's own it reads instead of a public protocol.")
-        .def_prop_ro("checked", [](const ShortcutState& s) { return s.info->checked; },
-                     "The framework versions it was checked against, and those it is taken for.")
-        .def_prop_ro("fallback", [](const ShortcutState& s) { return s.info->fallback; },
-                     "The public protocol stridex uses instead while it is off.")
-        .def_prop_ro("source", [](const ShortcutState& s) { return s.info->source; },
-                     "The source file of stridex that takes it.")
+        .def_prop_ro(
+            "name", [](const ShortcutState& s) { return s.info->name; },
+            "Its name, as STRIDEX_DISABLE_SHORTCUTS and set_shortcuts() take it ('numpy_struct').")
+        .def_prop_ro(
+            "framework", [](const ShortcutState& s) { return s.info->framework; },
+            "The framework whose arrays take it: its top-level module ('numpy', 'cupy', 'jax', 'torch').")
+        .def_prop_ro(
+            "enabled", [](const ShortcutState& s) { return s.enabled; },
+            "Whether it was on when stridex.shortcuts() was called.")
+        .def_prop_ro(
+            "reads", [](const ShortcutState& s) { return s.info->reads; },
+            "What of the framework's own it reads instead of a public protocol.")
+        .def_prop_ro(
+            "checked", [](const ShortcutState& s) { return s.info->checked; },
+            "The framework versions it was checked against, and those it is taken for.")
+        .def_prop_ro(
+            "fallback", [](const ShortcutState& s) { return s.info->fallback; },
+            "The public protocol stridex uses instead while it is off.")
+        .def_prop_ro(
+            "source", [](const ShortcutState& s) { return s.info->source; },
+            "The source file of stridex that takes it.")
         .def("__repr__", [](const ShortcutState& s) {
             return std::string("stridex.Shortcut('") + s.info->name + "', framework='" + s.info->framework +
                    "', enabled=" + (s.enabled ? "True" : "False") + ")";

@@ -9,10 +9,10 @@
 #include <string>
 #include <utility>
 
+#include "stream_recorder.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/cuda/pointer.hpp"
 #include "stridex/cuda/stream.hpp"
-#include "stream_recorder.hpp"
 #include "stridex/error.hpp"
 
 namespace nb = nanobind;
@@ -42,7 +42,8 @@ StreamRequest from_int(PyObject* value) {
 std::intptr_t checked_stream_int(long long value, const char* where, bool allow_no_sync) {
     // The encoding's own rule (0 and values below -1) is the core's StreamValue; only "-1 is not
     // allowed here" (a CAI's 'stream' key) is this argument's.
-    if (value == kNoStream && !allow_no_sync) fail(ErrorKind::value, where, " must be 1, 2 or a stream handle, found -1");
+    if (value == kNoStream && !allow_no_sync)
+        fail(ErrorKind::value, where, " must be 1, 2 or a stream handle, found -1");
     return StreamValue(static_cast<std::intptr_t>(value), where).encoded();
 }
 
@@ -236,8 +237,8 @@ void order_consumer_stream(View& view, const StreamRequest& request, std::intptr
 }
 
 Device device_of_cuda_pointer(std::uintptr_t ptr) {
-    if (Device answer; g_recorder && g_recorder->device_of_pointer &&
-                       g_recorder->device_of_pointer(g_recorder->context, ptr, &answer))
+    if (Device answer;
+        g_recorder && g_recorder->device_of_pointer && g_recorder->device_of_pointer(g_recorder->context, ptr, &answer))
         return answer;
     if (ptr == 0) return current_cuda_device();
     return cuda::pointer_info(ptr).device();
@@ -248,7 +249,8 @@ namespace {
 // (and longer, in whoever holds it), which nanobind's leak check at exit would report.
 PyObject* no_sync_repr(PyObject*) { return PyUnicode_FromString("stridex.NO_SYNC"); }
 PyObject* no_sync_reduce(PyObject*, PyObject*) { return PyUnicode_FromString("NO_SYNC"); }
-PyMethodDef g_no_sync_methods[] = {{"__reduce__", &no_sync_reduce, METH_NOARGS, nullptr}, {nullptr, nullptr, 0, nullptr}};
+PyMethodDef g_no_sync_methods[] = {{"__reduce__", &no_sync_reduce, METH_NOARGS, nullptr},
+                                   {nullptr, nullptr, 0, nullptr}};
 PyType_Slot g_no_sync_slots[] = {
     {Py_tp_repr, reinterpret_cast<void*>(&no_sync_repr)},
     {Py_tp_methods, g_no_sync_methods},
@@ -256,7 +258,7 @@ PyType_Slot g_no_sync_slots[] = {
     {0, nullptr},
 };
 PyType_Spec g_no_sync_spec = {"stridex._stridex.NoSyncType", sizeof(PyObject), 0,
-                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, g_no_sync_slots};
+                              Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, g_no_sync_slots};
 }  // namespace
 
 void bind_stream_policy(nb::module_& m) {
@@ -268,8 +270,8 @@ void bind_stream_policy(nb::module_& m) {
     m.attr("NO_SYNC") = nb::borrow(g_no_sync);
     // The capsule points at a static holding the installer (a data pointer, as capsules take).
     static const InstallStreamRecorder installer_slot = &install_stream_recorder;
-    nb::object installer = nb::steal(PyCapsule_New(const_cast<InstallStreamRecorder*>(&installer_slot),
-                                                   kStreamRecorderCapsule, nullptr));
+    nb::object installer = nb::steal(
+        PyCapsule_New(const_cast<InstallStreamRecorder*>(&installer_slot), kStreamRecorderCapsule, nullptr));
     if (!installer.is_valid()) throw nb::python_error();
     m.attr("_install_stream_recorder") = installer;
 }

@@ -44,8 +44,10 @@ View index_view(const View& base, nb::handle key) {
     int consuming = 0;  // entries that take an axis of the base view
     int ellipses = 0;
     for (nb::handle item : items) {
-        if (item.is(Py_Ellipsis)) ++ellipses;
-        else if (!item.is_none()) ++consuming;
+        if (item.is(Py_Ellipsis))
+            ++ellipses;
+        else if (!item.is_none())
+            ++consuming;
     }
     if (ellipses > 1) fail(ErrorKind::index, "an index can only have a single ellipsis ('...')");
     if (consuming > base.ndim())
@@ -105,7 +107,7 @@ nb::object derived(const PyView& self, View v) { return wrap_view(std::move(v), 
 // would count one reference many times and let the collector free a live object). Owners that
 // hold Python objects out of sight (a producer's DLPack deleter) cannot be reported.
 int view_traverse(PyObject* self, visitproc visit, void* arg) {
-    Py_VISIT(Py_TYPE(self));  // heap types are referenced by their instances
+    Py_VISIT(Py_TYPE(self));              // heap types are referenced by their instances
     if (!nb::inst_ready(self)) return 0;  // being built by stridex.view(), or made by __new__
     const PyView& v = *nb::inst_ptr<PyView>(self);
     Py_VISIT(v.source.ptr());
@@ -120,8 +122,8 @@ int view_clear(PyObject* self) {
     if (!nb::inst_ready(self)) return 0;
     PyView& v = *nb::inst_ptr<PyView>(self);
     static constexpr std::int64_t kEmpty[] = {0};
-    View old = std::exchange(v.view, View(nullptr, 0, Layout::contiguous(kEmpty), dtypes::uint8, Device::cpu(),
-                                          true, Owner()));
+    View old = std::exchange(v.view,
+                             View(nullptr, 0, Layout::contiguous(kEmpty), dtypes::uint8, Device::cpu(), true, Owner()));
     nb::object source = std::exchange(v.source, nb::none());
     nb::object element = std::exchange(v.element, nb::object());
     return 0;  // `old`, `source` and `element` drop here, once the object is consistent again
@@ -145,67 +147,104 @@ void fail_uninitialized(PyObject* o) {
 
 void bind_view(nb::module_& m) {
     auto cls = nb::class_<PyView>(m, "View", "A zero-copy strided view of CPU or GPU memory owned by another object.",
-                       nb::type_slots(kViewSlots), nb::pooled());
+                                  nb::type_slots(kViewSlots), nb::pooled());
     g_view_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
-    cls
-        .def("__init__", [](nb::handle, nb::args, nb::kwargs) {
-            fail(ErrorKind::type, "stridex.View cannot be created directly: call stridex.view(obj) on an array, "
-                                  "or stridex.from_pointer(...) for raw memory");
-        }, nb::sig("def __init__(self, *args: object, **kwargs: object) -> None"))
-        .def_prop_ro("ptr", [](const PyView& s) { return reinterpret_cast<std::uintptr_t>(s.view.ptr()); },
-                     "Address of element 0 (data pointer plus byte offset).")
-        .def_prop_ro("shape", [](const PyView& s) { return ints(s.view.shape()); }, nb::sig("def shape(self) -> tuple[int, ...]"))
-        .def_prop_ro("strides", [](const PyView& s) { return ints(s.view.strides()); }, nb::sig("def strides(self) -> tuple[int, ...]"), "Strides in elements.")
-        .def_prop_ro("byte_strides", [](const PyView& s) { return ints(s.view.strides(), s.view.itemsize()); }, nb::sig("def byte_strides(self) -> tuple[int, ...]"))
+    cls.def(
+           "__init__",
+           [](nb::handle, nb::args, nb::kwargs) {
+               fail(ErrorKind::type, "stridex.View cannot be created directly: call stridex.view(obj) on an array, "
+                                     "or stridex.from_pointer(...) for raw memory");
+           },
+           nb::sig("def __init__(self, *args: object, **kwargs: object) -> None"))
+        .def_prop_ro(
+            "ptr", [](const PyView& s) { return reinterpret_cast<std::uintptr_t>(s.view.ptr()); },
+            "Address of element 0 (data pointer plus byte offset).")
+        .def_prop_ro(
+            "shape", [](const PyView& s) { return ints(s.view.shape()); },
+            nb::sig("def shape(self) -> tuple[int, ...]"))
+        .def_prop_ro(
+            "strides", [](const PyView& s) { return ints(s.view.strides()); },
+            nb::sig("def strides(self) -> tuple[int, ...]"), "Strides in elements.")
+        .def_prop_ro(
+            "byte_strides", [](const PyView& s) { return ints(s.view.strides(), s.view.itemsize()); },
+            nb::sig("def byte_strides(self) -> tuple[int, ...]"))
         .def_prop_ro("dtype", [](const PyView& s) { return s.view.dtype(); })
         .def_prop_ro("device", [](const PyView& s) { return s.view.device(); })
         .def_prop_ro("readonly", [](const PyView& s) { return s.view.readonly(); })
-        .def_prop_ro("writability", [](const PyView& s) { return writability_name(s.view.writability()); },
-                     "Where the read-only flag comes from: 'writable' or 'readonly' (the producer said so), "
-                     "'unknown' (it could not say: a legacy DLPack capsule; writable here) or 'immutable' "
-                     "(read-only by the producer's contract, unflagged in its own exports: JAX).")
+        .def_prop_ro(
+            "writability", [](const PyView& s) { return writability_name(s.view.writability()); },
+            "Where the read-only flag comes from: 'writable' or 'readonly' (the producer said so), "
+            "'unknown' (it could not say: a legacy DLPack capsule; writable here) or 'immutable' "
+            "(read-only by the producer's contract, unflagged in its own exports: JAX).")
         .def_prop_ro("size", [](const PyView& s) { return s.view.size(); })
         .def_prop_ro("ndim", [](const PyView& s) { return s.view.ndim(); })
         .def_prop_ro("itemsize", [](const PyView& s) { return s.view.itemsize(); })
         .def_prop_ro("nbytes", [](const PyView& s) { return s.view.nbytes(); })
-        .def_prop_ro("byte_span", [](const PyView& s) {
-            const Span span = s.view.byte_span();
-            return nb::make_tuple(span.lo, span.hi);
-        }, nb::sig("def byte_span(self) -> tuple[int, int]"), "(lo, hi): the bytes the elements occupy, relative to ptr (negative strides reach below it).")
+        .def_prop_ro(
+            "byte_span",
+            [](const PyView& s) {
+                const Span span = s.view.byte_span();
+                return nb::make_tuple(span.lo, span.hi);
+            },
+            nb::sig("def byte_span(self) -> tuple[int, int]"),
+            "(lo, hi): the bytes the elements occupy, relative to ptr (negative strides reach below it).")
         .def_prop_ro("is_c_contiguous", [](const PyView& s) { return s.view.layout().is_c_contiguous(); })
         .def_prop_ro("is_f_contiguous", [](const PyView& s) { return s.view.layout().is_f_contiguous(); })
         .def_prop_ro("is_dense", [](const PyView& s) { return s.view.layout().is_dense(); })
-        .def_prop_ro("owner", [](const PyView& s) { return s.source; }, nb::sig("def owner(self) -> typing.Any"), "The object whose memory this is (kept alive).")
-        .def_prop_ro("stream", [](const PyView& s) -> nb::object {
-            return s.view.stream() == kNoStream ? nb::object(nb::none()) : nb::object(nb::int_(s.view.stream()));
-        }, nb::sig("def stream(self) -> int | None"), "The CUDA stream the data is ready on (DLPack encoding), or None when nothing is pending.")
-        .def("__len__", [](const PyView& s) {
-            if (s.view.ndim() == 0) fail(ErrorKind::type, "len() of a 0-d view");
-            return s.view.shape()[0];
-        })
-        .def("__getitem__", [](const PyView& s, nb::handle key) { return derived(s, index_view(s.view, key)); }, nb::arg("key").none(),
-             nb::sig("def __getitem__(self, key: typing.SupportsIndex | slice | types.EllipsisType | None | "
-                     "tuple[typing.SupportsIndex | slice | types.EllipsisType | None, ...], /) -> View"))
-        .def_prop_ro("T", [](const PyView& s) { return derived(s, s.view.transpose()); }, nb::sig("def T(self) -> View"))
-        .def("permute", [](const PyView& s, nb::args axes) {
-            const std::vector<std::int64_t> list = int64_list_arg(single_sequence_or_args(axes).ptr(), "permute(): axes");
-            std::vector<int> narrow(list.size());
-            for (std::size_t i = 0; i < list.size(); ++i) {
-                // Range-checked before narrowing: 1 + 2**32 must not become axis 1.
-                if (list[i] < -s.view.ndim() || list[i] >= s.view.ndim())
-                    fail(ErrorKind::value, "permute(): axis ", list[i], " is out of range for ", s.view.ndim(),
-                         " dimensions");
-                narrow[i] = static_cast<int>(list[i]);
-            }
-            return derived(s, s.view.permute(narrow));
-        }, nb::sig("def permute(self, *axes: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex]) -> View"))
-        .def("reshape", [](const PyView& s, nb::args shape) {
-            return derived(s, s.view.reshape(int64_list_arg(single_sequence_or_args(shape).ptr(), "reshape(): shape")));
-        }, nb::sig("def reshape(self, *shape: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex]) -> View"))
-        .def("squeeze", [](const PyView& s, nb::object axis) {
-            if (axis.is_none()) return derived(s, s.view.squeeze());
-            return derived(s, s.view.squeeze(axis_arg(axis.ptr(), s.view.ndim(), "squeeze(): axis")));
-        }, nb::arg("axis") = nb::none(), nb::sig("def squeeze(self, axis: int | None = None) -> View"))
+        .def_prop_ro(
+            "owner", [](const PyView& s) { return s.source; }, nb::sig("def owner(self) -> typing.Any"),
+            "The object whose memory this is (kept alive).")
+        .def_prop_ro(
+            "stream",
+            [](const PyView& s) -> nb::object {
+                return s.view.stream() == kNoStream ? nb::object(nb::none()) : nb::object(nb::int_(s.view.stream()));
+            },
+            nb::sig("def stream(self) -> int | None"),
+            "The CUDA stream the data is ready on (DLPack encoding), or None when nothing is pending.")
+        .def("__len__",
+             [](const PyView& s) {
+                 if (s.view.ndim() == 0) fail(ErrorKind::type, "len() of a 0-d view");
+                 return s.view.shape()[0];
+             })
+        .def(
+            "__getitem__", [](const PyView& s, nb::handle key) { return derived(s, index_view(s.view, key)); },
+            nb::arg("key").none(),
+            nb::sig("def __getitem__(self, key: typing.SupportsIndex | slice | types.EllipsisType | None | "
+                    "tuple[typing.SupportsIndex | slice | types.EllipsisType | None, ...], /) -> View"))
+        .def_prop_ro(
+            "T", [](const PyView& s) { return derived(s, s.view.transpose()); }, nb::sig("def T(self) -> View"))
+        .def(
+            "permute",
+            [](const PyView& s, nb::args axes) {
+                const std::vector<std::int64_t> list = int64_list_arg(single_sequence_or_args(axes).ptr(),
+                                                                      "permute(): axes");
+                std::vector<int> narrow(list.size());
+                for (std::size_t i = 0; i < list.size(); ++i) {
+                    // Range-checked before narrowing: 1 + 2**32 must not become axis 1.
+                    if (list[i] < -s.view.ndim() || list[i] >= s.view.ndim())
+                        fail(ErrorKind::value, "permute(): axis ", list[i], " is out of range for ", s.view.ndim(),
+                             " dimensions");
+                    narrow[i] = static_cast<int>(list[i]);
+                }
+                return derived(s, s.view.permute(narrow));
+            },
+            nb::sig("def permute(self, *axes: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex]) "
+                    "-> View"))
+        .def(
+            "reshape",
+            [](const PyView& s, nb::args shape) {
+                return derived(s, s.view.reshape(
+                                      int64_list_arg(single_sequence_or_args(shape).ptr(), "reshape(): shape")));
+            },
+            nb::sig("def reshape(self, *shape: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex]) "
+                    "-> View"))
+        .def(
+            "squeeze",
+            [](const PyView& s, nb::object axis) {
+                if (axis.is_none()) return derived(s, s.view.squeeze());
+                return derived(s, s.view.squeeze(axis_arg(axis.ptr(), s.view.ndim(), "squeeze(): axis")));
+            },
+            nb::arg("axis") = nb::none(), nb::sig("def squeeze(self, axis: int | None = None) -> View"))
         .def("__repr__", &repr);
 }
 

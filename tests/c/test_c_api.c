@@ -10,23 +10,23 @@
 
 static int failures = 0;
 
-#define CHECK(cond)                                                                     \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
+#define CHECK(cond) \
+    do { \
+        if (!(cond)) { \
             fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, __LINE__, #cond, \
-                    stridex_last_error());                                              \
-            ++failures;                                                                 \
-        }                                                                               \
+                    stridex_last_error()); \
+            ++failures; \
+        } \
     } while (0)
 
-#define CHECK_ERROR(call, status, words)                                                              \
-    do {                                                                                              \
-        int rc_ = (call);                                                                             \
-        if (rc_ != (status) || strstr(stridex_last_error(), (words)) == NULL) {                       \
+#define CHECK_ERROR(call, status, words) \
+    do { \
+        int rc_ = (call); \
+        if (rc_ != (status) || strstr(stridex_last_error(), (words)) == NULL) { \
             fprintf(stderr, "%s:%d: %s returned %d (expected %d), message \"%s\" (expected to contain \"%s\")\n", \
-                    __FILE__, __LINE__, #call, rc_, (int)(status), stridex_last_error(), (words));    \
-            ++failures;                                                                               \
-        }                                                                                             \
+                    __FILE__, __LINE__, #call, rc_, (int)(status), stridex_last_error(), (words)); \
+            ++failures; \
+        } \
     } while (0)
 
 /* A producer's tensor: a versioned or legacy DLPack struct over a caller's buffer, whose deleter
@@ -147,7 +147,8 @@ static void test_import_refusals_run_the_deleter_once(void) {
 
     versioned(&p, host_tensor(data, 2, shape, strides, &p, kDLFloat, 32), 0);
     p.versioned.version.major = 2;
-    CHECK_ERROR(stridex_import_dlpack(&p.versioned, &a), STRIDEX_ERROR_BUFFER, "DLPack major version 2 is not supported");
+    CHECK_ERROR(stridex_import_dlpack(&p.versioned, &a), STRIDEX_ERROR_BUFFER,
+                "DLPack major version 2 is not supported");
     CHECK(p.deleted == 1);
 
     /* NULL data for a non-empty array */

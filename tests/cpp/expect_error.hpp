@@ -17,8 +17,8 @@ template <class F>
         f();
     } catch (const Error& e) {
         if (e.kind() != kind)
-            return ::testing::AssertionFailure() << "kind " << to_string(e.kind()) << " instead of " << to_string(kind)
-                                                 << ": " << e.what();
+            return ::testing::AssertionFailure()
+                   << "kind " << to_string(e.kind()) << " instead of " << to_string(kind) << ": " << e.what();
         if (std::string_view(e.what()).find(needle) == std::string_view::npos)
             return ::testing::AssertionFailure() << "message '" << e.what() << "' lacks '" << needle << "'";
         return ::testing::AssertionSuccess();

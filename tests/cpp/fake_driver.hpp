@@ -13,10 +13,10 @@
 #include <cstdio>
 #include <cstring>
 #include <iterator>
-#include <utility>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stridex/cuda/driver.hpp"
@@ -33,10 +33,10 @@ public:
     int devices = 1;
     std::size_t granularity = 2 * MiB;
     CUresult init_result = result::success;
-    std::vector<int> vmm_supported;          // per device; empty = all supported
-    std::vector<std::vector<int>> no_peer;   // pairs {a, b}: a cannot access b
+    std::vector<int> vmm_supported;         // per device; empty = all supported
+    std::vector<std::vector<int>> no_peer;  // pairs {a, b}: a cannot access b
     bool pointer_attributes_need_context = false;
-    std::vector<int> uuid_of_ordinal;        // device i reports UUID number uuid_of_ordinal[i]; empty = i
+    std::vector<int> uuid_of_ordinal;  // device i reports UUID number uuid_of_ordinal[i]; empty = i
 
     // ---- observation ----
     std::vector<std::string> log;         // VMM, copy, sync (of contexts, streams, events), stream and event calls
@@ -53,7 +53,9 @@ public:
         ranges_.push_back({base, size, type, managed, ordinal});
     }
 
-    CUcontext context_of(int ordinal) const { return reinterpret_cast<CUcontext>(std::uintptr_t{0x1000} + 0x100 * ordinal); }
+    CUcontext context_of(int ordinal) const {
+        return reinterpret_cast<CUcontext>(std::uintptr_t{0x1000} + 0x100 * ordinal);
+    }
     int retained(int ordinal) const { return retained_.count(ordinal) ? retained_.at(ordinal) : 0; }
 
     std::size_t live_allocations() const { return allocations_.size(); }
@@ -77,7 +79,8 @@ public:
     // Direct access to the bytes behind a mapped device address (the test's "kernel").
     std::byte* bytes_at(CUdeviceptr address) {
         for (auto& [start, m] : mappings_)
-            if (address >= start && address < start + m.size) return allocations_.at(m.handle).bytes.data() + (address - start);
+            if (address >= start && address < start + m.size)
+                return allocations_.at(m.handle).bytes.data() + (address - start);
         return nullptr;
     }
     std::vector<std::string> take_log() { return std::exchange(log, {}); }
@@ -99,7 +102,9 @@ public:
     }
     bool valid_ordinal(int o) const { return o >= 0 && o < devices; }
     int ordinal_of(CUdevice d) const { return d - 100; }
-    int ordinal_of(CUcontext c) const { return static_cast<int>((reinterpret_cast<std::uintptr_t>(c) - 0x1000) / 0x100); }
+    int ordinal_of(CUcontext c) const {
+        return static_cast<int>((reinterpret_cast<std::uintptr_t>(c) - 0x1000) / 0x100);
+    }
     std::string where(CUdeviceptr a) const {
         for (auto& [base, size] : reservations_)
             if (a >= base && a < base + size) return "+" + sz(a - base);
@@ -297,11 +302,14 @@ public:
         ++events_destroyed;
         return result::success;
     }
-    std::string event_name(CUevent e) const { return "e" + std::to_string(reinterpret_cast<std::uintptr_t>(e) - 0x9000); }
+    std::string event_name(CUevent e) const {
+        return "e" + std::to_string(reinterpret_cast<std::uintptr_t>(e) - 0x9000);
+    }
     CUresult event_record(CUevent e, CUstream s) {
         if (CUresult r = need_context("cuEventRecord")) return r;
         if (CUresult r = injected("cuEventRecord")) return r;
-        log.push_back("record " + event_name(e) + " on " + stream_name(s) + " ctx" + std::to_string(ordinal_of(current)));
+        log.push_back("record " + event_name(e) + " on " + stream_name(s) + " ctx" +
+                      std::to_string(ordinal_of(current)));
         return result::success;
     }
     CUresult stream_wait_event(CUstream s, CUevent e, unsigned flags) {
@@ -311,7 +319,8 @@ public:
         return result::success;
     }
 
-    CUresult reserve(CUdeviceptr* p, std::size_t size, std::size_t alignment, CUdeviceptr hint, unsigned long long flags) {
+    CUresult reserve(CUdeviceptr* p, std::size_t size, std::size_t alignment, CUdeviceptr hint,
+                     unsigned long long flags) {
         if (CUresult r = need_context("cuMemAddressReserve")) return r;
         if (size == 0 || size % granularity || alignment % granularity || hint || flags)
             return violation("cuMemAddressReserve arguments");
@@ -324,14 +333,16 @@ public:
     }
     CUresult address_free(CUdeviceptr p, std::size_t size) {
         auto it = reservations_.find(p);
-        if (it == reservations_.end() || it->second != size) return violation("cuMemAddressFree of no exact reservation");
+        if (it == reservations_.end() || it->second != size)
+            return violation("cuMemAddressFree of no exact reservation");
         for (auto& [a, m] : mappings_)
             if (a >= p && a < p + size) return violation("cuMemAddressFree with mappings left in the range");
         log.push_back("free " + sz(size));
         reservations_.erase(it);
         return result::success;
     }
-    CUresult create(CUmemGenericAllocationHandle* h, std::size_t size, const MemAllocationProp* prop, unsigned long long flags) {
+    CUresult create(CUmemGenericAllocationHandle* h, std::size_t size, const MemAllocationProp* prop,
+                    unsigned long long flags) {
         if (CUresult r = need_context("cuMemCreate")) return r;
         if (size == 0 || size % granularity || flags || prop->type != cu::kMemAllocationTypePinned ||
             prop->location.type != cu::kMemLocationTypeDevice || !valid_ordinal(prop->location.id) ||
@@ -341,8 +352,13 @@ public:
             return violation("cuMemCreate arguments");
         if (CUresult r = injected("cuMemCreate")) return r;
         *h = next_handle_++;
-        allocations_[*h] = {size, prop->location.id, std::vector<std::byte>(size), 0, false,
-                            prop->requested_handle_types == cu::kMemHandleTypePosixFileDescriptor, 0};
+        allocations_[*h] = {size,
+                            prop->location.id,
+                            std::vector<std::byte>(size),
+                            0,
+                            false,
+                            prop->requested_handle_types == cu::kMemHandleTypePosixFileDescriptor,
+                            0};
         log.push_back("create dev" + std::to_string(prop->location.id) + " " + sz(size) + " -> " + handle_name(*h));
         return result::success;
     }
@@ -359,7 +375,8 @@ public:
         if (it->second.mappings == 0) allocations_.erase(it);  // memory lives while mapped (VMM rule 7)
         return result::success;
     }
-    CUresult map(CUdeviceptr p, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags) {
+    CUresult map(CUdeviceptr p, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle h,
+                 unsigned long long flags) {
         if (CUresult r = need_context("cuMemMap")) return r;
         auto it = allocations_.find(h);
         if (it == allocations_.end() || it->second.released) return violation("cuMemMap of an unknown handle");
@@ -378,7 +395,8 @@ public:
     CUresult unmap(CUdeviceptr p, std::size_t size) {
         if (CUresult r = need_context("cuMemUnmap")) return r;
         auto it = mappings_.find(p);
-        if (it == mappings_.end() || it->second.size != size) return violation("cuMemUnmap of no whole mapping at " + where(p));
+        if (it == mappings_.end() || it->second.size != size)
+            return violation("cuMemUnmap of no whole mapping at " + where(p));
         if (CUresult r = injected("cuMemUnmap")) return r;
         log.push_back("unmap " + where(p) + " " + sz(size));
         auto& a = allocations_.at(it->second.handle);
@@ -408,7 +426,8 @@ public:
         return result::success;
     }
     CUresult granularity_of(std::size_t* g, const MemAllocationProp* prop, int option) {
-        if (option != cu::kMemGranularityMinimum || !valid_ordinal(prop->location.id)) return violation("granularity query");
+        if (option != cu::kMemGranularityMinimum || !valid_ordinal(prop->location.id))
+            return violation("granularity query");
         *g = granularity;
         return result::success;
     }
@@ -512,7 +531,7 @@ private:
     CUdeviceptr next_va_ = 0x7f0000000000;
     CUmemGenericAllocationHandle next_handle_ = 1;
     int streams_ = 0;
-    std::map<CUdeviceptr, CUdeviceptr> ipc_open_;           // importer address -> exporter base
+    std::map<CUdeviceptr, CUdeviceptr> ipc_open_;  // importer address -> exporter base
     std::vector<CUevent> interprocess_events_;
     std::map<int, CUmemGenericAllocationHandle> exported_;  // fd -> handle
 };
@@ -577,9 +596,8 @@ inline DriverTable FakeDriver::table() const {
         return g_fake->reserve(p, s, a, h, f);
     };
     t.mem_address_free = [](CUdeviceptr p, std::size_t s) { return g_fake->address_free(p, s); };
-    t.mem_create = [](CUmemGenericAllocationHandle* h, std::size_t s, const MemAllocationProp* p, unsigned long long f) {
-        return g_fake->create(h, s, p, f);
-    };
+    t.mem_create = [](CUmemGenericAllocationHandle* h, std::size_t s, const MemAllocationProp* p,
+                      unsigned long long f) { return g_fake->create(h, s, p, f); };
     t.mem_release = [](CUmemGenericAllocationHandle h) { return g_fake->release(h); };
     t.mem_map = [](CUdeviceptr p, std::size_t s, std::size_t o, CUmemGenericAllocationHandle h, unsigned long long f) {
         return g_fake->map(p, s, o, h, f);
@@ -601,7 +619,9 @@ inline DriverTable FakeDriver::table() const {
     };
     t.device_get_uuid = [](Uuid* u, CUdevice d) { return g_fake->device_uuid(u, d); };
     t.ipc_get_mem_handle = [](IpcHandle* h, CUdeviceptr p) { return g_fake->ipc_get_mem_handle(h, p); };
-    t.ipc_open_mem_handle = [](CUdeviceptr* p, IpcHandle h, unsigned f) { return g_fake->ipc_open_mem_handle(p, h, f); };
+    t.ipc_open_mem_handle = [](CUdeviceptr* p, IpcHandle h, unsigned f) {
+        return g_fake->ipc_open_mem_handle(p, h, f);
+    };
     t.ipc_close_mem_handle = [](CUdeviceptr p) { return g_fake->ipc_close_mem_handle(p); };
     t.ipc_get_event_handle = [](IpcHandle* h, CUevent e) { return g_fake->ipc_get_event_handle(h, e); };
     t.ipc_open_event_handle = [](CUevent* e, IpcHandle h) { return g_fake->ipc_open_event_handle(e, h); };

@@ -34,7 +34,7 @@ TEST(Address, SignedOffsetsInsideTheAddressSpace) {
     EXPECT_EQ(moved(0x1000, 0), 0x1000u);
     EXPECT_EQ(moved(0x1000, 16), 0x1010u);
     EXPECT_EQ(moved(0x1000, -0x1000), 0u);  // down to 0 exactly
-    EXPECT_EQ(moved(kTop - 1, 1), kTop);     // up to the last address exactly
+    EXPECT_EQ(moved(kTop - 1, 1), kTop);    // up to the last address exactly
     EXPECT_EQ(moved(0, kMax), static_cast<std::uint64_t>(kMax));
     EXPECT_EQ(moved(kTop, kMin), kTop - (std::uint64_t{1} << 63));  // INT64_MIN: its magnitude is exact
 }

@@ -23,8 +23,11 @@ View at(std::uintptr_t address, std::int64_t byte_offset, std::vector<std::int64
 
 TEST(ByteRules, ByteStridesFitEvenOnAxesNeverSteppedAlong) {
     // 2**61 elements of 8 bytes: 2**64 bytes, on an axis of extent 1 (no element span at all).
-    EXPECT_TRUE(throws_error([] { at(0x1000, 0, {1, 2}, {std::int64_t{1} << 61, 1}); }, ErrorKind::value,
-                             "times the item size 8 overflows int64"));
+    EXPECT_TRUE(throws_error(
+        [] {
+            at(0x1000, 0, {1, 2}, {std::int64_t{1} << 61, 1});
+        },
+        ErrorKind::value, "times the item size 8 overflows int64"));
     const View ok = at(0x1000, 0, {1, 2}, {std::int64_t{1} << 58, 1});
     EXPECT_EQ(ok.byte_stride(0), std::int64_t{1} << 61);
 }
@@ -37,8 +40,11 @@ TEST(ByteRules, StorageOfABroadcastFits) {
 
 TEST(ByteRules, SpanFitsInBytes) {
     // An element span of 2**61 fits; in bytes (2**64) it does not.
-    EXPECT_TRUE(throws_error([] { at(0x1000, 0, {2, 2}, {std::int64_t{1} << 61, 1}); }, ErrorKind::value,
-                             "overflows int64"));
+    EXPECT_TRUE(throws_error(
+        [] {
+            at(0x1000, 0, {2, 2}, {std::int64_t{1} << 61, 1});
+        },
+        ErrorKind::value, "overflows int64"));
 }
 
 TEST(ByteRules, AddressesNeverWrap) {
@@ -79,9 +85,11 @@ TEST(ByteRules, WritabilityGivenAtConstruction) {
     // Validated like the bool constructor, and the owner released exactly once when it throws.
     int released = 0;
     const Owner owner = Owner::from_action([&released]() noexcept { ++released; });
-    EXPECT_TRUE(throws_error([&] {
-        View(nullptr, 0, Layout::contiguous(shape), dtypes::float32, Device::cpu(), Writability::readonly, owner);
-    }, ErrorKind::value, "needs a data pointer"));
+    EXPECT_TRUE(throws_error(
+        [&] {
+            View(nullptr, 0, Layout::contiguous(shape), dtypes::float32, Device::cpu(), Writability::readonly, owner);
+        },
+        ErrorKind::value, "needs a data pointer"));
     EXPECT_EQ(released, 0);  // `owner` still holds it
 }
 
@@ -118,8 +126,8 @@ TEST(ByteStrides, ConvertedToElementsOnlyWhenExact) {
     const std::int64_t bytes[] = {24, 8};
     EXPECT_EQ(Layout::from_byte_strides(shape, bytes, 8), Layout::contiguous(shape));
     const std::int64_t odd[] = {24, 6};
-    EXPECT_TRUE(throws_error([&] { (void)Layout::from_byte_strides(shape, odd, 8); }, ErrorKind::unsupported,
-                             "multiples"));
+    EXPECT_TRUE(
+        throws_error([&] { (void)Layout::from_byte_strides(shape, odd, 8); }, ErrorKind::unsupported, "multiples"));
     EXPECT_TRUE(throws_error([&] { (void)Layout::from_byte_strides(shape, bytes, 0); }, ErrorKind::value, "itemsize"));
     const std::int64_t one[] = {8};
     EXPECT_TRUE(throws_error([&] { (void)Layout::from_byte_strides(shape, one, 8); }, ErrorKind::value, "same length"));
@@ -131,10 +139,10 @@ TEST(SpanWithin, NeverOverflows) {
     EXPECT_TRUE(span_within({-8, 8}, 8, 16));
     EXPECT_FALSE(span_within({0, 16}, 1, 16));
     EXPECT_FALSE(span_within({-8, 8}, 0, 16));
-    EXPECT_FALSE(span_within({0, 2}, kMax, 16));   // offset + span overflows: refused, not wrapped
+    EXPECT_FALSE(span_within({0, 2}, kMax, 16));  // offset + span overflows: refused, not wrapped
     EXPECT_FALSE(span_within({0, 2}, kMax - 1, kMax));
     EXPECT_FALSE(span_within({0, 0}, -1, 16));
-    EXPECT_TRUE(span_within({0, 0}, 16, 16));      // empty, at the end
+    EXPECT_TRUE(span_within({0, 0}, 16, 16));  // empty, at the end
     EXPECT_FALSE(span_within({0, 0}, 17, 16));
 }
 

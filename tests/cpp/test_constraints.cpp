@@ -22,7 +22,8 @@ View host_view(std::vector<float>& buf, std::vector<std::int64_t> shape, std::ve
 
 // The descriptions are compile-time strings: what signatures and errors print.
 static_assert(std::string_view(description<>()) == "stridex.View");
-static_assert(std::string_view(description<arg::dtype<float>, arg::ndim<1>>()) == "stridex.View[dtype=float32, ndim=1]");
+static_assert(std::string_view(description<arg::dtype<float>, arg::ndim<1>>()) ==
+              "stridex.View[dtype=float32, ndim=1]");
 static_assert(std::string_view(description<arg::shape<arg::any, 3>, arg::cuda, arg::c_contig, arg::writable>()) ==
               "stridex.View[shape=(*, 3), device=cuda, order=C, writable]");
 static_assert(std::string_view(description<arg::shape<4>, arg::device<DeviceType::kCUDA, 1>>()) ==
@@ -42,8 +43,9 @@ TEST(Constraints, EachOneChecked) {
     std::vector<float> buf(12);
     const View m = host_view(buf, {3, 4}, {4, 1});
     EXPECT_TRUE(satisfies(requirements_of<>(), m));
-    EXPECT_TRUE(satisfies(requirements_of<arg::dtype<float>, arg::shape<3, arg::any>, arg::cpu, arg::c_contig,
-                                          arg::writable>(), m));
+    EXPECT_TRUE(
+        satisfies(requirements_of<arg::dtype<float>, arg::shape<3, arg::any>, arg::cpu, arg::c_contig, arg::writable>(),
+                  m));
     EXPECT_FALSE(satisfies(requirements_of<arg::dtype<double>>(), m));
     EXPECT_FALSE(satisfies(requirements_of<arg::ndim<1>>(), m));
     EXPECT_FALSE(satisfies(requirements_of<arg::shape<arg::any, 3>>(), m));
@@ -84,8 +86,9 @@ TEST(Constraints, MayCopyCopiesOnlyTheLayout) {
     EXPECT_TRUE(f.layout().is_f_contiguous());
     EXPECT_EQ((f.as<const float, 2>()(2, 1)), 9.f);
     // A dtype mismatch is never copied away.
-    EXPECT_TRUE(throws_error([&] { (void)conform(requirements_of<arg::dtype<double>, arg::c_contig, arg::may_copy>(), t); },
-                             ErrorKind::type, "expected stridex.View[dtype=float64, order=C, may_copy]"));
+    EXPECT_TRUE(
+        throws_error([&] { (void)conform(requirements_of<arg::dtype<double>, arg::c_contig, arg::may_copy>(), t); },
+                     ErrorKind::type, "expected stridex.View[dtype=float64, order=C, may_copy]"));
 }
 
 TEST(Constraints, MayCopyOfDeviceMemoryIsTheCopyEnginesJob) {
@@ -135,7 +138,9 @@ TEST(Array, AdoptRefusesAWrongDeviceAndStillFrees) {
     auto* data = new float[4]();
     const std::int64_t shape[] = {4};
     EXPECT_TRUE(throws_error(
-        [&] { (void)Array::adopt(data, Layout::contiguous(shape), dtypes::float32, &count_free, data, Device::cuda(0)); },
+        [&] {
+            (void)Array::adopt(data, Layout::contiguous(shape), dtypes::float32, &count_free, data, Device::cuda(0));
+        },
         ErrorKind::value));
     EXPECT_EQ(g_freed, 1);
 }

@@ -48,13 +48,13 @@ TEST(HostCopy, ContiguousResultOfAnyLayout) {
         std::int64_t offset;
     };
     const Case cases[] = {
-        {{3, 4}, {4, 1}, 0},     // C order
-        {{4, 3}, {1, 4}, 0},     // transposed
-        {{3, 4}, {-4, 1}, 8},    // rows reversed
-        {{3, 4}, {4, -1}, 3},    // columns reversed
-        {{2, 2}, {6, 2}, 1},     // every other element, byte offset
-        {{3, 4}, {0, 1}, 0},     // broadcast rows
-        {{3, 4}, {0, 0}, 5},     // one element everywhere
+        {{3, 4}, {4, 1}, 0},   // C order
+        {{4, 3}, {1, 4}, 0},   // transposed
+        {{3, 4}, {-4, 1}, 8},  // rows reversed
+        {{3, 4}, {4, -1}, 3},  // columns reversed
+        {{2, 2}, {6, 2}, 1},   // every other element, byte offset
+        {{3, 4}, {0, 1}, 0},   // broadcast rows
+        {{3, 4}, {0, 0}, 5},   // one element everywhere
     };
     for (const Case& c : cases) {
         const View src = view_over(buf, c.shape, c.strides, c.offset);
@@ -87,7 +87,8 @@ TEST(HostCopy, ItemSizesAndComplex) {
     auto b = iota<std::uint8_t>(10);
     EXPECT_EQ(elements<std::uint8_t>(host_copy(view_over(b, {5}, {2}))), (std::vector<std::uint8_t>{0, 2, 4, 6, 8}));
     auto s = iota<std::int16_t>(10);
-    EXPECT_EQ(elements<std::int16_t>(host_copy(view_over(s, {5}, {-2}, 9))), (std::vector<std::int16_t>{9, 7, 5, 3, 1}));
+    EXPECT_EQ(elements<std::int16_t>(host_copy(view_over(s, {5}, {-2}, 9))),
+              (std::vector<std::int16_t>{9, 7, 5, 3, 1}));
     std::vector<std::complex<double>> c{{1, 2}, {3, 4}, {5, 6}};
     const auto out = elements<std::complex<double>>(host_copy(view_over(c, {3}, {-1}, 2)));
     EXPECT_EQ(out, (std::vector<std::complex<double>>{{5, 6}, {3, 4}, {1, 2}}));
@@ -162,8 +163,7 @@ TEST(CopyCheck, OneSetOfWordsForEveryCopy) {
     EXPECT_NO_THROW(check_copy(view_over(other, {0, 3}, {0, 1}), view_over(buf, {0, 3}, {3, 1})));  // empty
     // copy_host says the same, and refuses a destination with one place for several elements.
     EXPECT_ERROR(copy_host(view_over(other, {6}, {1}, 0, true), src), buffer, "cannot copy into a read-only view");
-    EXPECT_ERROR(copy_host(view_over(other, {2, 3}, {0, 1}), view_over(buf, {2, 3}, {3, 1})), buffer,
-                 "more than once");
+    EXPECT_ERROR(copy_host(view_over(other, {2, 3}, {0, 1}), view_over(buf, {2, 3}, {3, 1})), buffer, "more than once");
     const std::int64_t eight[] = {8};
     std::uint8_t packed[4] = {}, padded[8] = {};
     const Dtype int4 = Dtype::make(DtypeCode::kInt, 4);

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "expect_error.hpp"
+#include "fake_driver.hpp"
 #include "stridex/cuda/copy.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/detail/copy_plan.hpp"
-#include "fake_driver.hpp"
 
 namespace stridex {
 namespace {
@@ -105,8 +105,9 @@ TEST(CopyPlan, OddElementSizeSplitsIntoUnits) {
 }
 
 TEST(CopyPlan, EmptyAndScalar) {
-    EXPECT_EQ(detail::plan_copy(over(g_dst, {0, 3}, {3, 1}, dtypes::int8), over(g_src, {0, 3}, {3, 1}, dtypes::int8)).kind,
-              CopyPlan::Kind::nothing);
+    EXPECT_EQ(
+        detail::plan_copy(over(g_dst, {0, 3}, {3, 1}, dtypes::int8), over(g_src, {0, 3}, {3, 1}, dtypes::int8)).kind,
+        CopyPlan::Kind::nothing);
     const CopyPlan one = detail::plan_copy(over(g_dst, {}, {}, dtypes::float64), over(g_src, {}, {}, dtypes::float64));
     EXPECT_EQ(one.kind, CopyPlan::Kind::contiguous);
     EXPECT_EQ(one.bytes, 8);
@@ -122,8 +123,8 @@ TEST(Copy, RefusesWhatItCannotDo) {
     const View rocm(g_src, 0, Layout::contiguous(std::vector<std::int64_t>{4, 4}), dtypes::float32,
                     Device{DeviceType::kROCM, 0}, false, Owner());
     EXPECT_ERROR(copy(over(g_dst, {4, 4}, {4, 1}, dtypes::float32), rocm), unsupported, "rocm");
-    EXPECT_ERROR(allocate(std::vector<std::int64_t>{2}, dtypes::float32, Device{DeviceType::kROCM, 0}),
-                 unsupported, "rocm");
+    EXPECT_ERROR(allocate(std::vector<std::int64_t>{2}, dtypes::float32, Device{DeviceType::kROCM, 0}), unsupported,
+                 "rocm");
     EXPECT_ERROR(parse_order("X"), value, "order must be 'C', 'F' or 'K', found 'X'");
     EXPECT_ERROR(parse_order("CF"), value, "found 'CF'");
     EXPECT_ERROR(parse_order(""), value, "found ''");
@@ -201,8 +202,8 @@ void for_each_index(const std::vector<std::int64_t>& shape, F f) {
 
 TEST(CopyRandom, EveryLayoutMatchesTheReference) {
     std::mt19937 rng(1234);
-    const Dtype types[] = {dtypes::uint8, dtypes::int16, dtypes::float32, dtypes::float64, dtypes::complex128,
-                           Dtype::from_raw(1, 8, 3)};
+    const Dtype types[] = {dtypes::uint8,   dtypes::int16,      dtypes::float32,
+                           dtypes::float64, dtypes::complex128, Dtype::from_raw(1, 8, 3)};
     for (int trial = 0; trial < 600; ++trial) {
         const Dtype dt = types[rng() % std::size(types)];
         const auto item = static_cast<std::size_t>(dt.itemsize());
@@ -210,7 +211,8 @@ TEST(CopyRandom, EveryLayoutMatchesTheReference) {
         std::vector<std::int64_t> shape(nd);
         for (auto& e : shape) e = static_cast<std::int64_t>(rng() % (nd > 4 ? 3 : 6));
         const RandomLayout ls = random_layout(rng, shape, true), ld = random_layout(rng, shape, false);
-        std::vector<std::byte> sbuf(static_cast<std::size_t>(ls.span) * item), dbuf(static_cast<std::size_t>(ld.span) * item);
+        std::vector<std::byte> sbuf(static_cast<std::size_t>(ls.span) * item),
+            dbuf(static_cast<std::size_t>(ld.span) * item);
         for (auto& b : sbuf) b = static_cast<std::byte>(rng());
         std::fill(dbuf.begin(), dbuf.end(), std::byte{0xA5});  // poison: unwritten elements show
         const std::vector<std::byte> before = dbuf;
@@ -225,7 +227,9 @@ TEST(CopyRandom, EveryLayoutMatchesTheReference) {
                 doff += idx[a] * ld.strides[a];
             }
             written[static_cast<std::size_t>(doff)] = true;
-            ASSERT_EQ(std::memcmp(&dbuf[static_cast<std::size_t>(doff) * item], &sbuf[static_cast<std::size_t>(so) * item], item), 0)
+            ASSERT_EQ(std::memcmp(&dbuf[static_cast<std::size_t>(doff) * item],
+                                  &sbuf[static_cast<std::size_t>(so) * item], item),
+                      0)
                 << "trial " << trial << " " << s.layout() << " -> " << d.layout();
         });
         for (std::size_t i = 0; i < written.size(); ++i)
@@ -249,7 +253,9 @@ TEST(CopyRandom, EveryLayoutMatchesTheReference) {
                     so += idx[a] * ls.strides[a];
                     bo += idx[a] * back.strides()[a];
                 }
-                ASSERT_EQ(std::memcmp(back.ptr() + bo * static_cast<std::int64_t>(item), &sbuf[static_cast<std::size_t>(so) * item], item), 0);
+                ASSERT_EQ(std::memcmp(back.ptr() + bo * static_cast<std::int64_t>(item),
+                                      &sbuf[static_cast<std::size_t>(so) * item], item),
+                          0);
             });
         }
     }

@@ -83,7 +83,8 @@ TEST(CudaLoader, ProcessDriverNeverThrowsOnQueries) {
     // Whatever this machine has: the queries answer, and an unusable driver names libcuda.so.1.
     EXPECT_EQ(cuda_available(), device_count() > 0);
     if (!driver().usable()) {
-        EXPECT_NE(driver().unavailable_reason().find("libcuda.so.1"), std::string::npos) << driver().unavailable_reason();
+        EXPECT_NE(driver().unavailable_reason().find("libcuda.so.1"), std::string::npos)
+            << driver().unavailable_reason();
     }
 }
 
@@ -116,8 +117,12 @@ TEST(CudaDriver, CallThroughAMissingEntryNamesIt) {
     DriverTable table = fake->table();
     table.mem_map = nullptr;
     DriverOverride partial(table);
-    EXPECT_EQ(error_of([] { driver().call("cuMemMap", driver().api().mem_map, 0ull, std::size_t{0}, std::size_t{0}, 0ull, 0ull); },
-                       ErrorKind::cuda),
+    EXPECT_EQ(error_of(
+                  [] {
+                      driver().call("cuMemMap", driver().api().mem_map, 0ull, std::size_t{0}, std::size_t{0}, 0ull,
+                                    0ull);
+                  },
+                  ErrorKind::cuda),
               "cuMemMap is not provided by the loaded CUDA driver (is it older than CUDA 12?)");
 }
 

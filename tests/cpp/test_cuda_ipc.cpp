@@ -78,14 +78,14 @@ TEST(CudaIpc, ImportOpensAHandleOnceWaitsOnTheEventAndClosesAfterTheLastView) {
     const View src = device_view(fake, 256);
     const ipc::Export e = ipc::Export::of(src);
     fake->take_log();
-    std::optional<View> a = ipc::import_handle(e.handle(), e.device(), e.offset(), e.extent(), shape_of(src),
-                                               e.event(), Owner());
+    std::optional<View> a = ipc::import_handle(e.handle(), e.device(), e.offset(), e.extent(), shape_of(src), e.event(),
+                                               Owner());
     std::optional<View> b = ipc::import_handle(e.handle(), e.device(), e.offset(), e.extent(), shape_of(src),
                                                std::nullopt, Owner());
     const auto log = fake->take_log();
     EXPECT_TRUE(logged(log, "ipc_open 0x500000000 ctx0"));
     EXPECT_TRUE(logged(log, "wait legacy on e2"));  // the opened event, on the importer's legacy stream
-    EXPECT_EQ(fake->open_ipc_handles(), 1u);  // opened once for both Views
+    EXPECT_EQ(fake->open_ipc_handles(), 1u);        // opened once for both Views
     EXPECT_EQ(ipc::open_handles(), 1u);
     EXPECT_EQ(reinterpret_cast<CUdeviceptr>(a->ptr()), kBase + 0x100000000000 + 256);
     EXPECT_EQ(a->device(), Device::cuda(0));
@@ -143,9 +143,9 @@ TEST(CudaIpc, AGpuNotVisibleHereIsAValueError) {
     const View src = device_view(fake, 0);
     const ipc::Export e = ipc::Export::of(src);
     fake->uuid_of_ordinal = {7};
-    expect_error([&] {
-        ipc::import_handle(e.handle(), e.device(), 0, e.extent(), shape_of(src), std::nullopt, Owner());
-    }, ErrorKind::value, "is not visible in this process");
+    expect_error(
+        [&] { ipc::import_handle(e.handle(), e.device(), 0, e.extent(), shape_of(src), std::nullopt, Owner()); },
+        ErrorKind::value, "is not visible in this process");
     EXPECT_EQ(fake->open_ipc_handles(), 0u);
 }
 
@@ -153,20 +153,26 @@ TEST(CudaIpc, ALayoutOutsideTheSharedBytesIsRefusedBeforeAnythingOpens) {
     FakeCuda fake;
     const View src = device_view(fake, 0);
     const ipc::Export e = ipc::Export::of(src);
-    expect_error([&] {
-        ipc::import_handle(e.handle(), e.device(), kAllocation - 32, e.extent(), shape_of(src), std::nullopt, Owner());
-    }, ErrorKind::value, "IPC handle describes bytes");
+    expect_error(
+        [&] {
+            ipc::import_handle(e.handle(), e.device(), kAllocation - 32, e.extent(), shape_of(src), std::nullopt,
+                               Owner());
+        },
+        ErrorKind::value, "IPC handle describes bytes");
     ipc::Shape negative = shape_of(src);
     negative.strides = {-1};
-    expect_error([&] {
-        ipc::import_handle(e.handle(), e.device(), 0, e.extent(), negative, std::nullopt, Owner());
-    }, ErrorKind::value, "IPC handle describes bytes");
-    expect_error([&] {
-        ipc::import_handle(e.handle(), e.device(), INT64_MAX, UINT64_MAX, shape_of(src), std::nullopt, Owner());
-    }, ErrorKind::value, "IPC handle describes bytes");
-    expect_error([&] {
-        ipc::import_handle(e.handle(), e.device(), UINT64_MAX, UINT64_MAX, shape_of(src), std::nullopt, Owner());
-    }, ErrorKind::value, "IPC handle describes bytes");
+    expect_error([&] { ipc::import_handle(e.handle(), e.device(), 0, e.extent(), negative, std::nullopt, Owner()); },
+                 ErrorKind::value, "IPC handle describes bytes");
+    expect_error(
+        [&] {
+            ipc::import_handle(e.handle(), e.device(), INT64_MAX, UINT64_MAX, shape_of(src), std::nullopt, Owner());
+        },
+        ErrorKind::value, "IPC handle describes bytes");
+    expect_error(
+        [&] {
+            ipc::import_handle(e.handle(), e.device(), UINT64_MAX, UINT64_MAX, shape_of(src), std::nullopt, Owner());
+        },
+        ErrorKind::value, "IPC handle describes bytes");
     EXPECT_EQ(fake->open_ipc_handles(), 0u);
 }
 
@@ -246,9 +252,11 @@ TEST(CudaIpc, AFailedChunkImportUnmapsAndFreesWhatItMapped) {
         const View src = buf.view(dtypes::float32, shape);
         const ipc::Export e = ipc::Export::of(src);
         fake->fail_nth("cuMemImportFromShareableHandle", 2, result::invalid_value);
-        expect_error([&] {
-            ipc::import_fds(e.fds(), e.chunk_size(), e.device(), e.offset(), shape_of(src), std::nullopt, Owner());
-        }, ErrorKind::cuda, "cuMemImportFromShareableHandle");
+        expect_error(
+            [&] {
+                ipc::import_fds(e.fds(), e.chunk_size(), e.device(), e.offset(), shape_of(src), std::nullopt, Owner());
+            },
+            ErrorKind::cuda, "cuMemImportFromShareableHandle");
         EXPECT_EQ(fake->live_mappings(), 2u);  // only the exporter's own
         EXPECT_EQ(fake->live_reservations(), 1u);
     }

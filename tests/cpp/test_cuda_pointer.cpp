@@ -139,7 +139,7 @@ TEST(TypedDevicePtr, ChecksAlignmentAndWholeElements) {
     value_error([&] { (void)(b - a); });
     EXPECT_EQ(((a + 2) - a), 2);
     EXPECT_EQ((a + 2).address(), 0x1018u);
-    value_error([&] { (void)(a + kMax64); });  // n * sizeof(T) overflows
+    value_error([&] { (void)(a + kMax64); });                                             // n * sizeof(T) overflows
     value_error([] { (void)(TypedDevicePtr<Rgb>(DevicePtr(8, Device::cuda(0))) - 1); });  // below address 0
 }
 
@@ -185,7 +185,7 @@ TEST(PointerInfo, IsManagedMemoryAsksOneAttributeAndNeverThrows) {
     EXPECT_EQ(is_managed_memory(0x7000000010), std::optional<bool>(false));
     EXPECT_EQ(is_managed_memory(0x9000000010), std::optional<bool>(true));
     EXPECT_EQ(is_managed_memory(0x1234), std::optional<bool>(false));  // host memory: not managed
-    EXPECT_EQ(fake->take_log().size(), 3u);  // one driver call per question
+    EXPECT_EQ(fake->take_log().size(), 3u);                            // one driver call per question
     // A driver that cannot answer (no context on this thread, a failed call): no answer, no throw.
     fake->pointer_attributes_need_context = true;
     EXPECT_EQ(is_managed_memory(0x9000000010), std::nullopt);

@@ -24,7 +24,8 @@ class RealDriver : public ::testing::Test {
 protected:
     void SetUp() override {
         if (!cuda_available())
-            GTEST_SKIP() << "no CUDA device: " << (driver().usable() ? "the driver sees 0 devices" : driver().unavailable_reason());
+            GTEST_SKIP() << "no CUDA device: "
+                         << (driver().usable() ? "the driver sees 0 devices" : driver().unavailable_reason());
     }
     static CUcontext current() {
         CUcontext c = nullptr;
@@ -133,7 +134,8 @@ TEST_F(RealDriver, StripingOverTwoDevices) {
     try {
         VirtualBuffer buf(16 * MiB, 16 * MiB, VirtualBufferOptions{{0, 1}, 2 * MiB});
         for (std::size_t i = 0; i < buf.num_chunks(); ++i)
-            EXPECT_EQ(pointer_info((buf.base() + i * buf.chunk_size()).address()).device_ordinal, static_cast<int>(i % 2));
+            EXPECT_EQ(pointer_info((buf.base() + i * buf.chunk_size()).address()).device_ordinal,
+                      static_cast<int>(i % 2));
         buf.sleep(true);
         buf.wake();
     } catch (const stridex::Error& e) {
@@ -141,7 +143,6 @@ TEST_F(RealDriver, StripingOverTwoDevices) {
         throw;
     }
 }
-
 
 // ---- Interprocess sharing (ipc.hpp), one process playing both sides ------------------------------
 

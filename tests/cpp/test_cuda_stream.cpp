@@ -108,7 +108,8 @@ TEST(CudaEvent, RecordAndWait) {
         e.wait(kS2);
         e.synchronize();
     }
-    EXPECT_EQ(fake->take_log(), (Log{"event_create e1", "record e1 on s5010 ctx0", "wait s5020 on e1", "event_sync e1"}));
+    EXPECT_EQ(fake->take_log(),
+              (Log{"event_create e1", "record e1 on s5010 ctx0", "wait s5020 on e1", "event_sync e1"}));
     EXPECT_EQ(fake->events_destroyed, 1);
 }
 

@@ -31,9 +31,9 @@ TEST(VirtualBuffer, MapsChunksBehindEachOtherAndSetsAccessOnce) {
     FakeCuda fake;
     {
         VirtualBuffer buf(16 * MiB, 5 * MiB, chunks_of(2 * MiB));
-        EXPECT_EQ(fake->take_log(), (Log{"reserve 16M", "create dev0 2M -> h1", "map +0M 2M h1", "create dev0 2M -> h2",
-                                         "map +2M 2M h2", "create dev0 2M -> h3", "map +4M 2M h3",
-                                         "access +0M 6M dev0"}));
+        EXPECT_EQ(fake->take_log(),
+                  (Log{"reserve 16M", "create dev0 2M -> h1", "map +0M 2M h1", "create dev0 2M -> h2", "map +2M 2M h2",
+                       "create dev0 2M -> h3", "map +4M 2M h3", "access +0M 6M dev0"}));
         EXPECT_EQ(buf.size(), 5 * MiB);
         EXPECT_EQ(buf.num_chunks(), 3u);
         EXPECT_EQ(buf.mapped_bytes(), 6 * MiB);
@@ -50,8 +50,8 @@ TEST(VirtualBuffer, MapsChunksBehindEachOtherAndSetsAccessOnce) {
         EXPECT_EQ(fake->take_log(), (Log{"create dev0 2M -> h4", "map +6M 2M h4", "create dev0 2M -> h5",
                                          "map +8M 2M h5", "access +6M 4M dev0"}));
         EXPECT_EQ(buf.base(), base);
-        buf.grow(10 * MiB);          // same size: nothing
-        buf.shrink(9 * MiB);         // same chunk count: nothing
+        buf.grow(10 * MiB);   // same size: nothing
+        buf.shrink(9 * MiB);  // same chunk count: nothing
         buf.grow(10 * MiB);
         EXPECT_TRUE(fake->take_log().empty());
         EXPECT_EQ(buf.size(), 10 * MiB);
@@ -65,8 +65,9 @@ TEST(VirtualBuffer, MapsChunksBehindEachOtherAndSetsAccessOnce) {
         EXPECT_EQ(s.peak_bytes_mapped, 10 * MiB);
         EXPECT_EQ(s.bytes_copied, 0u);
     }
-    EXPECT_EQ(fake->take_log(), (Log{"sync dev0", "unmap +8M 2M", "release h5", "unmap +6M 2M", "release h4", "unmap +4M 2M",
-                                     "release h3", "unmap +2M 2M", "release h2", "unmap +0M 2M", "release h1", "free 16M"}));
+    EXPECT_EQ(fake->take_log(),
+              (Log{"sync dev0", "unmap +8M 2M", "release h5", "unmap +6M 2M", "release h4", "unmap +4M 2M",
+                   "release h3", "unmap +2M 2M", "release h2", "unmap +0M 2M", "release h1", "free 16M"}));
     fake->expect_clean();
 }
 
@@ -95,8 +96,8 @@ TEST(VirtualBuffer, StripesChunksAcrossDevicesWithAccessForAll) {
         VirtualBuffer buf(7 * MiB, 7 * MiB, chunks_of(2 * MiB, {0, 2}));
         EXPECT_EQ(buf.capacity(), 8 * MiB);  // whole stripes: 2 devices x 2 MiB
         EXPECT_EQ(fake->take_log(), (Log{"reserve 8M", "create dev0 2M -> h1", "map +0M 2M h1", "create dev2 2M -> h2",
-                                         "map +2M 2M h2", "create dev0 2M -> h3", "map +4M 2M h3", "create dev2 2M -> h4",
-                                         "map +6M 2M h4", "access +0M 8M dev0,dev2"}));
+                                         "map +2M 2M h2", "create dev0 2M -> h3", "map +4M 2M h3",
+                                         "create dev2 2M -> h4", "map +6M 2M h4", "access +0M 8M dev0,dev2"}));
         EXPECT_EQ(buf.device_of_chunk(3), 2);
         EXPECT_EQ(buf.devices(), (std::vector<int>{0, 2}));
         EXPECT_EQ(fake->access_of(buf.base().address() + 2 * MiB), "dev0,dev2");
@@ -191,9 +192,9 @@ TEST(VirtualBuffer, FailedSetAccessUnmapsTheWholeGrow) {
                   std::string::npos)
             << e.what();
     }
-    EXPECT_EQ(fake->take_log(), (Log{"create dev0 2M -> h2", "map +2M 2M h2", "create dev0 2M -> h3", "map +4M 2M h3",
-                                     "cuMemSetAccess -> injected error 1", "unmap +4M 2M", "release h3", "unmap +2M 2M",
-                                     "release h2"}));
+    EXPECT_EQ(fake->take_log(),
+              (Log{"create dev0 2M -> h2", "map +2M 2M h2", "create dev0 2M -> h3", "map +4M 2M h3",
+                   "cuMemSetAccess -> injected error 1", "unmap +4M 2M", "release h3", "unmap +2M 2M", "release h2"}));
     EXPECT_EQ(buf.size(), 2 * MiB);
     EXPECT_EQ(fake->live_mappings(), 1u);
 }
@@ -239,8 +240,8 @@ TEST(VirtualBuffer, FailedUnmapKeepsTheBufferConsistent) {
         VirtualBuffer buf(16 * MiB, 8 * MiB, chunks_of(2 * MiB));
         fake->fail_nth("cuMemUnmap", 2, result::invalid_value);
         EXPECT_THROW(buf.shrink(0), DriverError);
-        EXPECT_EQ(buf.num_chunks(), 3u);        // the last chunk went, the next one failed
-        EXPECT_EQ(buf.size(), 6 * MiB);         // clamped to what is still mapped
+        EXPECT_EQ(buf.num_chunks(), 3u);  // the last chunk went, the next one failed
+        EXPECT_EQ(buf.size(), 6 * MiB);   // clamped to what is still mapped
         buf.shrink(0);
         EXPECT_EQ(buf.num_chunks(), 0u);
     }
@@ -262,9 +263,10 @@ TEST(VirtualBuffer, ViewsCoverTheirBytesAndBlockReleasingThem) {
 
     // The view ends at 3 MiB: shrinking to 3 MiB is fine, below is not; growing always is.
     const Error e = expect_error([&] { buf.shrink(3 * MiB - 1); }, ErrorKind::buffer);
-    EXPECT_EQ(std::string(e.what()),
-              "VirtualBuffer.shrink to 3145727 bytes: a live view reaches byte 3145728; drop the views (and arrays made "
-              "from them) first");
+    EXPECT_EQ(
+        std::string(e.what()),
+        "VirtualBuffer.shrink to 3145727 bytes: a live view reaches byte 3145728; drop the views (and arrays made "
+        "from them) first");
     EXPECT_EQ(buf.size(), 8 * MiB);
     buf.shrink(3 * MiB);
     buf.grow(12 * MiB);
@@ -285,8 +287,8 @@ TEST(VirtualBuffer, ViewBoundsAndAlignment) {
     const std::int64_t too_big[] = {static_cast<std::int64_t>(MiB) + 1};  // float32: 4 MiB + 4 bytes
     expect_error([&] { (void)buf.view(dtypes::float32, too_big); }, ErrorKind::value);
     const std::int64_t one[] = {1};
-    expect_error([&] { (void)buf.view(dtypes::float32, one, 2); }, ErrorKind::value);    // misaligned
-    expect_error([&] { (void)buf.view(dtypes::float32, one, -4); }, ErrorKind::value);   // negative
+    expect_error([&] { (void)buf.view(dtypes::float32, one, 2); }, ErrorKind::value);      // misaligned
+    expect_error([&] { (void)buf.view(dtypes::float32, one, -4); }, ErrorKind::value);     // negative
     expect_error([&] { (void)buf.view(dtypes::uint8, one, 4 * MiB); }, ErrorKind::value);  // past the end
     const std::int64_t empty[] = {0};
     EXPECT_EQ(buf.view(dtypes::uint8, empty, 4 * MiB).size(), 0);  // empty at the very end is fine
@@ -307,7 +309,8 @@ TEST(VirtualBuffer, ViewsKeepTheMemoryAfterTheBufferIsGone) {
     EXPECT_TRUE(fake->take_log().empty());  // still mapped: the view owns it
     EXPECT_EQ(fake->live_mappings(), 2u);
     v.reset();  // the last owner tears down
-    EXPECT_EQ(fake->take_log(), (Log{"sync dev0", "unmap +2M 2M", "release h2", "unmap +0M 2M", "release h1", "free 4M"}));
+    EXPECT_EQ(fake->take_log(),
+              (Log{"sync dev0", "unmap +2M 2M", "release h2", "unmap +0M 2M", "release h1", "free 4M"}));
     fake->expect_clean();
 }
 
@@ -329,8 +332,8 @@ TEST(VirtualBuffer, SleepWithoutContentsKeepsTheAddressRange) {
         expect_error([&] { (void)buf.view(dtypes::uint8, shape); }, ErrorKind::value);
 
         buf.wake();
-        EXPECT_EQ(fake->take_log(), (Log{"create dev0 2M -> h3", "map +0M 2M h3", "create dev0 2M -> h4", "map +2M 2M h4",
-                                         "access +0M 4M dev0"}));
+        EXPECT_EQ(fake->take_log(), (Log{"create dev0 2M -> h3", "map +0M 2M h3", "create dev0 2M -> h4",
+                                         "map +2M 2M h4", "access +0M 4M dev0"}));
         EXPECT_EQ(buf.base(), base);
         EXPECT_FALSE(buf.sleeping());
         EXPECT_TRUE(buf.contents_lost());
@@ -352,8 +355,9 @@ TEST(VirtualBuffer, SleepKeepingContentsCopiesOutAndBack) {
         EXPECT_EQ(fake->take_log(), (Log{"sync dev0", "dtoh +0M 2M", "dtoh +2M 1M", "unmap +2M 2M", "release h2",
                                          "unmap +0M 2M", "release h1"}));
         buf.wake();
-        EXPECT_EQ(fake->take_log(), (Log{"create dev0 2M -> h3", "map +0M 2M h3", "create dev0 2M -> h4", "map +2M 2M h4",
-                                         "access +0M 4M dev0", "htod +0M 2M", "htod +2M 1M", "sync dev0"}));
+        EXPECT_EQ(fake->take_log(),
+                  (Log{"create dev0 2M -> h3", "map +0M 2M h3", "create dev0 2M -> h4", "map +2M 2M h4",
+                       "access +0M 4M dev0", "htod +0M 2M", "htod +2M 1M", "sync dev0"}));
         EXPECT_FALSE(buf.contents_lost());
         for (std::size_t i = 0; i < 3 * MiB; i += 4096) ASSERT_EQ(*fake->bytes_at(base + i), std::byte(i / 4096)) << i;
         EXPECT_EQ(buf.stats().bytes_copied, 6 * MiB);

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "stridex/device.hpp"
 #include "expect_error.hpp"
+#include "stridex/device.hpp"
 #include "stridex/error.hpp"
 
 namespace stridex {
@@ -32,11 +32,11 @@ using stridex::ErrorKind;
 // Everything known about each type, restated from DLPack and the stridex brief.
 struct TypeCase {
     DeviceType type;
-    int value;          // DLPack's number
-    const char* name;   // device_type_name
-    bool single;        // name omits ":0"
-    bool host;          // host_accessible
-    bool cuda;          // is_cuda_family
+    int value;         // DLPack's number
+    const char* name;  // device_type_name
+    bool single;       // name omits ":0"
+    bool host;         // host_accessible
+    bool cuda;         // is_cuda_family
 };
 
 const std::vector<TypeCase>& type_cases() {
@@ -159,9 +159,27 @@ TEST(Device, ParseAcceptsBareNamesAsOrdinalZero) {
 }
 
 TEST(Device, ParseRejectsMalformedText) {
-    for (const char* text : {"", "gpu", "cuda:-1", "cuda:x", "cuda:", "cuda:1x", "cuda:+1", "cuda: 1", " cuda", "cuda ",
-                             "CUDA", "Cuda:0", ":0", "cuda:0:1", "cuda::0", "cuda:99999999999", "cuda:2147483648",
-                             "cuda_hostx", "cpu0", "5:0", "unknown"}) {
+    for (const char* text : {"",
+                             "gpu",
+                             "cuda:-1",
+                             "cuda:x",
+                             "cuda:",
+                             "cuda:1x",
+                             "cuda:+1",
+                             "cuda: 1",
+                             " cuda",
+                             "cuda ",
+                             "CUDA",
+                             "Cuda:0",
+                             ":0",
+                             "cuda:0:1",
+                             "cuda::0",
+                             "cuda:99999999999",
+                             "cuda:2147483648",
+                             "cuda_hostx",
+                             "cpu0",
+                             "5:0",
+                             "unknown"}) {
         SCOPED_TRACE(text);
         EXPECT_ERROR(Device::parse(text), value, std::string("invalid device '") + text + "'");
     }

@@ -14,8 +14,8 @@ namespace {
 
 using dlpack::DLManagedTensor;
 using dlpack::DLManagedTensorVersioned;
-using testing::DeleterCount;
 using ::stridex::testing::expect_error;
+using testing::DeleterCount;
 using testing::produce;
 
 TEST(DLPackConversions, DeviceAndDtypeAsDLPackWritesThem) {
@@ -109,8 +109,11 @@ TEST(DLPackImport, PackedByteLanesImportAsBytes) {
     EXPECT_EQ(back->dl_tensor.data, buf.data() + 2);
     EXPECT_EQ(back->dl_tensor.dtype.lanes, 2);
     back->deleter(back);
-    expect_error([&] { dlpack::import_managed(produce<DLManagedTensorVersioned>(buf.data(), {1}, {1}, count, {2, 32, 2})); },
-                 ErrorKind::unsupported, "lanes");
+    expect_error(
+        [&] {
+            dlpack::import_managed(produce<DLManagedTensorVersioned>(buf.data(), {1}, {1}, count, {2, 32, 2}));
+        },
+        ErrorKind::unsupported, "lanes");
 }
 
 TEST(DLPackImport, VersionedBeforeMinor2AcceptsNullStrides) {
@@ -212,11 +215,19 @@ TEST_P(DLPackImportRejects, WithATypedErrorAndOneDeleterCall) {
         DeleterCount count;
         void* data = bad.null_data ? nullptr : buf.data();
         if (versioned)
-            expect_error([&] { dlpack::import_managed(produce<DLManagedTensorVersioned>(data, bad.shape, bad.strides, count, bad.dtype, bad.device, bad.ndim)); },
-                         bad.kind, bad.fragment);
+            expect_error(
+                [&] {
+                    dlpack::import_managed(produce<DLManagedTensorVersioned>(data, bad.shape, bad.strides, count,
+                                                                             bad.dtype, bad.device, bad.ndim));
+                },
+                bad.kind, bad.fragment);
         else
-            expect_error([&] { dlpack::import_managed(produce<DLManagedTensor>(data, bad.shape, bad.strides, count, bad.dtype, bad.device, bad.ndim)); },
-                         bad.kind, bad.fragment);
+            expect_error(
+                [&] {
+                    dlpack::import_managed(
+                        produce<DLManagedTensor>(data, bad.shape, bad.strides, count, bad.dtype, bad.device, bad.ndim));
+                },
+                bad.kind, bad.fragment);
         EXPECT_EQ(count.calls, 1) << bad.what << (versioned ? " (versioned)" : " (legacy)");
     }
 }
@@ -230,17 +241,31 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadTensor{"null data", {4}, {1}, f32, cpu, true, testing::kNdimFromShape, ErrorKind::value, "NULL"},
         BadTensor{"negative extent", {2, -1}, {1, 1}, f32, cpu, false, testing::kNdimFromShape, ErrorKind::value, "-1"},
-        BadTensor{"overflowing size", {kHuge, 4}, {4, 1}, f32, cpu, false, testing::kNdimFromShape, ErrorKind::value, ""},
+        BadTensor{
+            "overflowing size", {kHuge, 4}, {4, 1}, f32, cpu, false, testing::kNdimFromShape, ErrorKind::value, ""},
         BadTensor{"negative ndim", {2}, {1}, f32, cpu, false, -1, ErrorKind::value, "ndim"},
         BadTensor{"absurd ndim", {2}, {1}, f32, cpu, false, 100000, ErrorKind::value, "ndim"},
         BadTensor{"null shape", {}, {}, f32, cpu, false, 2, ErrorKind::value, "shape is NULL"},
-        BadTensor{"float with 12 bits", {2}, {1}, {2, 12, 1}, cpu, false, testing::kNdimFromShape, ErrorKind::type, "12"},
+        BadTensor{
+            "float with 12 bits", {2}, {1}, {2, 12, 1}, cpu, false, testing::kNdimFromShape, ErrorKind::type, "12"},
         BadTensor{"zero lanes", {2}, {1}, {2, 32, 0}, cpu, false, testing::kNdimFromShape, ErrorKind::type, "lanes"},
-        BadTensor{"unknown dtype code", {2}, {1}, {99, 32, 1}, cpu, false, testing::kNdimFromShape, ErrorKind::unsupported, "99"},
-        BadTensor{"vector dtype", {2}, {1}, {2, 32, 4}, cpu, false, testing::kNdimFromShape, ErrorKind::unsupported, "lanes"},
-        BadTensor{"bool with 16 bits", {2}, {1}, {6, 16, 1}, cpu, false, testing::kNdimFromShape, ErrorKind::type, "16"},
-        BadTensor{"unused device type 5", {2}, {1}, f32, {5, 0}, false, testing::kNdimFromShape, ErrorKind::unsupported, "5"},
-        BadTensor{"negative device id", {2}, {1}, f32, {2, -1}, false, testing::kNdimFromShape, ErrorKind::value, "-1"}));
+        BadTensor{"unknown dtype code",
+                  {2},
+                  {1},
+                  {99, 32, 1},
+                  cpu,
+                  false,
+                  testing::kNdimFromShape,
+                  ErrorKind::unsupported,
+                  "99"},
+        BadTensor{
+            "vector dtype", {2}, {1}, {2, 32, 4}, cpu, false, testing::kNdimFromShape, ErrorKind::unsupported, "lanes"},
+        BadTensor{
+            "bool with 16 bits", {2}, {1}, {6, 16, 1}, cpu, false, testing::kNdimFromShape, ErrorKind::type, "16"},
+        BadTensor{
+            "unused device type 5", {2}, {1}, f32, {5, 0}, false, testing::kNdimFromShape, ErrorKind::unsupported, "5"},
+        BadTensor{
+            "negative device id", {2}, {1}, f32, {2, -1}, false, testing::kNdimFromShape, ErrorKind::value, "-1"}));
 
 TEST(DLPackImport, ByteOffsetBeyondInt64IsRejected) {
     std::vector<float> buf(4);

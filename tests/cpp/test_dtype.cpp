@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "stridex/dtype.hpp"
 #include "expect_error.hpp"
+#include "stridex/dtype.hpp"
 #include "stridex/error.hpp"
 
 namespace stridex {
@@ -56,8 +56,16 @@ std::vector<int> expected_widths(int code) {
         case 4: return {16};
         case 5: return {32, 64, 128};
         case 6: return {8};
-        case 7: case 8: case 9: case 10: case 11: case 12: case 13: case 14: return {8};
-        case 15: case 16: return {6};
+        case 7:
+        case 8:
+        case 9:
+        case 10:
+        case 11:
+        case 12:
+        case 13:
+        case 14: return {8};
+        case 15:
+        case 16: return {6};
         case 17: return {4};
         default: return {};
     }
@@ -90,12 +98,24 @@ TEST(Dtype, LayoutMatchesDLDataType) {
 
 TEST(Dtype, CodeValuesAreDLPack) {
     const std::vector<std::pair<DtypeCode, int>> codes = {
-        {DtypeCode::kInt, 0},           {DtypeCode::kUInt, 1},           {DtypeCode::kFloat, 2},
-        {DtypeCode::kOpaqueHandle, 3},  {DtypeCode::kBfloat, 4},         {DtypeCode::kComplex, 5},
-        {DtypeCode::kBool, 6},          {DtypeCode::kFloat8_e3m4, 7},    {DtypeCode::kFloat8_e4m3, 8},
-        {DtypeCode::kFloat8_e4m3b11fnuz, 9}, {DtypeCode::kFloat8_e4m3fn, 10}, {DtypeCode::kFloat8_e4m3fnuz, 11},
-        {DtypeCode::kFloat8_e5m2, 12},  {DtypeCode::kFloat8_e5m2fnuz, 13}, {DtypeCode::kFloat8_e8m0fnu, 14},
-        {DtypeCode::kFloat6_e2m3fn, 15}, {DtypeCode::kFloat6_e3m2fn, 16}, {DtypeCode::kFloat4_e2m1fn, 17},
+        {DtypeCode::kInt, 0},
+        {DtypeCode::kUInt, 1},
+        {DtypeCode::kFloat, 2},
+        {DtypeCode::kOpaqueHandle, 3},
+        {DtypeCode::kBfloat, 4},
+        {DtypeCode::kComplex, 5},
+        {DtypeCode::kBool, 6},
+        {DtypeCode::kFloat8_e3m4, 7},
+        {DtypeCode::kFloat8_e4m3, 8},
+        {DtypeCode::kFloat8_e4m3b11fnuz, 9},
+        {DtypeCode::kFloat8_e4m3fn, 10},
+        {DtypeCode::kFloat8_e4m3fnuz, 11},
+        {DtypeCode::kFloat8_e5m2, 12},
+        {DtypeCode::kFloat8_e5m2fnuz, 13},
+        {DtypeCode::kFloat8_e8m0fnu, 14},
+        {DtypeCode::kFloat6_e2m3fn, 15},
+        {DtypeCode::kFloat6_e3m2fn, 16},
+        {DtypeCode::kFloat4_e2m1fn, 17},
     };
     for (auto [code, value] : codes) EXPECT_EQ(static_cast<int>(code), value);
 }
@@ -255,10 +275,33 @@ TEST(Dtype, InvalidDtypeStillHasADescriptiveName) {
 }
 
 TEST(Dtype, FromNameRejectsUnknownNames) {
-    for (const char* name : {"", "float", "int", "Float32", "float32 ", " float32", "f4", "double", "bool8",
-                             "opaque_handle", "complex", "x4", "int08", "int+8", "float32x", "float32x1", "float32x02",
-                             "float32x-2", "float32x65536", "float32x4x4", "float8_e4m3fn8", "float8_e4m3fz",
-                             "float8_e4m3fnuz2", "int256", "opaque_handle256", "bfloat", "uint"}) {
+    for (const char* name : {"",
+                             "float",
+                             "int",
+                             "Float32",
+                             "float32 ",
+                             " float32",
+                             "f4",
+                             "double",
+                             "bool8",
+                             "opaque_handle",
+                             "complex",
+                             "x4",
+                             "int08",
+                             "int+8",
+                             "float32x",
+                             "float32x1",
+                             "float32x02",
+                             "float32x-2",
+                             "float32x65536",
+                             "float32x4x4",
+                             "float8_e4m3fn8",
+                             "float8_e4m3fz",
+                             "float8_e4m3fnuz2",
+                             "int256",
+                             "opaque_handle256",
+                             "bfloat",
+                             "uint"}) {
         SCOPED_TRACE(name);
         EXPECT_ERROR(Dtype::from_name(name), type, std::string("unknown dtype name '") + name + "'");
     }
@@ -316,8 +359,8 @@ TEST(Dtype, StorageBytesWholeBytes) {
     EXPECT_EQ(dtypes::float32.storage_bytes(10), 40);
     EXPECT_EQ(dtypes::complex128.storage_bytes(3), 48);
     EXPECT_EQ(dtypes::bool_.storage_bytes(5), 5);
-    EXPECT_EQ(D(DtypeCode::kInt, 4, 3).storage_bytes(5), 10);         // not sub-byte: itemsize 2
-    EXPECT_EQ(D(DtypeCode::kInt, 4, 3).storage_bytes(5, true), 10);   // the flag changes nothing here
+    EXPECT_EQ(D(DtypeCode::kInt, 4, 3).storage_bytes(5), 10);        // not sub-byte: itemsize 2
+    EXPECT_EQ(D(DtypeCode::kInt, 4, 3).storage_bytes(5, true), 10);  // the flag changes nothing here
     EXPECT_EQ(dtypes::float64.storage_bytes(5, true), 40);
 }
 
@@ -331,8 +374,7 @@ TEST(Dtype, StorageBytesPackedSubbyte) {
         EXPECT_EQ(int4.storage_bytes(n), bytes) << n;
     for (auto [n, bytes] : Cases{{1, 1}, {8, 1}, {9, 2}, {16, 2}, {17, 3}})
         EXPECT_EQ(uint1.storage_bytes(n), bytes) << n;
-    for (auto [n, bytes] : Cases{{1, 1}, {4, 3}, {5, 4}, {8, 6}, {9, 7}})
-        EXPECT_EQ(fp6.storage_bytes(n), bytes) << n;
+    for (auto [n, bytes] : Cases{{1, 1}, {4, 3}, {5, 4}, {8, 6}, {9, 7}}) EXPECT_EQ(fp6.storage_bytes(n), bytes) << n;
     EXPECT_EQ(uint2x3.storage_bytes(4), 3);  // 4 elements of 6 bits
 }
 
@@ -370,10 +412,12 @@ struct HostCase {
 std::vector<HostCase> host_cases() {
     const std::string n(kNative);
     return {
-        {dtypes::bool_, "|b1", "?"},      {dtypes::int8, "|i1", "b"},       {dtypes::uint8, "|u1", "B"},
-        {dtypes::int16, n + "i2", "h"},   {dtypes::uint16, n + "u2", "H"},  {dtypes::int32, n + "i4", "i"},
-        {dtypes::uint32, n + "u4", "I"},  {dtypes::int64, n + "i8", "q"},   {dtypes::uint64, n + "u8", "Q"},
-        {dtypes::float16, n + "f2", "e"}, {dtypes::float32, n + "f4", "f"}, {dtypes::float64, n + "f8", "d"},
+        {dtypes::bool_, "|b1", "?"},         {dtypes::int8, "|i1", "b"},
+        {dtypes::uint8, "|u1", "B"},         {dtypes::int16, n + "i2", "h"},
+        {dtypes::uint16, n + "u2", "H"},     {dtypes::int32, n + "i4", "i"},
+        {dtypes::uint32, n + "u4", "I"},     {dtypes::int64, n + "i8", "q"},
+        {dtypes::uint64, n + "u8", "Q"},     {dtypes::float16, n + "f2", "e"},
+        {dtypes::float32, n + "f4", "f"},    {dtypes::float64, n + "f8", "d"},
         {dtypes::complex64, n + "c8", "Zf"}, {dtypes::complex128, n + "c16", "Zd"},
     };
 }
@@ -423,8 +467,8 @@ TEST(Dtype, FromTypestrByteOrder) {
 }
 
 TEST(Dtype, FromTypestrMalformed) {
-    for (const char* ts : {"", "<", "f4", "<f", "#f4", "<x4", "<f0", "<f4 ", "<f-4", "<4f", "<f4x", "<ff",
-                           "<i99999999999999"}) {
+    for (const char* ts :
+         {"", "<", "f4", "<f", "#f4", "<x4", "<f0", "<f4 ", "<f-4", "<4f", "<f4x", "<ff", "<i99999999999999"}) {
         SCOPED_TRACE(ts);
         EXPECT_ERROR(Dtype::from_typestr(ts), value, std::string("malformed typestr '") + ts + "'");
     }
@@ -533,8 +577,8 @@ TEST(Dtype, FromBufferFormatByteOrder) {
 }
 
 TEST(Dtype, FromBufferFormatUnsupported) {
-    for (const char* fmt : {"g", "Zg", "<g", "x", "c", "s", "p", "P", "2f", "ff", "T{f:x:}", "(2)f", "Z", "Zi",
-                            "@", "<", "f ", "w", "O", "@@f", "<=f", "3x"}) {
+    for (const char* fmt : {"g",    "Zg", "<g", "x", "c", "s",  "p", "P", "2f",  "ff",  "T{f:x:}",
+                            "(2)f", "Z",  "Zi", "@", "<", "f ", "w", "O", "@@f", "<=f", "3x"}) {
         SCOPED_TRACE(fmt);
         EXPECT_ERROR(Dtype::from_buffer_format(fmt), unsupported,
                      std::string("unsupported buffer format '") + fmt + "'");
@@ -569,9 +613,8 @@ TEST(Dtype, DtypeOf) {
 
 TEST(Dtype, NamedConstantsAreValid) {
     for (Dtype d : {dtypes::int8, dtypes::int16, dtypes::int32, dtypes::int64, dtypes::uint8, dtypes::uint16,
-                    dtypes::uint32, dtypes::uint64, dtypes::float16, dtypes::float32, dtypes::float64,
-                    dtypes::bfloat16, dtypes::complex64, dtypes::complex128, dtypes::bool_, dtypes::float8_e4m3fn,
-                    dtypes::float8_e5m2}) {
+                    dtypes::uint32, dtypes::uint64, dtypes::float16, dtypes::float32, dtypes::float64, dtypes::bfloat16,
+                    dtypes::complex64, dtypes::complex128, dtypes::bool_, dtypes::float8_e4m3fn, dtypes::float8_e5m2}) {
         EXPECT_TRUE(d.valid()) << d.name();
         EXPECT_EQ(d.lanes, 1);
     }

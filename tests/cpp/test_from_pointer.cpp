@@ -102,15 +102,15 @@ TEST_F(FromPointerFake, MatchingClaimIsAccepted) {
 }
 
 TEST_F(FromPointerFake, SeedCaseGpuMemoryClaimedAsCpuIsRefused) {
-    const std::string message =
-        value_error([] { (void)view_of_pointer(at(kDeviceBase), vector_of(16), dtypes::float32, Device::cpu()); });
+    const std::string message = value_error(
+        [] { (void)view_of_pointer(at(kDeviceBase), vector_of(16), dtypes::float32, Device::cpu()); });
     EXPECT_NE(message.find("device cpu was given"), std::string::npos) << message;
     EXPECT_NE(message.find("device memory of cuda:1"), std::string::npos) << message;
 }
 
 TEST_F(FromPointerFake, WrongOrdinalIsRefused) {
-    const std::string message =
-        value_error([] { (void)view_of_pointer(at(kDeviceBase), vector_of(16), dtypes::float32, Device::cuda(0)); });
+    const std::string message = value_error(
+        [] { (void)view_of_pointer(at(kDeviceBase), vector_of(16), dtypes::float32, Device::cuda(0)); });
     EXPECT_NE(message.find("cuda:0"), std::string::npos);
     EXPECT_NE(message.find("cuda:1"), std::string::npos);
 }
@@ -135,8 +135,8 @@ TEST_F(FromPointerFake, ForeignDevicesForMemoryCudaDoesNotKnowStand) {
 TEST_F(FromPointerFake, LayoutMustStayInsideTheAllocation) {
     // 4096 bytes = 1024 floats.
     (void)view_of_pointer(at(kDeviceBase), vector_of(1024), dtypes::float32);
-    const std::string message =
-        value_error([] { (void)view_of_pointer(at(kDeviceBase), vector_of(1025), dtypes::float32); });
+    const std::string message = value_error(
+        [] { (void)view_of_pointer(at(kDeviceBase), vector_of(1025), dtypes::float32); });
     EXPECT_NE(message.find("outside the allocation"), std::string::npos) << message;
     // Negative strides reach below element 0.
     const std::int64_t shape[] = {4}, back[] = {-1};
@@ -170,8 +170,8 @@ TEST(FromPointerNoDriver, HostMemoryWithoutADriverIsCpu) {
 TEST(FromPointerNoDriver, CudaClaimWithoutADriverIsRefused) {
     const DriverOverride none("libstridex-no-such-driver.so");
     std::vector<float> host(4);
-    const std::string message =
-        value_error([&] { (void)view_of_pointer(host.data(), vector_of(4), dtypes::float32, Device::cuda(0)); });
+    const std::string message = value_error(
+        [&] { (void)view_of_pointer(host.data(), vector_of(4), dtypes::float32, Device::cuda(0)); });
     EXPECT_NE(message.find("no CUDA GPU is usable"), std::string::npos) << message;
     EXPECT_NE(message.find("libstridex-no-such-driver.so"), std::string::npos) << message;
     value_error([&] { (void)view_of_pointer(host.data(), vector_of(4), dtypes::float32, Device::cuda_managed()); });

@@ -123,8 +123,9 @@ TEST(Layout, AccessorsTakeNegativeAxes) {
 
 TEST(Layout, RejectsMalformedInput) {
     expect_error(ErrorKind::value, "same length, found shape (2, 3) and strides (1,)", [] { L({2, 3}, {1}); });
-    expect_error(ErrorKind::value, "extents must be >= 0, found -1 at axis 1 of shape (2, -1)",
-                 [] { L({2, -1}, {1, 1}); });
+    expect_error(ErrorKind::value, "extents must be >= 0, found -1 at axis 1 of shape (2, -1)", [] {
+        L({2, -1}, {1, 1});
+    });
     expect_error(ErrorKind::value, "extents must be >= 0", [] { C({-3}); });
     Dims big(65, 1);
     expect_error(ErrorKind::value, "at most 64 dimensions, found 65", [&] { Layout(big, big); });
@@ -135,8 +136,7 @@ TEST(Layout, RejectsMalformedInput) {
 
 TEST(Layout, RejectsOverflowingSizeAndSpan) {
     const std::int64_t two32 = std::int64_t(1) << 32, two62 = std::int64_t(1) << 62;
-    expect_error(ErrorKind::value, "shape (4294967296, 4294967296) is too large",
-                 [&] { C({two32, two32}); });
+    expect_error(ErrorKind::value, "shape (4294967296, 4294967296) is too large", [&] { C({two32, two32}); });
     // Zero extents count as 1, so the rule does not depend on the order of the axes.
     expect_error(ErrorKind::value, "too large", [&] { C({0, two62, 4}); });
     expect_error(ErrorKind::value, "too large", [&] { C({two62, 4, 0}); });
@@ -169,18 +169,18 @@ TEST(Layout, FlagsFollowNumPy) {
         {{0, 5}, {7, -3}, true, true, true, false, false},  // empty: contiguous whatever the strides
         {{5, 0}, {0, 0}, true, true, true, true, false},    // broadcast flagged, but no element to overlap
         {{1, 1}, {9, -9}, true, true, true, false, false},
-        {{3, 1}, {1, 0}, true, true, true, false, false},   // np.ones((3,1)) is both C and F
+        {{3, 1}, {1, 0}, true, true, true, false, false},  // np.ones((3,1)) is both C and F
         {{3}, {1}, true, true, true, false, false},
         {{3}, {2}, false, false, false, false, false},      // x[::2]
         {{3}, {-1}, false, false, true, false, false},      // x[::-1]
         {{2, 3}, {1, 2}, false, true, true, false, false},  // transposed
         {{2, 3}, {3, -1}, false, false, true, false, false},
         {{3, 2, 4}, {4, 12, 1}, false, false, true, false, false},  // permute(1, 0, 2) of (2, 3, 4)
-        {{3, 4}, {0, 1}, false, false, false, true, true},  // broadcast rows
-        {{1, 4}, {0, 1}, true, true, true, false, false},   // stride 0 on extent 1 is no broadcast
-        {{2, 2}, {1, 1}, false, false, false, false, true},  // truly overlapping
-        {{2, 2}, {3, 2}, false, false, false, false, false},  // gaps but unique: offsets 0 2 3 5
-        {{3, 2}, {2, 3}, false, false, false, false, true},  // unique (0 3 2 5 4 7), flagged: interleaved
+        {{3, 4}, {0, 1}, false, false, false, true, true},          // broadcast rows
+        {{1, 4}, {0, 1}, true, true, true, false, false},           // stride 0 on extent 1 is no broadcast
+        {{2, 2}, {1, 1}, false, false, false, false, true},         // truly overlapping
+        {{2, 2}, {3, 2}, false, false, false, false, false},        // gaps but unique: offsets 0 2 3 5
+        {{3, 2}, {2, 3}, false, false, false, false, true},         // unique (0 3 2 5 4 7), flagged: interleaved
         {{2, 2}, {2, 1}, true, false, true, false, false},
     };
     for (const auto& c : cases) {
@@ -338,7 +338,9 @@ TEST(Layout, SliceMatchesPython) {
 }
 
 TEST(Layout, SliceErrorsAndStrides) {
-    expect_error(ErrorKind::value, "slice step cannot be zero", [] { C({3}).slice(0, Slice{std::nullopt, std::nullopt, 0}); });
+    expect_error(ErrorKind::value, "slice step cannot be zero", [] {
+        C({3}).slice(0, Slice{std::nullopt, std::nullopt, 0});
+    });
     expect_error(ErrorKind::index, "axis 1 is out of bounds", [] { C({3}).slice(1, Slice{}); });
     // Negative steps multiply the stride.
     auto [l, off] = C({4, 6}).slice(1, Slice{5, 0, -2});
@@ -379,8 +381,9 @@ TEST(Layout, SqueezeAndExpand) {
     expect_layout(l.squeeze(), {3, 2}, {2, 1});
     expect_layout(l.squeeze(2), {1, 3, 2}, {77, 2, 1});
     expect_layout(l.squeeze(-4), {3, 1, 2}, {2, 55, 1});
-    expect_error(ErrorKind::value, "cannot squeeze axis 1 of shape (1, 3, 1, 2) with strides (77, 2, 55, 1): "
-                                   "expected extent 1, found 3",
+    expect_error(ErrorKind::value,
+                 "cannot squeeze axis 1 of shape (1, 3, 1, 2) with strides (77, 2, 55, 1): "
+                 "expected extent 1, found 3",
                  [&] { l.squeeze(1); });
     expect_error(ErrorKind::index, "axis 4 is out of bounds", [&] { l.squeeze(4); });
     EXPECT_EQ(C({1, 1}).squeeze().ndim(), 0);
@@ -429,7 +432,8 @@ TEST(Layout, ReshapeStridedWithoutCopy) {
     expect_layout(rows.reshape(sp({2, 6})), {2, 6}, {12, 1});
     expect_layout(rows.reshape(sp({2, 2, 3})), {2, 2, 3}, {12, 3, 1});
     expect_layout(rows.reshape(sp({1, 2, 1, 6, 1})), {1, 2, 1, 6, 1}, {24, 12, 6, 1, 1});
-    expect_error(ErrorKind::value, "cannot reshape shape (2, 3, 2) with strides (12, 2, 1) into shape (12,) without a copy",
+    expect_error(ErrorKind::value,
+                 "cannot reshape shape (2, 3, 2) with strides (12, 2, 1) into shape (12,) without a copy",
                  [&] { rows.reshape(sp({12})); });
     expect_error(ErrorKind::value, "without a copy", [&] { rows.reshape(sp({4, 3})); });
     // Reversed axes reshape too, with negative strides.
@@ -454,9 +458,15 @@ TEST(Layout, ReshapeOfTransposedNeedsACopy) {
 
 TEST(Layout, ReshapeErrors) {
     Layout l = C({2, 3});
-    expect_error(ErrorKind::value, "cannot reshape a layout of size 6 into shape (4, 2)", [&] { l.reshape(sp({4, 2})); });
-    expect_error(ErrorKind::value, "cannot reshape a layout of size 6 into shape (4, -1)", [&] { l.reshape(sp({4, -1})); });
-    expect_error(ErrorKind::value, "can only infer one extent (-1), found shape (-1, -1)", [&] { l.reshape(sp({-1, -1})); });
+    expect_error(ErrorKind::value, "cannot reshape a layout of size 6 into shape (4, 2)", [&] {
+        l.reshape(sp({4, 2}));
+    });
+    expect_error(ErrorKind::value, "cannot reshape a layout of size 6 into shape (4, -1)", [&] {
+        l.reshape(sp({4, -1}));
+    });
+    expect_error(ErrorKind::value, "can only infer one extent (-1), found shape (-1, -1)", [&] {
+        l.reshape(sp({-1, -1}));
+    });
     expect_error(ErrorKind::value, "extents must be >= 0 or -1 (inferred), found -2", [&] { l.reshape(sp({-2, -3})); });
     // As NumPy: nothing to infer from when a known extent is 0.
     expect_error(ErrorKind::value, "cannot reshape a layout of size 0", [] { C({0, 3}).reshape(sp({0, -1})); });
@@ -524,8 +534,8 @@ TEST(Layout, CopyingASmallLayoutDoesNotAllocate) {
         Layout a = src;           // copy
         Layout b = std::move(a);  // move
         Layout c;
-        c = b;                    // copy-assign
-        c = std::move(b);         // move-assign
+        c = b;             // copy-assign
+        c = std::move(b);  // move-assign
         // Building and deriving small layouts does not allocate either.
         Layout d = c.permute(perm);
         Layout e = d.slice(0, Slice{std::nullopt, std::nullopt, -1}).layout;
@@ -590,7 +600,8 @@ TEST(Layout, LargeLayoutsLiveOnTheHeap) {
 TEST(Layout, PrintsAsTuples) {
     std::ostringstream out;
     out << C({2, 3}) << ' ' << C({5}) << ' ' << Layout();
-    EXPECT_EQ(out.str(), "Layout(shape=(2, 3), strides=(3, 1)) Layout(shape=(5,), strides=(1,)) Layout(shape=(), strides=())");
+    EXPECT_EQ(out.str(),
+              "Layout(shape=(2, 3), strides=(3, 1)) Layout(shape=(5,), strides=(1,)) Layout(shape=(), strides=())");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -659,7 +670,8 @@ public:
         Dims shape(std::size_t(nd), 1);
         for (std::int64_t f : factors) shape[std::size_t(between(0, nd - 1))] *= f;
         if (size == 0 && std::find(shape.begin(), shape.end(), 0) == shape.end()) shape.push_back(0);
-        if (size > 0 && !shape.empty() && chance(20)) shape[std::size_t(between(0, std::int64_t(shape.size()) - 1))] = -1;
+        if (size > 0 && !shape.empty() && chance(20))
+            shape[std::size_t(between(0, std::int64_t(shape.size()) - 1))] = -1;
         return shape;
     }
     std::mt19937_64& gen() { return gen_; }

@@ -45,8 +45,8 @@ TEST(StreamValue, NullHandleIsTheLegacyStream) {
     EXPECT_EQ(StreamValue::from_handle(reinterpret_cast<void*>(2)).encoded(), 2);  // CU_STREAM_PER_THREAD
     EXPECT_EQ(StreamValue::from_handle(std::uintptr_t{0x5010}).encoded(), 0x5010);
     // No stream handle lies above 2**63 - 1, and such a value would read as -1 ("no stream").
-    EXPECT_TRUE(throws_error([] { (void)StreamValue::from_handle(UINTPTR_MAX); }, ErrorKind::value,
-                             "is no stream handle"));
+    EXPECT_TRUE(
+        throws_error([] { (void)StreamValue::from_handle(UINTPTR_MAX); }, ErrorKind::value, "is no stream handle"));
     static_assert(StreamValue::from_handle(std::uintptr_t{0}) == StreamValue(kDefaultStream));
     // The CUDA layer's StreamRef takes the rule from here.
     EXPECT_EQ(cuda::StreamRef::from_handle(nullptr), cuda::StreamRef::legacy());

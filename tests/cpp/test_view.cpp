@@ -41,8 +41,8 @@ TEST(View, UncheckedBuildsWhatTheConstructorBuilds) {
     const View checked(buf.data() + 2, 0, Layout(shape, strides), dtypes::float32, Device::cpu(), Writability::readonly,
                        owner);
     {
-        const View v = View::unchecked(buf.data() + 2, Layout::unchecked(shape, strides), dtypes::float32, Device::cpu(),
-                                       Writability::readonly, owner, /*subbyte_padded=*/true);
+        const View v = View::unchecked(buf.data() + 2, Layout::unchecked(shape, strides), dtypes::float32,
+                                       Device::cpu(), Writability::readonly, owner, /*subbyte_padded=*/true);
         EXPECT_EQ(v.ptr(), checked.ptr());
         EXPECT_EQ(v.byte_offset(), 0);
         EXPECT_EQ(v.layout(), checked.layout());
@@ -149,7 +149,8 @@ TEST(View, NullDataNeedsAnEmptyLayout) {
 TEST(View, PackedSubbyteViewsRefuseStridedOperations) {
     std::vector<std::uint8_t> buf(4);
     const std::int64_t shape[] = {2, 4};
-    View v(buf.data(), 0, Layout::contiguous(shape), Dtype::make(DtypeCode::kFloat4_e2m1fn, 4), Device::cpu(), false, Owner());
+    View v(buf.data(), 0, Layout::contiguous(shape), Dtype::make(DtypeCode::kFloat4_e2m1fn, 4), Device::cpu(), false,
+           Owner());
     EXPECT_EQ(v.nbytes(), 4);
     EXPECT_THROW(v.index(0, 1), Error);
     EXPECT_THROW(v.transpose(), Error);

@@ -42,13 +42,15 @@ dlpack::DLTensor tensor_of(fuzz::Input& in, std::unique_ptr<std::int64_t[]>& sha
     t.shape = shape.get();
     t.strides = strides.get();
     t.dtype = dlpack::DLDataType{static_cast<std::uint8_t>(in.take<std::uint8_t>() % 20), in.take<std::uint8_t>(),
-                                 static_cast<std::uint16_t>(in.take<std::uint8_t>() < 250 ? 1 : in.take<std::uint16_t>())};
+                                 static_cast<std::uint16_t>(in.take<std::uint8_t>() < 250 ? 1
+                                                                                          : in.take<std::uint16_t>())};
     const auto device = in.take<std::uint8_t>();
     t.device = dlpack::DLDevice{device < 250 ? 1 : in.take<std::int32_t>(), device < 250 ? 0 : in.take<std::int32_t>()};
     const auto offset = in.take<std::uint8_t>();
     t.byte_offset = offset < 200 ? offset % 17 : in.take<std::uint64_t>();
     const auto where = in.take<std::uint8_t>();
-    t.data = where < 10 ? nullptr : reinterpret_cast<void*>(where < 200 ? std::uintptr_t{0x10000} : in.take<std::uintptr_t>());
+    t.data = where < 10 ? nullptr
+                        : reinterpret_cast<void*>(where < 200 ? std::uintptr_t{0x10000} : in.take<std::uintptr_t>());
     return t;
 }
 

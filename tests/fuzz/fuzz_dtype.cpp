@@ -46,7 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             }
             default: {
                 // Raw DLPack fields, as a capsule carries them.
-                const Dtype d = Dtype::from_raw(in.take<std::uint8_t>(), in.take<std::uint8_t>(), in.take<std::uint16_t>());
+                const Dtype d = Dtype::from_raw(in.take<std::uint8_t>(), in.take<std::uint8_t>(),
+                                                in.take<std::uint16_t>());
                 d.validate();
                 fuzz::require(Dtype::from_name(d.name()) == d);
                 (void)d.storage_bytes(in.take<std::int64_t>() & INT64_MAX, in.flag());

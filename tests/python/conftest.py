@@ -45,8 +45,10 @@ def needs_shortcut(*names: str):
 
 def pytest_report_header(config):
     off = [s.name for s in stridex.shortcuts() if not s.enabled]
-    return (f"stridex {stridex.__version__} from {stridex.__file__}; CUDA devices: {cuda_device_count()}; "
-            f"shortcuts off: {', '.join(off) or 'none'}")
+    return (
+        f"stridex {stridex.__version__} from {stridex.__file__}; CUDA devices: {cuda_device_count()}; "
+        f"shortcuts off: {', '.join(off) or 'none'}"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -36,8 +36,10 @@ def installed_prefix(tmp_path_factory) -> str:
     cmake = shutil.which("cmake")
     work = tmp_path_factory.mktemp("stridex_install")
     build, prefix = str(work / "build"), str(work / "prefix")
-    _run([cmake, "-S", REPO, "-B", build, *_generator(), "-DCMAKE_BUILD_TYPE=Release", "-DSTRIDEX_BUILD_TESTS=OFF"],
-         "configuring stridex")
+    _run(
+        [cmake, "-S", REPO, "-B", build, *_generator(), "-DCMAKE_BUILD_TYPE=Release", "-DSTRIDEX_BUILD_TESTS=OFF"],
+        "configuring stridex",
+    )
     _run([cmake, "--build", build, "--parallel", str(os.cpu_count() or 2)], "building stridex")
     _run([cmake, "--install", build, "--prefix", prefix], "installing stridex")
     return prefix
@@ -58,9 +60,21 @@ def build_example(tmp_path_factory, example: str, extra=()) -> str:
     prefix = installed_prefix(tmp_path_factory)
     root = os.environ.get("STRIDEX_EXAMPLES_BUILD_DIR")
     build = os.path.join(root, example) if root else str(tmp_path_factory.mktemp(example))
-    _run([cmake, "-S", os.path.join(REPO, "examples", example), "-B", build, *_generator(),
-          "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_PREFIX_PATH={prefix}", f"-DPython_EXECUTABLE={sys.executable}",
-          *extra], f"configuring examples/{example}")
+    _run(
+        [
+            cmake,
+            "-S",
+            os.path.join(REPO, "examples", example),
+            "-B",
+            build,
+            *_generator(),
+            "-DCMAKE_BUILD_TYPE=Release",
+            f"-DCMAKE_PREFIX_PATH={prefix}",
+            f"-DPython_EXECUTABLE={sys.executable}",
+            *extra,
+        ],
+        f"configuring examples/{example}",
+    )
     _run([cmake, "--build", build, "--parallel", str(os.cpu_count() or 2)], f"building examples/{example}")
     if build not in sys.path:
         sys.path.insert(0, build)

@@ -71,11 +71,18 @@ FLAG_SUBBYTE_PADDED = 1 << 2
 
 SetError = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
 # The allocator runs without Python: CFUNCTYPE releases the GIL around the call, as a C caller would.
-Allocator = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLTensor),
-                             ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned)), ctypes.c_void_p, SetError)
+Allocator = ctypes.CFUNCTYPE(
+    ctypes.c_int,
+    ctypes.POINTER(DLTensor),
+    ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned)),
+    ctypes.c_void_p,
+    SetError,
+)
 # The others take Python objects and run with the GIL: PYFUNCTYPE keeps it and raises the Python
 # error a -1 return leaves set.
-FromPyObject = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned)))
+FromPyObject = ctypes.PYFUNCTYPE(
+    ctypes.c_int, ctypes.py_object, ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned))
+)
 ToPyObject = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLManagedTensorVersioned), ctypes.POINTER(ctypes.py_object))
 DLTensorFromPyObject = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(DLTensor))
 CurrentWorkStream = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p))
@@ -112,8 +119,10 @@ _api.PyCapsule_SetName.restype = ctypes.c_int
 _api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 # Static names: PyCapsule_SetName keeps the pointer, so the bytes must live forever.
-_USED = {b"dltensor": ctypes.c_char_p(b"used_dltensor"),
-         b"dltensor_versioned": ctypes.c_char_p(b"used_dltensor_versioned")}
+_USED = {
+    b"dltensor": ctypes.c_char_p(b"used_dltensor"),
+    b"dltensor_versioned": ctypes.c_char_p(b"used_dltensor_versioned"),
+}
 
 
 def capsule_name(capsule) -> str:
@@ -173,7 +182,7 @@ def aligned(shape, dtype, align=64, fill=True):
     n = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
     raw = np.zeros(n * dtype.itemsize + align, dtype=np.uint8)
     offset = (-raw.ctypes.data) % align
-    out = raw[offset:offset + n * dtype.itemsize].view(dtype).reshape(shape)
+    out = raw[offset : offset + n * dtype.itemsize].view(dtype).reshape(shape)
     if fill and n:
         flat = out.reshape(-1)
         flat[...] = np.arange(n).astype(dtype) if dtype.kind != "b" else (np.arange(n) % 2 == 1)
@@ -185,13 +194,15 @@ def view_of(arr: np.ndarray, readonly=None, **kw) -> stridex.View:
     item = arr.dtype.itemsize
     strides = tuple(s // item for s in arr.strides)
     ro = (not arr.flags.writeable) if readonly is None else readonly
-    return stridex.from_pointer(arr.__array_interface__["data"][0], arr.shape, arr.dtype, owner=arr,
-                                strides=strides, readonly=ro, **kw)
+    return stridex.from_pointer(
+        arr.__array_interface__["data"][0], arr.shape, arr.dtype, owner=arr, strides=strides, readonly=ro, **kw
+    )
 
 
 def requires_stridex_view():
-    return pytest.mark.skipif(not hasattr(stridex, "view"),
-                              reason="stridex.view (import, another engineer's issue) is not in this build yet")
+    return pytest.mark.skipif(
+        not hasattr(stridex, "view"), reason="stridex.view (import, another engineer's issue) is not in this build yet"
+    )
 
 
 # ---- CUDA -----------------------------------------------------------------------------------------

@@ -39,13 +39,25 @@ def build_test_extensions() -> str:
         raise BuildError("cmake is not installed: cannot build the test extensions (tests/python/ext)")
     build = build_folder()
     generator = ["-G", "Ninja"] if shutil.which("ninja") and not os.path.exists(os.path.join(build, "Makefile")) else []
-    configure = [cmake, "-S", os.path.join(HERE, "ext"), "-B", build, *generator, "-DCMAKE_BUILD_TYPE=Release",
-                 "-DSTRIDEX_WERROR=ON", f"-DPython_EXECUTABLE={sys.executable}", f"-DSTRIDEX_SOURCE_DIR={REPO}"]
+    configure = [
+        cmake,
+        "-S",
+        os.path.join(HERE, "ext"),
+        "-B",
+        build,
+        *generator,
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DSTRIDEX_WERROR=ON",
+        f"-DPython_EXECUTABLE={sys.executable}",
+        f"-DSTRIDEX_SOURCE_DIR={REPO}",
+    ]
     for command in (configure, [cmake, "--build", build, "--parallel", str(os.cpu_count() or 2)]):
         result = subprocess.run(command, capture_output=True, text=True, timeout=900)
         if result.returncode != 0:
-            raise BuildError(f"building the test extensions failed: {' '.join(command)}\n{result.stdout[-4000:]}\n"
-                             f"{result.stderr[-4000:]}")
+            raise BuildError(
+                f"building the test extensions failed: {' '.join(command)}\n{result.stdout[-4000:]}\n"
+                f"{result.stderr[-4000:]}"
+            )
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     folders = set()
     for name in MODULES:

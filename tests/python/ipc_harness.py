@@ -55,8 +55,9 @@ class Worker:
                 break
             except queue.Empty:
                 if not self.process.is_alive():
-                    raise AssertionError(f"the worker process died (exit code {self.process.exitcode}) while "
-                                         f"running {cmd[0]!r}") from None
+                    raise AssertionError(
+                        f"the worker process died (exit code {self.process.exitcode}) while running {cmd[0]!r}"
+                    ) from None
                 if time.monotonic() > deadline:
                     raise AssertionError(f"the worker did not answer {cmd[0]!r} within {limit:g} s") from None
         if isinstance(reply, tuple) and reply and reply[0] == "error":

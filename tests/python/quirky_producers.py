@@ -160,8 +160,12 @@ class CAIv2NoStrides:
 
     @property
     def __cuda_array_interface__(self):
-        return {"shape": self.array.shape, "typestr": self.array.dtype.str,
-                "data": (address(self.array), False), "version": 2}
+        return {
+            "shape": self.array.shape,
+            "typestr": self.array.dtype.str,
+            "data": (address(self.array), False),
+            "version": 2,
+        }
 
 
 class AI:

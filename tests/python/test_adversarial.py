@@ -36,10 +36,12 @@ def tiny_array():
 # One layout per protocol, described by (shape, element strides) over float64; each is refused
 # because its bytes cannot be addressed (span, storage or a byte stride overflows int64).
 
+
 def through_capsule(versioned):
     def make(a, shape, strides, byte_offset=0):
         capsule, _ = make_capsule(a, versioned=versioned, shape=shape, strides=strides, byte_offset=byte_offset)
         return lambda: stridex.view(capsule)
+
     return make
 
 
@@ -49,14 +51,16 @@ def through_dlpack_method(a, shape, strides, byte_offset=0):
 
 def through_cai(a, shape, strides, byte_offset=0):
     byte_strides = None if strides is None else tuple(s * 8 for s in strides)
-    return lambda: stridex.view(CAI(a, shape=shape, typestr="<f8", strides=byte_strides,
-                                    data=(address(a) + byte_offset, False)))
+    return lambda: stridex.view(
+        CAI(a, shape=shape, typestr="<f8", strides=byte_strides, data=(address(a) + byte_offset, False))
+    )
 
 
 def through_ai_pointer(a, shape, strides, byte_offset=0):
     byte_strides = None if strides is None else tuple(s * 8 for s in strides)
-    return lambda: stridex.view(AI(a, shape=shape, typestr="<f8", strides=byte_strides,
-                                   data=(address(a) + byte_offset, False)))
+    return lambda: stridex.view(
+        AI(a, shape=shape, typestr="<f8", strides=byte_strides, data=(address(a) + byte_offset, False))
+    )
 
 
 def through_from_pointer(a, shape, strides, byte_offset=0):
@@ -75,11 +79,14 @@ ELEMENT_STRIDES = ("capsule-versioned", "capsule-legacy", "__dlpack__", "from_po
 
 
 @pytest.mark.parametrize("protocol", IMPORTERS)
-@pytest.mark.parametrize("shape,strides,why", [
-    ((2**62,), None, "overflows int64"),                # 2**65 bytes of storage: a 0-byte memoryview before
-    ((2, 2), (2**61, 1), "overflows int64"),            # 2**64 bytes apart: byte_strides (0, 8) before
-    ((2**31, 2**31), (0, 0), "overflows int64"),        # a broadcast whose nbytes overflows
-])
+@pytest.mark.parametrize(
+    "shape,strides,why",
+    [
+        ((2**62,), None, "overflows int64"),  # 2**65 bytes of storage: a 0-byte memoryview before
+        ((2, 2), (2**61, 1), "overflows int64"),  # 2**64 bytes apart: byte_strides (0, 8) before
+        ((2**31, 2**31), (0, 0), "overflows int64"),  # a broadcast whose nbytes overflows
+    ],
+)
 def test_byte_span_overflow_is_refused(protocol, shape, strides, why):
     if protocol not in ELEMENT_STRIDES and strides is not None and any(s * 8 >= 2**63 for s in strides):
         pytest.skip("byte strides beyond int64 are refused earlier, by the dict parser")
@@ -109,8 +116,9 @@ def test_capsule_data_plus_byte_offset_never_wraps(versioned):
     with pytest.raises(ValueError, match="does not fit in int64"):
         stridex.view(make_capsule(a, versioned=versioned, byte_offset=2**64 - 8)[0])
     # Bytes [2**63 - 1, 2**64 - 2) past the array: a valid span, at an address past 2**64.
-    capsule, counter = make_capsule(a, versioned=versioned, shape=(2**63 - 1,), strides=(1,), dtype=(1, 8),
-                                    byte_offset=2**63 - 1)
+    capsule, counter = make_capsule(
+        a, versioned=versioned, shape=(2**63 - 1,), strides=(1,), dtype=(1, 8), byte_offset=2**63 - 1
+    )
     with pytest.raises(ValueError, match="address space"):
         stridex.view(capsule)
     del capsule
@@ -120,8 +128,10 @@ def test_capsule_data_plus_byte_offset_never_wraps(versioned):
 
 @pytest.mark.parametrize("protocol", ["cuda_array_interface", "array_interface", "from_pointer"])
 def test_pointers_near_the_top_of_the_address_space(protocol):
-    make = {"cuda_array_interface": lambda p: CAI(tiny_array(), shape=(2,), typestr="<f8", data=(p, False)),
-            "array_interface": lambda p: AI(None, shape=(2,), typestr="<f8", data=(p, False))}
+    make = {
+        "cuda_array_interface": lambda p: CAI(tiny_array(), shape=(2,), typestr="<f8", data=(p, False)),
+        "array_interface": lambda p: AI(None, shape=(2,), typestr="<f8", data=(p, False)),
+    }
     if protocol == "from_pointer":
         with pytest.raises(ValueError, match="address space"):
             stridex.from_pointer(2**64 - 8, (2,), "float64")
@@ -162,31 +172,34 @@ def test_derived_views_keep_the_byte_rules():
 VIEW = stridex.view(np.zeros((2, 3)))
 
 
-@pytest.mark.parametrize("call,error,fragment", [
-    (lambda: VIEW[2**70], IndexError, "index"),
-    (lambda: VIEW[-(2**70)], IndexError, "index"),
-    (lambda: VIEW[0, 2**63], IndexError, "index"),
-    (lambda: VIEW.reshape(2**70), ValueError, "reshape(): shape"),
-    (lambda: VIEW.reshape((2, 2**64)), ValueError, "reshape(): shape"),
-    (lambda: VIEW.reshape(2.0, 3), TypeError, "reshape(): shape"),
-    (lambda: VIEW.permute(1 + 2**32, 0), ValueError, "permute(): axis 4294967297"),
-    (lambda: VIEW.permute(2**70, 0), ValueError, "permute(): axes"),
-    (lambda: VIEW.permute(True, 0), TypeError, "permute(): axes"),
-    (lambda: VIEW.squeeze(2**70), IndexError, "squeeze(): axis"),
-    (lambda: VIEW.squeeze(1.0), TypeError, "squeeze(): axis"),
-    (lambda: stridex.from_pointer(0, (0,), "uint8", device=(1, 2**40)), ValueError, "device[1]"),
-    (lambda: stridex.from_pointer(0, (0,), "uint8", device=(2**31, 0)), ValueError, "device[0]"),
-    (lambda: stridex.from_pointer(0, (2**64,), "uint8"), ValueError, "from_pointer(): shape"),
-    (lambda: stridex.from_pointer(0, (0,), "uint8", strides=(2**64,)), ValueError, "from_pointer(): strides"),
-    (lambda: stridex.from_pointer(0, [0] * 65, "uint8"), ValueError, "at most 64"),
-    (lambda: stridex.Device.from_dlpack(1, 2**40), ValueError, "device_id"),
-    (lambda: stridex.Dtype.from_dlpack(2**70, 32), ValueError, "code"),
-    (lambda: stridex.DevicePtr(16, device=2**40), ValueError, "32 bits"),
-    (lambda: stridex.view(np.zeros(2), stream=2**70), ValueError, "stream"),
-    (lambda: VIEW.__dlpack__(stream=2**70), ValueError, "stream"),
-    (lambda: VIEW.__dlpack__(max_version=(2**70, 0)), ValueError, "max_version"),
-    (lambda: VIEW.__dlpack__(dl_device=(1, 2**70)), ValueError, "dl_device"),
-])
+@pytest.mark.parametrize(
+    "call,error,fragment",
+    [
+        (lambda: VIEW[2**70], IndexError, "index"),
+        (lambda: VIEW[-(2**70)], IndexError, "index"),
+        (lambda: VIEW[0, 2**63], IndexError, "index"),
+        (lambda: VIEW.reshape(2**70), ValueError, "reshape(): shape"),
+        (lambda: VIEW.reshape((2, 2**64)), ValueError, "reshape(): shape"),
+        (lambda: VIEW.reshape(2.0, 3), TypeError, "reshape(): shape"),
+        (lambda: VIEW.permute(1 + 2**32, 0), ValueError, "permute(): axis 4294967297"),
+        (lambda: VIEW.permute(2**70, 0), ValueError, "permute(): axes"),
+        (lambda: VIEW.permute(True, 0), TypeError, "permute(): axes"),
+        (lambda: VIEW.squeeze(2**70), IndexError, "squeeze(): axis"),
+        (lambda: VIEW.squeeze(1.0), TypeError, "squeeze(): axis"),
+        (lambda: stridex.from_pointer(0, (0,), "uint8", device=(1, 2**40)), ValueError, "device[1]"),
+        (lambda: stridex.from_pointer(0, (0,), "uint8", device=(2**31, 0)), ValueError, "device[0]"),
+        (lambda: stridex.from_pointer(0, (2**64,), "uint8"), ValueError, "from_pointer(): shape"),
+        (lambda: stridex.from_pointer(0, (0,), "uint8", strides=(2**64,)), ValueError, "from_pointer(): strides"),
+        (lambda: stridex.from_pointer(0, [0] * 65, "uint8"), ValueError, "at most 64"),
+        (lambda: stridex.Device.from_dlpack(1, 2**40), ValueError, "device_id"),
+        (lambda: stridex.Dtype.from_dlpack(2**70, 32), ValueError, "code"),
+        (lambda: stridex.DevicePtr(16, device=2**40), ValueError, "32 bits"),
+        (lambda: stridex.view(np.zeros(2), stream=2**70), ValueError, "stream"),
+        (lambda: VIEW.__dlpack__(stream=2**70), ValueError, "stream"),
+        (lambda: VIEW.__dlpack__(max_version=(2**70, 0)), ValueError, "max_version"),
+        (lambda: VIEW.__dlpack__(dl_device=(1, 2**70)), ValueError, "dl_device"),
+    ],
+)
 def test_out_of_range_integers(call, error, fragment):
     with pytest.raises(error) as e:
         call()
@@ -194,12 +207,24 @@ def test_out_of_range_integers(call, error, fragment):
     assert "bad_cast" not in str(e.value)
 
 
-@pytest.mark.parametrize("bad,error", [(1.5, TypeError), (True, TypeError), (-1, ValueError), (2**64, ValueError),
-                                       ("0x10", TypeError), (np.float64(16.0), TypeError)])
+@pytest.mark.parametrize(
+    "bad,error",
+    [
+        (1.5, TypeError),
+        (True, TypeError),
+        (-1, ValueError),
+        (2**64, ValueError),
+        ("0x10", TypeError),
+        (np.float64(16.0), TypeError),
+    ],
+)
 def test_addresses_are_ints_in_64_bits_everywhere(bad, error):
     # One parser for every address: DevicePtr and from_pointer used to disagree on True.
-    for make in (lambda: stridex.from_pointer(bad, (0,), "uint8"), lambda: stridex.DevicePtr(bad, device=0),
-                 lambda: stridex.pointer_info(bad)):
+    for make in (
+        lambda: stridex.from_pointer(bad, (0,), "uint8"),
+        lambda: stridex.DevicePtr(bad, device=0),
+        lambda: stridex.pointer_info(bad),
+    ):
         with pytest.raises(error):
             make()
 
@@ -254,11 +279,16 @@ BAD_SIZES = [
 ]
 
 
-@pytest.mark.parametrize("call,fragment,bad,error,says", [
-    (call, fragment, *case) for call, fragment in SIZE_ARGUMENTS for case in BAD_SIZES
-    # None is the default of capacity (the size) and chunk_size (capacity / 64)
-    if not (case[0] is None and ("capacity" in fragment or "chunk_size" in fragment))
-])
+@pytest.mark.parametrize(
+    "call,fragment,bad,error,says",
+    [
+        (call, fragment, *case)
+        for call, fragment in SIZE_ARGUMENTS
+        for case in BAD_SIZES
+        # None is the default of capacity (the size) and chunk_size (capacity / 64)
+        if not (case[0] is None and ("capacity" in fragment or "chunk_size" in fragment))
+    ],
+)
 def test_sizes_are_int64_at_least_zero(call, fragment, bad, error, says):
     with pytest.raises(error) as e:
         call(bad)
@@ -280,14 +310,17 @@ def test_virtual_buffer_takes_int_like_sizes():
             stridex.VirtualBuffer(kind(1 << 20), capacity=kind(1 << 21), chunk_size=kind(1 << 20))
 
 
-@pytest.mark.parametrize("bad,error,says", [
-    (0, ValueError, "0 is forbidden"),
-    (-2, ValueError, "must be -1 (none), 1, 2 or a stream handle, found -2"),
-    (2**63, ValueError, "does not fit in int64"),
-    (True, TypeError, "must be an int, found bool"),
-    (1.5, TypeError, "must be an int, found float"),
-    (None, TypeError, "must be an int, found NoneType"),
-])
+@pytest.mark.parametrize(
+    "bad,error,says",
+    [
+        (0, ValueError, "0 is forbidden"),
+        (-2, ValueError, "must be -1 (none), 1, 2 or a stream handle, found -2"),
+        (2**63, ValueError, "does not fit in int64"),
+        (True, TypeError, "must be an int, found bool"),
+        (1.5, TypeError, "must be an int, found float"),
+        (None, TypeError, "must be an int, found NoneType"),
+    ],
+)
 def test_with_stream_takes_stream_ints_as_dlpack_does(bad, error, says):
     with pytest.raises(error) as e:
         VIEW._with_stream(bad)
@@ -325,12 +358,15 @@ BAD_DEVICES = [
 ]
 
 
-@pytest.mark.parametrize("make,bad,error,says", [
-    *[(make, *case) for make in ANY_DEVICE + CUDA_DEVICE for case in BAD_DEVICES],
-    *[(make, 0, TypeError, "must be a device") for make in ANY_DEVICE],
-    *[(make, 2**40, ValueError, "does not fit in int32") for make in CUDA_DEVICE],
-    *[(make, -1, ValueError, "device id must be >= 0") for make in CUDA_DEVICE],
-])
+@pytest.mark.parametrize(
+    "make,bad,error,says",
+    [
+        *[(make, *case) for make in ANY_DEVICE + CUDA_DEVICE for case in BAD_DEVICES],
+        *[(make, 0, TypeError, "must be a device") for make in ANY_DEVICE],
+        *[(make, 2**40, ValueError, "does not fit in int32") for make in CUDA_DEVICE],
+        *[(make, -1, ValueError, "device id must be >= 0") for make in CUDA_DEVICE],
+    ],
+)
 def test_devices_are_parsed_alike_everywhere(make, bad, error, says):
     # One parser for every device argument: it used to be three, each taking its own spellings.
     with pytest.raises(error) as e:
@@ -353,6 +389,7 @@ def test_device_spellings_agree():
 
 # ---- dtypes: byte order is never guessed ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", [">f4", np.dtype(">i8"), np.dtype(">c8"), np.zeros(1, ">f8")])
 def test_from_pointer_refuses_non_native_byte_order(dtype):
     a = np.zeros(2, ">f8")
@@ -360,8 +397,9 @@ def test_from_pointer_refuses_non_native_byte_order(dtype):
         stridex.from_pointer(address(a), (1,), dtype, owner=a)
 
 
-@pytest.mark.parametrize("dtype", ["<f4", "=f4", np.float32, np.dtype("f4"), "float32", "stridex.Dtype",
-                                   np.zeros(1, np.float32)])
+@pytest.mark.parametrize(
+    "dtype", ["<f4", "=f4", np.float32, np.dtype("f4"), "float32", "stridex.Dtype", np.zeros(1, np.float32)]
+)
 def test_from_pointer_native_dtypes(dtype):
     if isinstance(dtype, str) and dtype == "stridex.Dtype":
         dtype = stridex.Dtype("float32")  # made here: a parameter would outlive the module (nanobind's leak check)
@@ -376,17 +414,20 @@ def test_from_pointer_native_dtypes(dtype):
 HUGE = tuple(range(10**6))
 
 
-@pytest.mark.parametrize("make,fragment", [
-    (lambda: AI(None, shape=HUGE, typestr="|u1", data=(0, False)), "__array_interface__['shape']"),
-    (lambda: CAI(tiny_array(), shape=HUGE), "__cuda_array_interface__['shape']"),
-    (lambda: AI(None, shape=(2,), typestr="<" + "f" * 10**6, data=(0, False)), "__array_interface__['typestr']"),
-    (lambda: AI(None, shape=(2,), typestr="<f8", data=(HUGE, False)), "__array_interface__['data']"),
-    (lambda: AI(None, shape=(2,), typestr="<f8", data=HUGE), "__array_interface__"),
-    (lambda: AI(None, shape=(2,), typestr="<f8", strides=HUGE, data=(16, False)), "__array_interface__['strides']"),
-    (lambda: CAI(tiny_array(), strides=(8,) * 10**6), "__cuda_array_interface__['strides']"),
-    (lambda: CAI(tiny_array(), version=HUGE), "__cuda_array_interface__['version']"),
-    (lambda: CAI(tiny_array(), stream=HUGE), "__cuda_array_interface__['stream']"),
-])
+@pytest.mark.parametrize(
+    "make,fragment",
+    [
+        (lambda: AI(None, shape=HUGE, typestr="|u1", data=(0, False)), "__array_interface__['shape']"),
+        (lambda: CAI(tiny_array(), shape=HUGE), "__cuda_array_interface__['shape']"),
+        (lambda: AI(None, shape=(2,), typestr="<" + "f" * 10**6, data=(0, False)), "__array_interface__['typestr']"),
+        (lambda: AI(None, shape=(2,), typestr="<f8", data=(HUGE, False)), "__array_interface__['data']"),
+        (lambda: AI(None, shape=(2,), typestr="<f8", data=HUGE), "__array_interface__"),
+        (lambda: AI(None, shape=(2,), typestr="<f8", strides=HUGE, data=(16, False)), "__array_interface__['strides']"),
+        (lambda: CAI(tiny_array(), strides=(8,) * 10**6), "__cuda_array_interface__['strides']"),
+        (lambda: CAI(tiny_array(), version=HUGE), "__cuda_array_interface__['version']"),
+        (lambda: CAI(tiny_array(), stream=HUGE), "__cuda_array_interface__['stream']"),
+    ],
+)
 def test_interface_errors_name_the_key_and_stay_short(make, fragment):
     with pytest.raises((ValueError, TypeError, BufferError)) as e:
         stridex.view(make())
@@ -394,17 +435,20 @@ def test_interface_errors_name_the_key_and_stay_short(make, fragment):
     assert len(str(e.value)) < 600
 
 
-@pytest.mark.parametrize("call", [
-    lambda: stridex.from_pointer(0, (2,), "x" * 10**6),
-    lambda: stridex.Dtype("x" * 10**6),
-    lambda: stridex.Dtype.from_typestr("<" + "f" * 10**6),
-    lambda: stridex.Dtype.from_buffer_format("Z" * 10**6),
-    lambda: stridex.Device("cuda:" + "1" * 10**6),
-    lambda: stridex.view(make_capsule(tiny_array(), name="n" * 10**5)[0]),
-    lambda: VIEW.reshape(2**100000),
-    lambda: stridex.view(type("x" * 10**5, (), {})()),  # a class name is foreign text too
-    lambda: stridex.from_pointer(0, type("y" * 10**5, (), {})(), "uint8"),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: stridex.from_pointer(0, (2,), "x" * 10**6),
+        lambda: stridex.Dtype("x" * 10**6),
+        lambda: stridex.Dtype.from_typestr("<" + "f" * 10**6),
+        lambda: stridex.Dtype.from_buffer_format("Z" * 10**6),
+        lambda: stridex.Device("cuda:" + "1" * 10**6),
+        lambda: stridex.view(make_capsule(tiny_array(), name="n" * 10**5)[0]),
+        lambda: VIEW.reshape(2**100000),
+        lambda: stridex.view(type("x" * 10**5, (), {})()),  # a class name is foreign text too
+        lambda: stridex.from_pointer(0, type("y" * 10**5, (), {})(), "uint8"),
+    ],
+)
 def test_other_messages_stay_short(call):
     with pytest.raises((ValueError, TypeError, BufferError)) as e:
         call()
@@ -412,6 +456,7 @@ def test_other_messages_stay_short(call):
 
 
 # ---- a protocol attribute set to None is no protocol -------------------------------------------------
+
 
 class NoDLPack(np.ndarray):
     __dlpack__ = None
@@ -459,7 +504,8 @@ def test_instance_dlpack_none_falls_through():
 
 # A private prototype: ctypes.pythonapi.PyCapsule_New is shared, and other tests set its argtypes.
 _new_capsule = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
-    ("PyCapsule_New", ctypes.pythonapi))
+    ("PyCapsule_New", ctypes.pythonapi)
+)
 
 
 class Header(ctypes.Structure):
@@ -467,8 +513,9 @@ class Header(ctypes.Structure):
 
 
 class API(ctypes.Structure):
-    _fields_ = [("header", Header)] + [(f, ctypes.c_void_p) for f in (
-        "allocator", "from_py", "to_py", "dltensor_from_py", "work_stream")]
+    _fields_ = [("header", Header)] + [
+        (f, ctypes.c_void_p) for f in ("allocator", "from_py", "to_py", "dltensor_from_py", "work_stream")
+    ]
 
 
 def looping_chain():
@@ -505,26 +552,29 @@ def as_capsule(struct, name=b"dlpack_exchange_api"):
     return _new_capsule(ctypes.addressof(struct), name, None)
 
 
-@pytest.mark.parametrize("attribute,value", [
-    ("__c_dlpack_exchange_api__", True),
-    ("__c_dlpack_exchange_api__", 1),
-    ("__c_dlpack_exchange_api__", 12345),
-    ("__c_dlpack_exchange_api__", 2**64 - 8),
-    ("__c_dlpack_exchange_api__", -1),
-    ("__c_dlpack_exchange_api__", 1.5),
-    ("__c_dlpack_exchange_api__", "garbage"),
-    ("__c_dlpack_exchange_api__", id(_KEEP)),
-    ("__c_dlpack_exchange_api__", id(stridex.View)),
-    ("__c_dlpack_exchange_api__", lambda: as_address(looping_chain())),
-    ("__c_dlpack_exchange_api__", lambda: as_address(garbage_functions())),
-    ("__c_dlpack_exchange_api__", lambda: as_address(data_as_functions())),
-    ("__dlpack_c_exchange_api__", True),
-    ("__dlpack_c_exchange_api__", object()),
-    ("__dlpack_c_exchange_api__", lambda: as_capsule(garbage_functions(), b"not_an_exchange_api")),
-    ("__dlpack_c_exchange_api__", lambda: as_capsule(looping_chain())),
-    ("__dlpack_c_exchange_api__", lambda: as_capsule(garbage_functions())),
-    ("__dlpack_c_exchange_api__", lambda: as_capsule(data_as_functions())),
-])
+@pytest.mark.parametrize(
+    "attribute,value",
+    [
+        ("__c_dlpack_exchange_api__", True),
+        ("__c_dlpack_exchange_api__", 1),
+        ("__c_dlpack_exchange_api__", 12345),
+        ("__c_dlpack_exchange_api__", 2**64 - 8),
+        ("__c_dlpack_exchange_api__", -1),
+        ("__c_dlpack_exchange_api__", 1.5),
+        ("__c_dlpack_exchange_api__", "garbage"),
+        ("__c_dlpack_exchange_api__", id(_KEEP)),
+        ("__c_dlpack_exchange_api__", id(stridex.View)),
+        ("__c_dlpack_exchange_api__", lambda: as_address(looping_chain())),
+        ("__c_dlpack_exchange_api__", lambda: as_address(garbage_functions())),
+        ("__c_dlpack_exchange_api__", lambda: as_address(data_as_functions())),
+        ("__dlpack_c_exchange_api__", True),
+        ("__dlpack_c_exchange_api__", object()),
+        ("__dlpack_c_exchange_api__", lambda: as_capsule(garbage_functions(), b"not_an_exchange_api")),
+        ("__dlpack_c_exchange_api__", lambda: as_capsule(looping_chain())),
+        ("__dlpack_c_exchange_api__", lambda: as_capsule(garbage_functions())),
+        ("__dlpack_c_exchange_api__", lambda: as_capsule(data_as_functions())),
+    ],
+)
 def test_garbage_exchange_apis_are_no_api(attribute, value):
     if callable(value):
         value = value()
@@ -557,6 +607,7 @@ def test_real_exchange_apis_still_work():
 
 # ---- View.__new__ cannot make a View that crashes ----------------------------------------------------
 
+
 class SubView(stridex.View):
     pass
 
@@ -568,19 +619,22 @@ def uninitialised(kind):
 
 
 @pytest.mark.parametrize("kind", [stridex.View, SubView])
-@pytest.mark.parametrize("use", [
-    lambda v: v.__dlpack__(),
-    lambda v: v.__dlpack__(max_version=(1, 3)),
-    lambda v: v.__dlpack_device__(),
-    lambda v: v.__array_interface__,
-    lambda v: v.__cuda_array_interface__,
-    lambda v: memoryview(v),
-    lambda v: stridex.view(v),
-    lambda v: v.shape,
-    lambda v: v[0],
-    lambda v: repr(v),
-    lambda v: np.from_dlpack(v),
-])
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda v: v.__dlpack__(),
+        lambda v: v.__dlpack__(max_version=(1, 3)),
+        lambda v: v.__dlpack_device__(),
+        lambda v: v.__array_interface__,
+        lambda v: v.__cuda_array_interface__,
+        lambda v: memoryview(v),
+        lambda v: stridex.view(v),
+        lambda v: v.shape,
+        lambda v: v[0],
+        lambda v: repr(v),
+        lambda v: np.from_dlpack(v),
+    ],
+)
 def test_uninitialised_views_raise_type_errors(kind, use):
     v = uninitialised(kind)
     with warnings.catch_warnings():
@@ -602,6 +656,7 @@ def test_uninitialised_views_through_the_exchange_api(kind):
 
 # ---- cyclic garbage collection --------------------------------------------------------------------
 
+
 class WithInterface:
     def __init__(self, **interface):
         self.keep = np.arange(4.0)
@@ -618,8 +673,11 @@ class BytesWithDict(bytearray):
     pass
 
 
-@pytest.mark.parametrize("make", [WithInterface, CAIHolder, lambda: BytesWithDict(b"abcd")],
-                         ids=["array_interface", "cuda_array_interface", "buffer"])
+@pytest.mark.parametrize(
+    "make",
+    [WithInterface, CAIHolder, lambda: BytesWithDict(b"abcd")],
+    ids=["array_interface", "cuda_array_interface", "buffer"],
+)
 def test_a_view_stored_on_its_owner_is_collected(make):
     h = make()
     h.v = stridex.view(h)

@@ -24,26 +24,41 @@ from export_support import DLManagedTensorVersioned, DLTensor, cuda_device_count
 CUDA = (2, 0)
 H = 0x1234  # a stream handle
 TensorOut = ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned))
-ImportTensor = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p, ctypes.c_uint64, TensorOut,
-                                 ctypes.POINTER(ctypes.c_ssize_t))
-ViewFromTensor = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLManagedTensorVersioned), ctypes.c_ssize_t,
-                                   ctypes.POINTER(ctypes.py_object))
+ImportTensor = ctypes.PYFUNCTYPE(
+    ctypes.c_int, ctypes.py_object, ctypes.c_void_p, ctypes.c_uint64, TensorOut, ctypes.POINTER(ctypes.c_ssize_t)
+)
+ViewFromTensor = ctypes.PYFUNCTYPE(
+    ctypes.c_int, ctypes.POINTER(DLManagedTensorVersioned), ctypes.c_ssize_t, ctypes.POINTER(ctypes.py_object)
+)
 
 
 class StridexArray(ctypes.Structure):
-    _fields_ = [("dims", ctypes.POINTER(ctypes.c_int64)), ("max_ndim", ctypes.c_int32), ("reserved", ctypes.c_int32),
-                ("tensor", DLTensor), ("flags", ctypes.c_uint64), ("stream", ctypes.c_ssize_t),
-                ("release", ctypes.CFUNCTYPE(None, ctypes.c_void_p)), ("context", ctypes.c_void_p)]
+    _fields_ = [
+        ("dims", ctypes.POINTER(ctypes.c_int64)),
+        ("max_ndim", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("tensor", DLTensor),
+        ("flags", ctypes.c_uint64),
+        ("stream", ctypes.c_ssize_t),
+        ("release", ctypes.CFUNCTYPE(None, ctypes.c_void_p)),
+        ("context", ctypes.c_void_p),
+    ]
 
 
-ImportArray = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p, ctypes.c_uint64,
-                                ctypes.POINTER(StridexArray))
+ImportArray = ctypes.PYFUNCTYPE(
+    ctypes.c_int, ctypes.py_object, ctypes.c_void_p, ctypes.c_uint64, ctypes.POINTER(StridexArray)
+)
 
 
 class CasterApi(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("size", ctypes.c_uint64),
-                ("import_tensor", ctypes.c_void_p), ("view_from_tensor", ctypes.c_void_p),
-                ("import_array", ctypes.c_void_p)]
+    _fields_ = [
+        ("major", ctypes.c_uint32),
+        ("minor", ctypes.c_uint32),
+        ("size", ctypes.c_uint64),
+        ("import_tensor", ctypes.c_void_p),
+        ("view_from_tensor", ctypes.c_void_p),
+        ("import_array", ctypes.c_void_p),
+    ]
 
 
 MINOR0_SIZE = CasterApi.import_array.offset  # a minor-0 table ends before import_array
@@ -51,9 +66,11 @@ MINOR0_SIZE = CasterApi.import_array.offset  # a minor-0 table ends before impor
 
 # Private prototypes: ctypes.pythonapi's functions are shared, and other modules set their argtypes.
 _capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", ctypes.pythonapi))
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
 _new_capsule = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
-    ("PyCapsule_New", ctypes.pythonapi))
+    ("PyCapsule_New", ctypes.pythonapi)
+)
 NAME = b"stridex._stridex._caster_api"
 
 
@@ -66,8 +83,9 @@ def import_tensor(obj, stream=None, flags=0):
     out = ctypes.POINTER(DLManagedTensorVersioned)()
     ready = ctypes.c_ssize_t(7)
     keep = stream  # the table borrows it for the call
-    rc = ImportTensor(table().import_tensor)(obj, None if keep is None else id(keep), flags, ctypes.byref(out),
-                                             ctypes.byref(ready))
+    rc = ImportTensor(table().import_tensor)(
+        obj, None if keep is None else id(keep), flags, ctypes.byref(out), ctypes.byref(ready)
+    )
     assert rc == 0
     return out, ready.value
 
@@ -131,10 +149,13 @@ def test_the_deleter_of_a_consumed_capsule_runs_exactly_once():
     assert counter.calls == 1
 
 
-@pytest.mark.parametrize("bad,error,match", [
-    (3, TypeError, "cannot import an object of type int"),
-    (np.zeros(2, dtype="i4,f8"), BufferError, "DLPack"),  # structured elements: no DLPack dtype
-])
+@pytest.mark.parametrize(
+    "bad,error,match",
+    [
+        (3, TypeError, "cannot import an object of type int"),
+        (np.zeros(2, dtype="i4,f8"), BufferError, "DLPack"),  # structured elements: no DLPack dtype
+    ],
+)
 def test_errors_are_stridex_views(bad, error, match):
     with pytest.raises(error, match=match) as ours:
         import_tensor(bad)
@@ -156,11 +177,14 @@ def test_a_producers_failure_is_reported_as_stridex_view_reports_it():
     assert str(ours.value) == str(theirs.value)
 
 
-@pytest.mark.parametrize("stream,error,match", [
-    (0, ValueError, "stream 0 is forbidden"),
-    (True, TypeError, "found bool"),
-    ("legacy", TypeError, "stream must be None"),
-])
+@pytest.mark.parametrize(
+    "stream,error,match",
+    [
+        (0, ValueError, "stream 0 is forbidden"),
+        (True, TypeError, "found bool"),
+        ("legacy", TypeError, "stream must be None"),
+    ],
+)
 def test_bad_streams_are_refused_as_stridex_view_refuses_them(stream, error, match):
     with pytest.raises(error, match=match):
         import_tensor(np.zeros(2), stream=stream)
@@ -245,13 +269,17 @@ def test_the_table_has_import_array_since_minor_1():
     assert t.minor >= 1 and t.size >= MINOR0_SIZE + ctypes.sizeof(ctypes.c_void_p) and t.import_array
 
 
-@pytest.mark.parametrize("make", [
-    lambda: np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::-2],
-    lambda: np.arange(6.0).reshape(2, 3).T,
-    lambda: np.float64(2.5).reshape(()),
-    lambda: np.zeros((0, 3), dtype=np.int16),
-    lambda: stridex.view(np.arange(8, dtype=np.uint8))[1::3],
-], ids=["strided", "transposed", "0-d", "empty", "stridex.View"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::-2],
+        lambda: np.arange(6.0).reshape(2, 3).T,
+        lambda: np.float64(2.5).reshape(()),
+        lambda: np.zeros((0, 3), dtype=np.int16),
+        lambda: stridex.view(np.arange(8, dtype=np.uint8))[1::3],
+    ],
+    ids=["strided", "transposed", "0-d", "empty", "stridex.View"],
+)
 def test_import_array_describes_what_import_tensor_exports(make):
     x = make()
     a = import_array(x)
@@ -339,12 +367,15 @@ def test_import_array_refuses_more_axes_than_the_caller_takes_and_releases_them(
     release_array(import_array(np.float32(1.0).reshape(()), max_ndim=0))  # 0-d needs no dims
 
 
-@pytest.mark.parametrize("case,match", [
-    ("NULL out", "NULL argument"),
-    ("NULL dims", "NULL dims for max_ndim 2"),
-    ("negative max_ndim", "max_ndim must be >= 0, found -1"),
-    ("flags", "unknown flags 2 "),  # 1 is kImportCallerStream (minor 2)
-])
+@pytest.mark.parametrize(
+    "case,match",
+    [
+        ("NULL out", "NULL argument"),
+        ("NULL dims", "NULL dims for max_ndim 2"),
+        ("negative max_ndim", "max_ndim must be >= 0, found -1"),
+        ("flags", "unknown flags 2 "),  # 1 is kImportCallerStream (minor 2)
+    ],
+)
 def test_import_array_refuses_bad_arguments(case, match):
     fn = ImportArray(table().import_array)
     a = np.zeros(2)
@@ -363,8 +394,9 @@ def test_import_array_refuses_bad_arguments(case, match):
 
 
 def test_import_array_refuses_a_null_object():
-    fn = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
-                           ctypes.POINTER(StridexArray))(table().import_array)
+    fn = ctypes.PYFUNCTYPE(
+        ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64, ctypes.POINTER(StridexArray)
+    )(table().import_array)
     out = StridexArray(dims=(ctypes.c_int64 * 2)(), max_ndim=1)
     with pytest.raises(ValueError, match="NULL argument"):
         fn(None, None, 0, ctypes.byref(out))
@@ -418,8 +450,14 @@ def minor0_table(import_array_slot=None, size=MINOR0_SIZE):
     """A capsule of the real table as a minor-0 wheel has it (import_tensor and view_from_tensor only),
     and what keeps it alive. `import_array_slot` lies beyond `size`: no caster may read it."""
     real = table()
-    t = CasterApi(major=1, minor=0, size=size, import_tensor=real.import_tensor,
-                  view_from_tensor=real.view_from_tensor, import_array=import_array_slot)
+    t = CasterApi(
+        major=1,
+        minor=0,
+        size=size,
+        import_tensor=real.import_tensor,
+        view_from_tensor=real.view_from_tensor,
+        import_array=import_array_slot,
+    )
     return _new_capsule(ctypes.addressof(t), NAME, None), t
 
 
@@ -465,9 +503,12 @@ def fake_table(major=1, size=ctypes.sizeof(CasterApi), name=NAME):
 
 @pytest.mark.parametrize("kind", ["major 2", "major 0", "too small", "another name"])
 def test_a_table_that_does_not_fit_leaves_the_python_path(ext, kind):
-    capsule, keep = {"major 2": lambda: fake_table(major=2), "major 0": lambda: fake_table(major=0),
-                     "too small": lambda: fake_table(size=16),
-                     "another name": lambda: fake_table(name=b"stridex._stridex._other")}[kind]()
+    capsule, keep = {
+        "major 2": lambda: fake_table(major=2),
+        "major 0": lambda: fake_table(major=0),
+        "too small": lambda: fake_table(size=16),
+        "another name": lambda: fake_table(name=b"stridex._stridex._other"),
+    }[kind]()
     try:
         assert ext.use_caster_api(capsule) is False
         assert ext.caster_path() == "Python"

@@ -107,9 +107,9 @@ def test_random_layouts_every_memory_pair(src_kind, dst_kind):
 
 
 LARGE = [
-    ((512, 384), (1, 0), "float32"),   # transpose: the tiled kernel
-    ((300, 200), (1, 0), "uint16"),    # 2-byte transpose, words on both sides
-    ((301, 203), (1, 0), "uint8"),     # 1-byte transpose, ragged edges
+    ((512, 384), (1, 0), "float32"),  # transpose: the tiled kernel
+    ((300, 200), (1, 0), "uint16"),  # 2-byte transpose, words on both sides
+    ((301, 203), (1, 0), "uint8"),  # 1-byte transpose, ragged edges
     ((64, 48, 40), (2, 1, 0), "float64"),
     ((8, 64, 40, 3), (0, 2, 1, 3), "complex128"),
     ((33, 65, 17), (1, 2, 0), "int16"),
@@ -117,8 +117,18 @@ LARGE = [
 
 
 @pytest.mark.parametrize("shape,perm,dtype", LARGE)
-@pytest.mark.parametrize("kinds", [("cpu", "cpu"), ("cuda:0", "cuda:0"), ("cpu", "cuda:0"), ("cuda:0", "cpu"),
-                                   ("cuda_host", "cuda:0"), ("cuda:0", "cuda_managed"), ("cuda:1", "cuda:0")])
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        ("cpu", "cpu"),
+        ("cuda:0", "cuda:0"),
+        ("cpu", "cuda:0"),
+        ("cuda:0", "cpu"),
+        ("cuda_host", "cuda:0"),
+        ("cuda:0", "cuda_managed"),
+        ("cuda:1", "cuda:0"),
+    ],
+)
 def test_permutations_and_slices(shape, perm, dtype, kinds):
     src_kind, dst_kind = kinds
     needs(src_kind)
@@ -203,8 +213,15 @@ def test_copy_copy_is_a_view_of_the_same_memory():
     v = stridex.view(a)[::2, 1:]  # private memory: pickling it would raise BufferError
     c = copy.copy(v)
     assert type(c) is stridex.View and c is not v
-    assert (c.ptr, c.shape, c.strides, c.dtype, c.device, c.readonly, c.stream) == \
-        (v.ptr, v.shape, v.strides, v.dtype, v.device, v.readonly, v.stream)
+    assert (c.ptr, c.shape, c.strides, c.dtype, c.device, c.readonly, c.stream) == (
+        v.ptr,
+        v.shape,
+        v.strides,
+        v.dtype,
+        v.device,
+        v.readonly,
+        v.stream,
+    )
     assert c.owner is a
     np.asarray(c)[0, 0] = 100  # an alias: writes show in the original
     assert a[0, 1] == 100
@@ -319,8 +336,9 @@ def test_dlpack_copies_across_devices():
     host = np.arange(24, dtype=np.int32).reshape(4, 6)
     g = stridex.view(host).to("cuda:0")
     cap = g.__dlpack__(dl_device=(1, 0), max_version=(1, 3))
-    back = np.from_dlpack(type("C", (), {"__dlpack__": lambda self, **k: cap,
-                                          "__dlpack_device__": lambda self: (1, 0)})())
+    back = np.from_dlpack(
+        type("C", (), {"__dlpack__": lambda self, **k: cap, "__dlpack_device__": lambda self: (1, 0)})()
+    )
     np.testing.assert_array_equal(back, host)
     up = stridex.view(stridex.view(host).__dlpack__(dl_device=(2, 0), max_version=(1, 3), stream=1))
     assert up.device == "cuda:0"
@@ -375,7 +393,8 @@ def test_pinned_source_is_ordered_on_the_gpu():
         torch.cuda._sleep(1_000_000_000)
         snapshot = pinned_out.to("cuda", non_blocking=True)  # reads the old values after the sleep
     out = stridex.from_pointer(pinned_out.data_ptr(), (n,), "float32", owner=pinned_out)._with_stream(
-        producer.cuda_stream)
+        producer.cuda_stream
+    )
     assert stridex.copy(out, dst, stream=consumer) is out
     assert not producer.query(), "the copy waited for the reader of the destination on the host"
     consumer.synchronize()
@@ -388,8 +407,13 @@ def test_copy_and_deepcopy_of_device_views():
     host = np.arange(24, dtype=np.int32).reshape(4, 6)
     g = stridex.view(host).to("cuda:0")
     c = copy.copy(g)
-    assert c is not g and (c.ptr, c.shape, c.strides, c.device, c.stream) == (g.ptr, g.shape, g.strides, g.device,
-                                                                             g.stream)
+    assert c is not g and (c.ptr, c.shape, c.strides, c.device, c.stream) == (
+        g.ptr,
+        g.shape,
+        g.strides,
+        g.device,
+        g.stream,
+    )
     d = copy.deepcopy(g.T)
     assert d.device == "cuda:0" and d.ptr != g.ptr and d.strides == (1, 6) and d.stream == 1
     np.testing.assert_array_equal(np.from_dlpack(d, device="cpu"), host.T)

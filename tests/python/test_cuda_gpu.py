@@ -179,13 +179,16 @@ def test_failed_grow_rolls_back_on_real_out_of_memory(torch):
     buf.close()
 
 
-@pytest.mark.parametrize("bad,error,says", [
-    (-1, ValueError, "must be >= 0, found -1"),
-    (2**64, ValueError, "does not fit in int64"),
-    (True, TypeError, "must be an int, found bool"),
-    (1.5, TypeError, "must be an int, found float"),
-    (None, TypeError, "must be an int, found NoneType"),
-])
+@pytest.mark.parametrize(
+    "bad,error,says",
+    [
+        (-1, ValueError, "must be >= 0, found -1"),
+        (2**64, ValueError, "does not fit in int64"),
+        (True, TypeError, "must be an int, found bool"),
+        (1.5, TypeError, "must be an int, found float"),
+        (None, TypeError, "must be an int, found NoneType"),
+    ],
+)
 def test_sizes_of_a_live_buffer_are_checked_by_name(bad, error, says):
     # The same rules as every size from Python (arguments.hpp), and the buffer is left as it was.
     with stridex.VirtualBuffer(size=2 * MiB, capacity=8 * MiB, chunk_size=2 * MiB) as buf:

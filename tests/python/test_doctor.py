@@ -19,8 +19,14 @@ TIMEOUT = 240  # the whole CPU doctor takes seconds; the bound only stops a hang
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: int = TIMEOUT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "stridex", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env or dict(os.environ), encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", "stridex", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or dict(os.environ),
+        encoding="utf-8",
+    )
 
 
 def find(doc: dict, producer: str, consumer: str, case: str, device: str = "cpu") -> dict:
@@ -36,8 +42,9 @@ def cpu_doctor() -> tuple[subprocess.CompletedProcess, dict]:
     try:
         doc = json.loads(proc.stdout)  # the whole stdout is one JSON document: nothing else leaks there
     except json.JSONDecodeError as exc:
-        raise AssertionError(f"stdout is not JSON ({exc}); stderr:\n{proc.stderr[-3000:]}\nstdout:\n"
-                             f"{proc.stdout[:3000]}") from exc
+        raise AssertionError(
+            f"stdout is not JSON ({exc}); stderr:\n{proc.stderr[-3000:]}\nstdout:\n{proc.stdout[:3000]}"
+        ) from exc
     return proc, doc
 
 
@@ -47,8 +54,11 @@ def test_cpu_doctor_passes_and_numpy_roundtrip_aliases(cpu_doctor):
     assert cell["stridex"]["status"] == "pass", f"numpy -> numpy through stridex: {cell['stridex']['reason']}"
     assert cell["stridex"]["aliasing"] == "write", "aliasing must be verified by a write through one side"
     assert cell["stridex"]["claimed"] is True
-    failed = [f"{c['producer']} -> {c['consumer']} {c['case']}: {c['stridex']['reason']}"
-              for c in doc["results"] if c["stridex"]["status"] == "fail" and c["stridex"].get("claimed")]
+    failed = [
+        f"{c['producer']} -> {c['consumer']} {c['case']}: {c['stridex']['reason']}"
+        for c in doc["results"]
+        if c["stridex"]["status"] == "fail" and c["stridex"].get("claimed")
+    ]
     assert not failed, "claimed stridex pairs failed:\n" + "\n".join(failed)
     assert doc["exit_status"] == 0
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -61,8 +71,12 @@ def test_cpu_doctor_claims_the_writability_cells(cpu_doctor):
     names = {f["name"] for f in doc["frameworks"] if f.get("version")}
     if not {"jax", "warp"} <= names:
         pytest.skip("needs jax and warp")
-    for producer, consumer, case in [("jax", "jax", "contiguous"), ("jax", "jax", "readonly"),
-                                     ("jax", "warp", "contiguous"), ("warp", "numpy", "contiguous")]:
+    for producer, consumer, case in [
+        ("jax", "jax", "contiguous"),
+        ("jax", "jax", "readonly"),
+        ("jax", "warp", "contiguous"),
+        ("warp", "numpy", "contiguous"),
+    ]:
         cell = find(doc, producer, consumer, case)
         assert cell["stridex"]["claimed"] is True, f"{producer} -> {consumer} {case} must be claimed"
         assert cell["stridex"]["status"] == "pass", f"{producer} -> {consumer} {case}: {cell['stridex']['reason']}"
@@ -81,8 +95,16 @@ def test_cpu_doctor_document_shape(cpu_doctor):
     assert names["numpy"]["status"] == "ok" and names["numpy"]["version"]
     assert "torch" in names  # every known framework is listed, installed or not
     assert doc["devices"]["devices"][0] == "cpu"
-    assert {c["name"] for c in doc["cases"]} >= {"contiguous", "strided", "negative", "0-d", "empty", "bool",
-                                                  "bfloat16", "readonly"}
+    assert {c["name"] for c in doc["cases"]} >= {
+        "contiguous",
+        "strided",
+        "negative",
+        "0-d",
+        "empty",
+        "bool",
+        "bfloat16",
+        "readonly",
+    }
     for cell in doc["results"]:
         for route in ("native", "stridex"):
             outcome = cell[route]
@@ -137,11 +159,14 @@ def test_version_and_help():
     assert proc.returncode == 2 and "doctor" in proc.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--cases", "nope"), "unknown case"),
-    (("--frameworks", "nope"), "unknown framework"),
-    (("--adapter", "no_such_module_for_doctor:X"), "no_such_module_for_doctor"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--cases", "nope"), "unknown case"),
+        (("--frameworks", "nope"), "unknown framework"),
+        (("--adapter", "no_such_module_for_doctor:X"), "no_such_module_for_doctor"),
+    ],
+)
 def test_usage_errors_exit_2(args, message):
     proc = run_cli("doctor", *args)
     assert proc.returncode == 2
@@ -228,25 +253,46 @@ def test_nothing_checked_exits_3():
 
 def test_ascii_only_stdout_falls_back_to_plain_symbols():
     env = dict(os.environ, PYTHONIOENCODING="ascii", LANG="C", LC_ALL="C")
-    for args in (("doctor", "--frameworks", "numpy", "--cases", "contiguous,bool", "--no-progress"),
-                 ("doctor", "--help"), ("bench", "--help"), ("--help",),
-                 ("bench", "--quick", "--frameworks", "numpy", "--device", "cpu", "--repeat", "1")):
-        proc = subprocess.run([sys.executable, "-m", "stridex", *args], capture_output=True, env=env,
-                              timeout=TIMEOUT)
+    for args in (
+        ("doctor", "--frameworks", "numpy", "--cases", "contiguous,bool", "--no-progress"),
+        ("doctor", "--help"),
+        ("bench", "--help"),
+        ("--help",),
+        ("bench", "--quick", "--frameworks", "numpy", "--device", "cpu", "--repeat", "1"),
+    ):
+        proc = subprocess.run([sys.executable, "-m", "stridex", *args], capture_output=True, env=env, timeout=TIMEOUT)
         assert proc.returncode == 0, (args, proc.stderr.decode(errors="replace")[-2000:])
         proc.stdout.decode("ascii")  # every byte is ASCII
-    assert re.search(rb"numpy +-> numpy +ok ok", subprocess.run(
-        [sys.executable, "-m", "stridex", "doctor", "--frameworks", "numpy", "--cases", "contiguous", "--no-progress"],
-        capture_output=True, env=env, timeout=TIMEOUT).stdout)
+    assert re.search(
+        rb"numpy +-> numpy +ok ok",
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "stridex",
+                "doctor",
+                "--frameworks",
+                "numpy",
+                "--cases",
+                "contiguous",
+                "--no-progress",
+            ],
+            capture_output=True,
+            env=env,
+            timeout=TIMEOUT,
+        ).stdout,
+    )
 
 
 def test_help_and_version_import_no_framework():
-    code = ("import sys, contextlib, io\n"
-            "import stridex.__main__ as cli\n"
-            "for argv in (['--help'], ['--version']):\n"
-            "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
-            "        cli.main(argv)\n"
-            "print(sorted(m for m in ('numpy', 'jax', 'warp', 'torch', 'ml_dtypes') if m in sys.modules))\n")
+    code = (
+        "import sys, contextlib, io\n"
+        "import stridex.__main__ as cli\n"
+        "for argv in (['--help'], ['--version']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "        cli.main(argv)\n"
+        "print(sorted(m for m in ('numpy', 'jax', 'warp', 'torch', 'ml_dtypes') if m in sys.modules))\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

@@ -116,13 +116,23 @@ def test_cli_shows_a_broken_framework_and_goes_on(tmp_path):
     (tmp_path / "mlx" / "core.py").write_text("raise OSError('libmlx.so: undefined symbol: _ZN3mlx')\n")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
-    args = [sys.executable, "-m", "stridex", "doctor", "--frameworks", "numpy,mlx", "--cases", "contiguous",
-            "--no-progress"]
+    args = [
+        sys.executable,
+        "-m",
+        "stridex",
+        "doctor",
+        "--frameworks",
+        "numpy,mlx",
+        "--cases",
+        "contiguous",
+        "--no-progress",
+    ]
     text = subprocess.run(args, capture_output=True, text=True, env=env, timeout=240, encoding="utf-8")
     assert "mlx: import failed: OSError: libmlx.so: undefined symbol" in text.stdout, text.stdout + text.stderr
     assert re.search(r"numpy\s+(→|->)\s+numpy", text.stdout)  # the rest still ran
-    doc = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, env=env, timeout=240,
-                                    encoding="utf-8").stdout)
+    doc = json.loads(
+        subprocess.run(args + ["--json"], capture_output=True, text=True, env=env, timeout=240, encoding="utf-8").stdout
+    )
     (mlx,) = [f for f in doc["frameworks"] if f["name"] == "mlx"]
     assert mlx["status"] == "broken" and "undefined symbol" in mlx["reason"]
     assert all("mlx" not in (c["producer"], c["consumer"]) for c in doc["results"])

@@ -107,7 +107,9 @@ class LiarArray:
         self.a = a
 
     def __dlpack__(self, **kwargs):
-        lie = np.lib.stride_tricks.as_strided(self.a, self.a.shape, (self.a.itemsize, self.a.itemsize * self.a.shape[0]))
+        lie = np.lib.stride_tricks.as_strided(
+            self.a, self.a.shape, (self.a.itemsize, self.a.itemsize * self.a.shape[0])
+        )
         return lie.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
@@ -262,9 +264,16 @@ def _render(cells):
     summary = summarize(cells)
     status = 1 if summary["stridex"]["claimed_failures"] else 0
     infos = [info("numpy")]
-    common = dict(cells=cells, cases=[CONTIGUOUS], frameworks=infos, devices=DeviceReport(["cpu"], "none", "test"),
-                  features={"view": True}, header={"stridex_version": "fake", "stridex_path": "-", "python": "3",
-                                                   "platform": "test"}, summary=summary, exit_status=status)
+    common = dict(
+        cells=cells,
+        cases=[CONTIGUOUS],
+        frameworks=infos,
+        devices=DeviceReport(["cpu"], "none", "test"),
+        features={"view": True},
+        header={"stridex_version": "fake", "stridex_path": "-", "python": "3", "platform": "test"},
+        summary=summary,
+        exit_status=status,
+    )
 
     class Utf8:
         encoding = "utf-8"
@@ -444,9 +453,14 @@ def _cli(*args):
     env["PYTHONPATH"] = os.pathsep.join([HERE, env.get("PYTHONPATH", "")])
     # The broken adapters are host arrays; pin the device so the counts below are the same on a
     # GPU machine, where the doctor would also run every pair on each CUDA device.
-    return subprocess.run([sys.executable, "-m", "stridex", "doctor", "--no-progress", "--device", "cpu", *args],
-                          capture_output=True,
-                          text=True, env=env, timeout=240, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", "stridex", "doctor", "--no-progress", "--device", "cpu", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        encoding="utf-8",
+    )
 
 
 def test_cli_broken_producer_sets_exit_status_and_shows_reason():
@@ -469,8 +483,15 @@ def test_cli_broken_producer_sets_exit_status_and_shows_reason():
 
 
 def test_cli_raising_producer():
-    proc = _cli("--adapter", "test_doctor_failures:RaiserAdapter", "--frameworks", "numpy,raiser", "--cases",
-                "contiguous,bool", "--json")
+    proc = _cli(
+        "--adapter",
+        "test_doctor_failures:RaiserAdapter",
+        "--frameworks",
+        "numpy,raiser",
+        "--cases",
+        "contiguous,bool",
+        "--json",
+    )
     assert proc.returncode == 1
     doc = json.loads(proc.stdout)
     raiser = [r for r in doc["results"] if r["producer"] == "raiser"]
@@ -481,8 +502,15 @@ def test_cli_raising_producer():
 
 
 def test_cli_survives_a_crashing_check():
-    proc = _cli("--adapter", "test_doctor_failures:CrasherAdapter", "--frameworks", "numpy,crasher", "--cases",
-                "contiguous,bool", "--json")
+    proc = _cli(
+        "--adapter",
+        "test_doctor_failures:CrasherAdapter",
+        "--frameworks",
+        "numpy,crasher",
+        "--cases",
+        "contiguous,bool",
+        "--json",
+    )
     doc = json.loads(proc.stdout)
     crashed = [r for r in doc["results"] if r["consumer"] == "crasher"]
     assert len(crashed) == 2
@@ -508,8 +536,17 @@ def test_worker_marks_a_route_that_crashed_too_often_as_not_run():
 
 
 def test_cli_records_a_hung_check_and_goes_on():
-    proc = _cli("--adapter", "test_doctor_failures:HangerAdapter", "--frameworks", "numpy,hanger", "--cases",
-                "contiguous", "--check-timeout", "3", "--json")
+    proc = _cli(
+        "--adapter",
+        "test_doctor_failures:HangerAdapter",
+        "--frameworks",
+        "numpy,hanger",
+        "--cases",
+        "contiguous",
+        "--check-timeout",
+        "3",
+        "--json",
+    )
     doc = json.loads(proc.stdout)
     (hung,) = [r for r in doc["results"] if r["consumer"] == "hanger"]
     assert hung["native"]["reason"].startswith("no progress for 3 s: the check hung")

@@ -10,7 +10,6 @@ import os
 import sys
 import types
 
-import pytest
 
 import stridex
 from stridex import doctor
@@ -48,7 +47,7 @@ def test_the_text_has_a_section_and_a_disabled_shortcut_is_still_checked():
     env = dict(os.environ, STRIDEX_DISABLE_SHORTCUTS="numpy_struct")
     proc = run_cli(*ARGS, "--frameworks", "numpy", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    section = proc.stdout[proc.stdout.index("\nshortcuts: "):]
+    section = proc.stdout[proc.stdout.index("\nshortcuts: ") :]
     line = next(x for x in section.splitlines() if "numpy_struct" in x)
     assert line.startswith("  ✓ numpy_struct") or line.startswith("  ok numpy_struct")
     assert "the same View (or refusal) in " in line and "[off here: STRIDEX_DISABLE_SHORTCUTS" in line
@@ -81,25 +80,34 @@ def test_a_shortcut_that_disagrees_fails_the_doctor(monkeypatch, capfd):
     assert "exit status 1: 1 shortcut(s) differ from the public protocol: numpy_struct (shortcuts, below)" in out
     assert "claimed stridex check(s) failed" not in out
     line = next(x for x in out.splitlines() if "numpy_struct" in x and "shortcuts, below" not in x)
-    assert "cpu float32 (3, 4), default stream: strides (5, 2) through the shortcut, (4, 1) through the public " \
-           "protocol" in line
+    assert (
+        "cpu float32 (3, 4), default stream: strides (5, 2) through the shortcut, (4, 1) through the public "
+        "protocol" in line
+    )
     assert {s.name: s.enabled for s in stridex.shortcuts()} == before  # the check left the switch as it was
 
 
 def test_the_json_names_the_disagreement(monkeypatch, capfd):
-    monkeypatch.setattr(shortcuts, "_outcome", lambda sx, x, stream: (
-        ("error", "BufferError: refused") if {s.name for s in sx.shortcuts() if s.enabled} else (1, (2,))))
+    monkeypatch.setattr(
+        shortcuts,
+        "_outcome",
+        lambda sx, x, stream: (
+            ("error", "BufferError: refused") if {s.name for s in sx.shortcuts() if s.enabled} else (1, (2,))
+        ),
+    )
     status, out = in_process_doctor(capfd, "--json")
     doc = json.loads(out)
     assert status == doc["exit_status"] == 1
     check = next(c for c in doc["shortcuts"] if c["name"] == "numpy_struct")
     assert check["status"] == "fail" and check["compared"] == 1
-    assert check["detail"] == ("cpu float32 (3, 4), default stream: through the shortcut BufferError: refused; "
-                               "through the public protocol a View")
+    assert check["detail"] == (
+        "cpu float32 (3, 4), default stream: through the shortcut BufferError: refused; "
+        "through the public protocol a View"
+    )
 
 
 def aborting_child(names, devices):
-    code = f"print('{{\"begin\": \"{names[0]}\"}}', flush=True); import os; os.abort()"
+    code = f'print(\'{{"begin": "{names[0]}"}}\', flush=True); import os; os.abort()'
     return [sys.executable, "-c", code]
 
 
@@ -113,8 +121,15 @@ def test_a_shortcut_that_crashes_the_check_is_a_failure_and_the_rest_go_on(monke
 
 
 def test_a_check_that_hangs_is_a_failure(monkeypatch):
-    monkeypatch.setattr(shortcuts, "_child_command", lambda names, devices: [
-        sys.executable, "-c", f"print('{{\"begin\": \"{names[0]}\"}}', flush=True); import time; time.sleep(60)"])
+    monkeypatch.setattr(
+        shortcuts,
+        "_child_command",
+        lambda names, devices: [
+            sys.executable,
+            "-c",
+            f'print(\'{{"begin": "{names[0]}"}}\', flush=True); import time; time.sleep(60)',
+        ],
+    )
     (result,) = [r for r in shortcuts.run(["cpu"], ["numpy"], timeout=2) if r.status != "skip"]
     assert (result.name, result.status) == ("numpy_struct", "fail")
     assert result.detail == "no result within 2 s: the check hung (the doctor stopped it)"
@@ -129,7 +144,9 @@ def test_a_framework_that_is_not_installed_is_skipped_with_the_reason(monkeypatc
 
 def test_a_shortcut_this_framework_version_does_not_take_is_skipped_with_the_reason():
     # cupy_layout asked of NumPy's arrays: no type of NumPy's takes it, as CuPy >= 14.3 takes only cupy_c_api.
-    info = types.SimpleNamespace(name="cupy_layout", framework="numpy", enabled=True, checked="taken for CuPy 13.4 to 14.2")
+    info = types.SimpleNamespace(
+        name="cupy_layout", framework="numpy", enabled=True, checked="taken for CuPy 13.4 to 14.2"
+    )
     result = shortcuts.check(stridex, info, ["cpu"])
     import numpy
 

@@ -36,13 +36,17 @@ def test_a_failed_transport_is_the_cause_the_exit_line_names(monkeypatch, capfd)
     from stridex import doctor
     from stridex.doctor import transports
 
-    failed = transports.Transport("multiprocessing (cuda:0, VirtualBuffer)", transports.FAIL, "-", 0.1,
-                                  "TypeError: incompatible function arguments")
+    failed = transports.Transport(
+        "multiprocessing (cuda:0, VirtualBuffer)",
+        transports.FAIL,
+        "-",
+        0.1,
+        "TypeError: incompatible function arguments",
+    )
     monkeypatch.setattr(transports, "run", lambda devices: [failed])
     parser = argparse.ArgumentParser()
     doctor.add_arguments(parser)
     assert doctor.main(parser.parse_args([*ARGS[1:], "--in-process"])) == 1
     out = capfd.readouterr().out
-    assert ("exit status 1: 1 transport(s) failed: multiprocessing (cuda:0, VirtualBuffer) (transports, below)"
-            in out)
+    assert "exit status 1: 1 transport(s) failed: multiprocessing (cuda:0, VirtualBuffer) (transports, below)" in out
     assert "claimed stridex check(s) failed" not in out

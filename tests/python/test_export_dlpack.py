@@ -52,8 +52,15 @@ def owned_view(shape=(3, 4), dtype=np.float32, readonly=False):
 
 @pytest.mark.parametrize(
     ("max_version", "name"),
-    [(None, "dltensor"), ((0, 8), "dltensor"), ((1, 0), "dltensor_versioned"), ((1, 3), "dltensor_versioned"),
-     ((1, 99), "dltensor_versioned"), ((2, 0), "dltensor_versioned"), ([1, 0], "dltensor_versioned")],
+    [
+        (None, "dltensor"),
+        ((0, 8), "dltensor"),
+        ((1, 0), "dltensor_versioned"),
+        ((1, 3), "dltensor_versioned"),
+        ((1, 99), "dltensor_versioned"),
+        ((2, 0), "dltensor_versioned"),
+        ([1, 0], "dltensor_versioned"),
+    ],
 )
 def test_capsule_kind_follows_max_version(max_version, name):
     v = view_of(aligned((2, 3), np.float32))
@@ -241,9 +248,17 @@ def test_int_enum_arguments_are_ints():
 
 @pytest.mark.parametrize(
     ("dtype", "code", "bits"),
-    [(np.bool_, 6, 8), (np.int8, 0, 8), (np.uint16, 1, 16), (np.float16, 2, 16), (np.complex64, 5, 64),
-     (np.complex128, 5, 128), (ml_dtypes.bfloat16, 4, 16), (ml_dtypes.float8_e4m3fn, 10, 8),
-     (ml_dtypes.float8_e5m2, 12, 8)],
+    [
+        (np.bool_, 6, 8),
+        (np.int8, 0, 8),
+        (np.uint16, 1, 16),
+        (np.float16, 2, 16),
+        (np.complex64, 5, 64),
+        (np.complex128, 5, 128),
+        (ml_dtypes.bfloat16, 4, 16),
+        (ml_dtypes.float8_e4m3fn, 10, 8),
+        (ml_dtypes.float8_e5m2, 12, 8),
+    ],
 )
 def test_dtypes(dtype, code, bits):
     arr = aligned((4,), dtype)
@@ -423,7 +438,9 @@ def test_exports_and_deleters_from_many_threads():
         try:
             for _ in range(300):
                 m = consume(v.__dlpack__(max_version=(1, 0)))
-                ctypes.cast(m.contents.deleter, ctypes.CFUNCTYPE(None, ctypes.c_void_p))(ctypes.cast(m, ctypes.c_void_p))
+                ctypes.cast(m.contents.deleter, ctypes.CFUNCTYPE(None, ctypes.c_void_p))(
+                    ctypes.cast(m, ctypes.c_void_p)
+                )
                 assert np.from_dlpack(v)[3] == 3
         except Exception as e:  # noqa: BLE001
             errors.append(e)
@@ -440,7 +457,8 @@ def test_capsules_alive_at_interpreter_exit(tmp_path):
     # Capsules (consumed and not) outlive the interpreter's teardown; a thread runs deleters as it
     # exits. Deleters then leak their reference rather than take a GIL that is gone.
     script = tmp_path / "shutdown.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import ctypes, sys, threading
         import numpy as np
         import stridex
@@ -458,11 +476,16 @@ def test_capsules_alive_at_interpreter_exit(tmp_path):
 
         threading.Thread(target=late_deleters, daemon=True).start()
         print("ok")
-    """))
+    """)
+    )
     import os
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(stridex.__path__[0]), os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run([sys.executable, str(script), os.path.dirname(__file__)], capture_output=True, text=True,
-                            env=env, timeout=120)
+
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(stridex.__path__[0]), os.environ.get("PYTHONPATH", "")])
+    )
+    result = subprocess.run(
+        [sys.executable, str(script), os.path.dirname(__file__)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
 
@@ -481,8 +504,12 @@ def strided_arrays(draw):
     shape = tuple(draw(st.lists(st.integers(1, 5), min_size=ndim, max_size=ndim)))
     dtype = draw(st.sampled_from([np.int8, np.int16, np.float32, np.complex128]))
     base = aligned(shape, dtype)
-    index = tuple(slice(draw(st.integers(0, n)), None, draw(st.sampled_from([1, 2, -1, -2]))) if draw(st.booleans())
-                  else slice(None) for n in shape)
+    index = tuple(
+        slice(draw(st.integers(0, n)), None, draw(st.sampled_from([1, 2, -1, -2])))
+        if draw(st.booleans())
+        else slice(None)
+        for n in shape
+    )
     view = base[index]
     if ndim > 1 and draw(st.booleans()):
         view = view.transpose(draw(st.permutations(range(ndim))))

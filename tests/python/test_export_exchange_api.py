@@ -54,9 +54,16 @@ def test_discovery_on_the_type():
     assert (a.header.version.major, a.header.version.minor) == (1, 3)
     assert not a.header.prev_api
     assert stridex.View.__c_dlpack_exchange_api__ == ctypes.addressof(a)
-    assert all(getattr(a, f) for f in ("managed_tensor_allocator", "managed_tensor_from_py_object_no_sync",
-                                       "managed_tensor_to_py_object_no_sync", "dltensor_from_py_object_no_sync",
-                                       "current_work_stream"))
+    assert all(
+        getattr(a, f)
+        for f in (
+            "managed_tensor_allocator",
+            "managed_tensor_from_py_object_no_sync",
+            "managed_tensor_to_py_object_no_sync",
+            "dltensor_from_py_object_no_sync",
+            "current_work_stream",
+        )
+    )
 
 
 def from_py(obj):
@@ -66,7 +73,9 @@ def from_py(obj):
 
 
 def delete(managed):
-    ctypes.cast(managed.contents.deleter, ctypes.CFUNCTYPE(None, ctypes.c_void_p))(ctypes.cast(managed, ctypes.c_void_p))
+    ctypes.cast(managed.contents.deleter, ctypes.CFUNCTYPE(None, ctypes.c_void_p))(
+        ctypes.cast(managed, ctypes.c_void_p)
+    )
 
 
 def test_managed_tensor_from_py_object():
@@ -128,8 +137,9 @@ def test_dltensor_from_py_object_is_borrowed():
 def test_dltensor_from_read_only_view_is_refused():
     t = DLTensor()
     with pytest.raises(BufferError, match="read-only"):
-        DLTensorFromPyObject(api().dltensor_from_py_object_no_sync)(view_of(aligned((2,), np.float32), readonly=True),
-                                                                    ctypes.byref(t))
+        DLTensorFromPyObject(api().dltensor_from_py_object_no_sync)(
+            view_of(aligned((2,), np.float32), readonly=True), ctypes.byref(t)
+        )
     with pytest.raises(BufferError, match="expected a stridex.View"):
         DLTensorFromPyObject(api().dltensor_from_py_object_no_sync)(object(), ctypes.byref(t))
 
@@ -174,10 +184,15 @@ def test_allocator_zero_d_and_empty():
         delete(m)
 
 
-@pytest.mark.parametrize(("dtype", "device", "kind"), [((2, 32, 1), (8, 0), "BufferError"),  # Metal
-                                                       ((2, 32, 1), (3, 0), "BufferError"),  # pinned
-                                                       ((2, 7, 1), (1, 0), "TypeError"),     # float7
-                                                       ((99, 8, 1), (1, 0), "BufferError")])  # unknown code
+@pytest.mark.parametrize(
+    ("dtype", "device", "kind"),
+    [
+        ((2, 32, 1), (8, 0), "BufferError"),  # Metal
+        ((2, 32, 1), (3, 0), "BufferError"),  # pinned
+        ((2, 7, 1), (1, 0), "TypeError"),  # float7
+        ((99, 8, 1), (1, 0), "BufferError"),
+    ],
+)  # unknown code
 def test_allocator_errors_go_through_set_error(dtype, device, kind):
     rc, m, errors = allocate((2,), dtype=dtype, device=device)
     assert rc == -1 and not m

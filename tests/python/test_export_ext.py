@@ -26,7 +26,6 @@ from export_support import (
 )
 
 
-
 @pytest.fixture(scope="session")
 def ext():
     build_test_extensions()  # done by conftest already; here for a reader of this file
@@ -99,8 +98,14 @@ def test_round_trip_through_cpp(ext):
     arr = aligned((3, 4), np.int16)
     v = view_of(arr, readonly=True)[:, 1::2]
     w = ext.identity(v)
-    assert (w.ptr, w.shape, w.strides, w.dtype, w.readonly, w.device) == (v.ptr, v.shape, v.strides, v.dtype, True,
-                                                                         v.device)
+    assert (w.ptr, w.shape, w.strides, w.dtype, w.readonly, w.device) == (
+        v.ptr,
+        v.shape,
+        v.strides,
+        v.dtype,
+        True,
+        v.device,
+    )
 
 
 def test_caster_uses_the_exchange_api(ext):

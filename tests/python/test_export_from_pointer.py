@@ -40,8 +40,9 @@ def test_ml_dtypes_and_bool():
 
 def test_strides_in_elements_and_readonly():
     arr = aligned((4, 4), np.int16)
-    v = stridex.from_pointer(arr[3].__array_interface__["data"][0], (4, 2), "int16", strides=(-4, 2), owner=arr,
-                             readonly=True)
+    v = stridex.from_pointer(
+        arr[3].__array_interface__["data"][0], (4, 2), "int16", strides=(-4, 2), owner=arr, readonly=True
+    )
     np.testing.assert_array_equal(np.from_dlpack(v), arr[::-1, ::2])
     assert v.readonly and not np.from_dlpack(v).flags.writeable
 
@@ -60,10 +61,19 @@ def test_pointer_spellings():
 
 @pytest.mark.parametrize(
     ("kwargs", "error"),
-    [({"ptr": -1}, ValueError), ({"ptr": 2**64}, ValueError), ({"ptr": "0x10"}, TypeError), ({"ptr": True}, TypeError),
-     ({"shape": (-1,)}, ValueError), ({"shape": "ab"}, TypeError), ({"shape": (2.0,)}, TypeError),
-     ({"dtype": "float128"}, TypeError), ({"device": 3}, TypeError), ({"device": "gpu"}, ValueError),
-     ({"strides": (1, 1)}, ValueError)],
+    [
+        ({"ptr": -1}, ValueError),
+        ({"ptr": 2**64}, ValueError),
+        ({"ptr": "0x10"}, TypeError),
+        ({"ptr": True}, TypeError),
+        ({"shape": (-1,)}, ValueError),
+        ({"shape": "ab"}, TypeError),
+        ({"shape": (2.0,)}, TypeError),
+        ({"dtype": "float128"}, TypeError),
+        ({"device": 3}, TypeError),
+        ({"device": "gpu"}, ValueError),
+        ({"strides": (1, 1)}, ValueError),
+    ],
 )
 def test_bad_arguments(kwargs, error):
     arr = aligned((4,), np.float32)

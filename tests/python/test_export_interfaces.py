@@ -28,8 +28,14 @@ class OnlyArrayInterface:
 def test_array_interface_keys():
     arr = aligned((3, 4), np.float32)
     ai = view_of(arr).__array_interface__
-    assert ai == {"shape": (3, 4), "typestr": "<f4", "descr": [("", "<f4")], "strides": None,
-                  "data": (arr.ctypes.data, False), "version": 3}
+    assert ai == {
+        "shape": (3, 4),
+        "typestr": "<f4",
+        "descr": [("", "<f4")],
+        "strides": None,
+        "data": (arr.ctypes.data, False),
+        "version": 3,
+    }
 
 
 def test_array_interface_strides_are_bytes_and_data_is_element_zero():
@@ -104,11 +110,19 @@ def test_no_cuda_array_interface_for_host_memory():
 
 
 class Py_buffer(ctypes.Structure):
-    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.py_object), ("len", ctypes.c_ssize_t),
-                ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
-                ("format", ctypes.c_char_p), ("shape", ctypes.POINTER(ctypes.c_ssize_t)),
-                ("strides", ctypes.POINTER(ctypes.c_ssize_t)), ("suboffsets", ctypes.c_void_p),
-                ("internal", ctypes.c_void_p)]
+    _fields_ = [
+        ("buf", ctypes.c_void_p),
+        ("obj", ctypes.py_object),
+        ("len", ctypes.c_ssize_t),
+        ("itemsize", ctypes.c_ssize_t),
+        ("readonly", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("format", ctypes.c_char_p),
+        ("shape", ctypes.POINTER(ctypes.c_ssize_t)),
+        ("strides", ctypes.POINTER(ctypes.c_ssize_t)),
+        ("suboffsets", ctypes.c_void_p),
+        ("internal", ctypes.c_void_p),
+    ]
 
 
 PyBUF_SIMPLE, PyBUF_WRITABLE, PyBUF_FORMAT, PyBUF_ND = 0, 0x1, 0x4, 0x8

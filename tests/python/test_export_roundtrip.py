@@ -98,8 +98,9 @@ def host_from_raw(address: int, shape, byte_strides, dtype, device: str) -> np.n
     lo = sum(s * (n - 1) for s, n in zip(byte_strides, shape) if s < 0)
     hi = sum(s * (n - 1) for s, n in zip(byte_strides, shape) if s > 0) + dtype.itemsize
     raw = np.frombuffer(read_raw(address + lo, hi - lo, device), np.uint8)
-    view = np.lib.stride_tricks.as_strided(raw[-lo:].view(np.uint8), shape=tuple(shape) + (dtype.itemsize,),
-                                           strides=tuple(byte_strides) + (1,))
+    view = np.lib.stride_tricks.as_strided(
+        raw[-lo:].view(np.uint8), shape=tuple(shape) + (dtype.itemsize,), strides=tuple(byte_strides) + (1,)
+    )
     return np.ascontiguousarray(view).view(dtype).reshape(shape)
 
 
@@ -112,8 +113,13 @@ def sync():
 
 # ---- producers ------------------------------------------------------------------------------------
 
-DTYPES = {"float32": np.float32, "bool": np.bool_, "bfloat16": ml_dtypes.bfloat16, "complex64": np.complex64,
-          "float8_e4m3fn": ml_dtypes.float8_e4m3fn}
+DTYPES = {
+    "float32": np.float32,
+    "bool": np.bool_,
+    "bfloat16": ml_dtypes.bfloat16,
+    "complex64": np.complex64,
+    "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
+}
 
 
 @dataclass
@@ -138,8 +144,13 @@ def _jax_make(shape, dtype, platform):
 
 
 def _torch_make(shape, dtype):
-    t = {"float32": torch.float32, "bool": torch.bool, "bfloat16": torch.bfloat16, "complex64": torch.complex64,
-         "float8_e4m3fn": getattr(torch, "float8_e4m3fn", None)}[dtype]
+    t = {
+        "float32": torch.float32,
+        "bool": torch.bool,
+        "bfloat16": torch.bfloat16,
+        "complex64": torch.complex64,
+        "float8_e4m3fn": getattr(torch, "float8_e4m3fn", None),
+    }[dtype]
     n = int(np.prod(shape))
     base = torch.arange(n, device="cuda")
     base = (base % 2 == 1) if dtype == "bool" else base.to(t)
@@ -170,20 +181,62 @@ def _core_make(shape, dtype):
 PRODUCERS = [
     Producer("numpy", "cpu", lambda: None, _np_make, lambda a: a.ctypes.data, ("float32", "bool", "complex64")),
     Producer("ml_dtypes", "cpu", lambda: None, _np_make, lambda a: a.ctypes.data, ("bfloat16", "float8_e4m3fn")),
-    Producer("jax", "cpu", lambda: None if _jax_has("cpu") else "jax is not installed",
-             lambda s, d: _jax_make(s, d, "cpu"), lambda a: a.unsafe_buffer_pointer(), ("float32", "bfloat16")),
-    Producer("warp", "cpu", lambda: None if wp is not None else "warp is not installed",
-             lambda s, d: _warp().array(aligned(s, DTYPES[d]), device="cpu"), lambda a: a.ptr, ("float32",)),
-    Producer("torch", "cuda", lambda: None if torch is not None and torch.cuda.is_available() else "needs torch with CUDA",
-             _torch_make, lambda t: t.data_ptr(), ("float32", "bool", "bfloat16", "complex64")),
-    Producer("cupy", "cuda", lambda: None if cp is not None and HAS_CUDA else "needs cupy and a GPU", _cupy_make,
-             lambda a: a.data.ptr, ("float32", "bool", "complex64")),
-    Producer("numba", "cuda", lambda: None if numba_cuda is not None else "needs numba-cuda and a GPU", _numba_make,
-             lambda a: a.device_ctypes_pointer.value, ("float32",)),
-    Producer("cuda.core", "cuda", lambda: None if cuda_core is not None else "needs cuda.core and a GPU", _core_make,
-             lambda b: int(b.handle), ("float32",)),
-    Producer("jax-gpu", "cuda", lambda: None if HAS_CUDA and _jax_has("gpu") else "needs jax with CUDA",
-             lambda s, d: _jax_make(s, d, "gpu"), lambda a: a.unsafe_buffer_pointer(), ("float32",)),
+    Producer(
+        "jax",
+        "cpu",
+        lambda: None if _jax_has("cpu") else "jax is not installed",
+        lambda s, d: _jax_make(s, d, "cpu"),
+        lambda a: a.unsafe_buffer_pointer(),
+        ("float32", "bfloat16"),
+    ),
+    Producer(
+        "warp",
+        "cpu",
+        lambda: None if wp is not None else "warp is not installed",
+        lambda s, d: _warp().array(aligned(s, DTYPES[d]), device="cpu"),
+        lambda a: a.ptr,
+        ("float32",),
+    ),
+    Producer(
+        "torch",
+        "cuda",
+        lambda: None if torch is not None and torch.cuda.is_available() else "needs torch with CUDA",
+        _torch_make,
+        lambda t: t.data_ptr(),
+        ("float32", "bool", "bfloat16", "complex64"),
+    ),
+    Producer(
+        "cupy",
+        "cuda",
+        lambda: None if cp is not None and HAS_CUDA else "needs cupy and a GPU",
+        _cupy_make,
+        lambda a: a.data.ptr,
+        ("float32", "bool", "complex64"),
+    ),
+    Producer(
+        "numba",
+        "cuda",
+        lambda: None if numba_cuda is not None else "needs numba-cuda and a GPU",
+        _numba_make,
+        lambda a: a.device_ctypes_pointer.value,
+        ("float32",),
+    ),
+    Producer(
+        "cuda.core",
+        "cuda",
+        lambda: None if cuda_core is not None else "needs cuda.core and a GPU",
+        _core_make,
+        lambda b: int(b.handle),
+        ("float32",),
+    ),
+    Producer(
+        "jax-gpu",
+        "cuda",
+        lambda: None if HAS_CUDA and _jax_has("gpu") else "needs jax with CUDA",
+        lambda s, d: _jax_make(s, d, "gpu"),
+        lambda a: a.unsafe_buffer_pointer(),
+        ("float32",),
+    ),
 ]
 
 
@@ -289,77 +342,191 @@ def _core_host(smv):
     dtype = np.dtype(smv.dtype)
     strides = _core_strides(smv) if smv.strides is not None else None
     mem = cp.cuda.UnownedMemory(smv.ptr, 1, smv)
-    arr = cp.ndarray(smv.shape, dtype, cp.cuda.MemoryPointer(mem, 0),
-                     strides=None if strides is None else tuple(s * dtype.itemsize for s in strides))
+    arr = cp.ndarray(
+        smv.shape,
+        dtype,
+        cp.cuda.MemoryPointer(mem, 0),
+        strides=None if strides is None else tuple(s * dtype.itemsize for s in strides),
+    )
     return arr.get()
 
 
 CONSUMERS = [
-    Consumer("np.from_dlpack", "cpu", lambda: None, np.from_dlpack, lambda a: a.__array_interface__["data"][0],
-             _np_strides, lambda a: "cpu", np.asarray, _np_write, lambda a: not a.flags.writeable,
-             refuses={"bfloat16": (Exception, "dtype"), "float8_e4m3fn": (Exception, "dtype")},  # O5
-             legacy_readonly=True),
-    Consumer("np.asarray", "cpu", lambda: None, np.asarray, lambda a: a.__array_interface__["data"][0], _np_strides,
-             lambda a: "cpu", np.asarray, _np_write, lambda a: not a.flags.writeable),
-    Consumer("memoryview", "cpu", lambda: None, memoryview, lambda m: np.asarray(m).__array_interface__["data"][0],
-             lambda m: tuple(s // m.itemsize for s in m.strides), lambda m: "cpu", lambda m: np.asarray(m),
-             lambda m, value: _np_write(np.asarray(m), value), lambda m: m.readonly,
-             refuses={"bfloat16": (BufferError, "no PEP 3118"), "float8_e4m3fn": (BufferError, "no PEP 3118")}),
-    Consumer("jax.dlpack.from_dlpack", "any", lambda: None if jax is not None else "jax is not installed",
-             lambda v: jax.dlpack.from_dlpack(v), lambda a: a.unsafe_buffer_pointer(), lambda a: None, _jax_device,
-             lambda a: np.asarray(a), None, refuses=JAX_REFUSES, skips=JAX_SKIPS),
-    Consumer("jnp.from_dlpack", "any", lambda: None if jnp is not None else "jax is not installed",
-             lambda v: jnp.from_dlpack(v), lambda a: a.unsafe_buffer_pointer(), lambda a: None, _jax_device,
-             lambda a: np.asarray(a), None, refuses=JAX_REFUSES, skips=JAX_SKIPS),
-    Consumer("wp.from_dlpack", "any", lambda: None if wp is not None else "warp is not installed",
-             lambda v: _warp().from_dlpack(v), lambda a: a.ptr,
-             _warp_strides,
-             lambda a: "cpu" if a.device.is_cpu else f"cuda:{a.device.ordinal}", lambda a: a.numpy(),
-             lambda a, value: _np_write(a.numpy(), value) if a.device.is_cpu else None,
-             refuses={"said_readonly": (BufferError, "read-only"),  # legacy capsules only
-                      "complex64": (Exception, None), "float8_e4m3fn": (Exception, None)}),
-    Consumer("wp.array", "any", lambda: None if wp is not None else "warp is not installed",
-             lambda v: _warp().array(v, copy=False, device="cpu" if v.device == "cpu" else str(v.device)),
-             lambda a: a.ptr,
-             _warp_strides,
-             lambda a: "cpu" if a.device.is_cpu else f"cuda:{a.device.ordinal}", lambda a: a.numpy(),
-             lambda a, value: _np_write(a.numpy(), value) if a.device.is_cpu else None,
-             refuses={"complex64": (Exception, None), "float8_e4m3fn": (Exception, None)}),
-    Consumer("torch.from_dlpack", "cuda",
-             lambda: None if torch is not None and torch.cuda.is_available() else "needs torch with CUDA",
-             lambda v: torch.from_dlpack(v), lambda t: t.data_ptr(), lambda t: tuple(t.stride()), _torch_device,
-             _torch_host, lambda t, value: t.__setitem__(_index0(t), value),
-             skips={"neg": "torch <= 2.12 aborts the process on negative strides (pytorch#188023)"}),
-    Consumer("torch.as_tensor", "cuda",
-             lambda: None if torch is not None and torch.cuda.is_available() else "needs torch with CUDA",
-             lambda v: torch.as_tensor(v, device=f"cuda:{v.device.id}"), lambda t: t.data_ptr(),
-             lambda t: tuple(t.stride()), _torch_device, _torch_host, lambda t, value: t.__setitem__(_index0(t), value),
-             # torch refuses CAI readonly=True (docs/protocols.md, "Read-only data"). bfloat16 has no CAI typestr: torch
-             # then takes the view through __dlpack__ (so it works).
-             refuses={"readonly": (TypeError, None)},
-             skips={"neg": "torch <= 2.12 aborts the process on negative strides (pytorch#188023)"}),
-    Consumer("cupy.from_dlpack", "cuda", lambda: None if cp is not None and HAS_CUDA else "needs cupy and a GPU",
-             lambda v: cp.from_dlpack(v), lambda a: a.data.ptr, _np_strides,
-             lambda a: f"cuda:{a.device.id}", _cupy_host, _np_write,
-             refuses={"float8_e4m3fn": (Exception, None)},  # O6
-             skips={"neg": "cupy 13.4-14.2 corrupts negative strides (cupy#10172)"}),
-    Consumer("cupy.asarray", "cuda", lambda: None if cp is not None and HAS_CUDA else "needs cupy and a GPU",
-             lambda v: cp.asarray(v), lambda a: a.data.ptr, _np_strides, lambda a: f"cuda:{a.device.id}", _cupy_host,
-             _np_write, refuses={"bfloat16": (Exception, None), "float8_e4m3fn": (Exception, None)},
-             skips={"neg": "cupy 13.4-14.2 corrupts negative strides (cupy#10172)"}),
-    Consumer("numba.cuda.as_cuda_array", "cuda", lambda: None if numba_cuda is not None else "needs numba-cuda and a GPU",
-             lambda v: numba_cuda.as_cuda_array(v), lambda a: a.device_ctypes_pointer.value, _np_strides,
-             lambda a: f"cuda:{numba_cuda.get_current_device().id}",
-             # Read from numba's own pointer, shape and strides (copy_to_host takes no negative
-             # strides); no writes through numba (element assignment compiles a kernel, which this
-             # numba-cuda cannot with NumPy 2.5: np.row_stack is gone). Aliasing is checked the
-             # other way: element 0's memory written, read through numba's description.
-             lambda a: host_from_raw(a.device_ctypes_pointer.value, a.shape, a.strides, a.dtype, "cuda"), None,
-             refuses={"bfloat16": (Exception, None), "float8_e4m3fn": (Exception, None)}),
-    Consumer("cuda.core.StridedMemoryView", "cuda", lambda: None if cuda_core is not None and cp is not None
-             else "needs cuda.core, cupy and a GPU", _core_smv, lambda s: s.ptr, _core_strides,
-             lambda s: f"cuda:{s.device_id}", _core_host, None, lambda s: s.readonly,
-             refuses={"float8_e4m3fn": (Exception, None)}),  # O6
+    Consumer(
+        "np.from_dlpack",
+        "cpu",
+        lambda: None,
+        np.from_dlpack,
+        lambda a: a.__array_interface__["data"][0],
+        _np_strides,
+        lambda a: "cpu",
+        np.asarray,
+        _np_write,
+        lambda a: not a.flags.writeable,
+        refuses={"bfloat16": (Exception, "dtype"), "float8_e4m3fn": (Exception, "dtype")},  # O5
+        legacy_readonly=True,
+    ),
+    Consumer(
+        "np.asarray",
+        "cpu",
+        lambda: None,
+        np.asarray,
+        lambda a: a.__array_interface__["data"][0],
+        _np_strides,
+        lambda a: "cpu",
+        np.asarray,
+        _np_write,
+        lambda a: not a.flags.writeable,
+    ),
+    Consumer(
+        "memoryview",
+        "cpu",
+        lambda: None,
+        memoryview,
+        lambda m: np.asarray(m).__array_interface__["data"][0],
+        lambda m: tuple(s // m.itemsize for s in m.strides),
+        lambda m: "cpu",
+        lambda m: np.asarray(m),
+        lambda m, value: _np_write(np.asarray(m), value),
+        lambda m: m.readonly,
+        refuses={"bfloat16": (BufferError, "no PEP 3118"), "float8_e4m3fn": (BufferError, "no PEP 3118")},
+    ),
+    Consumer(
+        "jax.dlpack.from_dlpack",
+        "any",
+        lambda: None if jax is not None else "jax is not installed",
+        lambda v: jax.dlpack.from_dlpack(v),
+        lambda a: a.unsafe_buffer_pointer(),
+        lambda a: None,
+        _jax_device,
+        lambda a: np.asarray(a),
+        None,
+        refuses=JAX_REFUSES,
+        skips=JAX_SKIPS,
+    ),
+    Consumer(
+        "jnp.from_dlpack",
+        "any",
+        lambda: None if jnp is not None else "jax is not installed",
+        lambda v: jnp.from_dlpack(v),
+        lambda a: a.unsafe_buffer_pointer(),
+        lambda a: None,
+        _jax_device,
+        lambda a: np.asarray(a),
+        None,
+        refuses=JAX_REFUSES,
+        skips=JAX_SKIPS,
+    ),
+    Consumer(
+        "wp.from_dlpack",
+        "any",
+        lambda: None if wp is not None else "warp is not installed",
+        lambda v: _warp().from_dlpack(v),
+        lambda a: a.ptr,
+        _warp_strides,
+        lambda a: "cpu" if a.device.is_cpu else f"cuda:{a.device.ordinal}",
+        lambda a: a.numpy(),
+        lambda a, value: _np_write(a.numpy(), value) if a.device.is_cpu else None,
+        refuses={
+            "said_readonly": (BufferError, "read-only"),  # legacy capsules only
+            "complex64": (Exception, None),
+            "float8_e4m3fn": (Exception, None),
+        },
+    ),
+    Consumer(
+        "wp.array",
+        "any",
+        lambda: None if wp is not None else "warp is not installed",
+        lambda v: _warp().array(v, copy=False, device="cpu" if v.device == "cpu" else str(v.device)),
+        lambda a: a.ptr,
+        _warp_strides,
+        lambda a: "cpu" if a.device.is_cpu else f"cuda:{a.device.ordinal}",
+        lambda a: a.numpy(),
+        lambda a, value: _np_write(a.numpy(), value) if a.device.is_cpu else None,
+        refuses={"complex64": (Exception, None), "float8_e4m3fn": (Exception, None)},
+    ),
+    Consumer(
+        "torch.from_dlpack",
+        "cuda",
+        lambda: None if torch is not None and torch.cuda.is_available() else "needs torch with CUDA",
+        lambda v: torch.from_dlpack(v),
+        lambda t: t.data_ptr(),
+        lambda t: tuple(t.stride()),
+        _torch_device,
+        _torch_host,
+        lambda t, value: t.__setitem__(_index0(t), value),
+        skips={"neg": "torch <= 2.12 aborts the process on negative strides (pytorch#188023)"},
+    ),
+    Consumer(
+        "torch.as_tensor",
+        "cuda",
+        lambda: None if torch is not None and torch.cuda.is_available() else "needs torch with CUDA",
+        lambda v: torch.as_tensor(v, device=f"cuda:{v.device.id}"),
+        lambda t: t.data_ptr(),
+        lambda t: tuple(t.stride()),
+        _torch_device,
+        _torch_host,
+        lambda t, value: t.__setitem__(_index0(t), value),
+        # torch refuses CAI readonly=True (docs/protocols.md, "Read-only data"). bfloat16 has no CAI typestr: torch
+        # then takes the view through __dlpack__ (so it works).
+        refuses={"readonly": (TypeError, None)},
+        skips={"neg": "torch <= 2.12 aborts the process on negative strides (pytorch#188023)"},
+    ),
+    Consumer(
+        "cupy.from_dlpack",
+        "cuda",
+        lambda: None if cp is not None and HAS_CUDA else "needs cupy and a GPU",
+        lambda v: cp.from_dlpack(v),
+        lambda a: a.data.ptr,
+        _np_strides,
+        lambda a: f"cuda:{a.device.id}",
+        _cupy_host,
+        _np_write,
+        refuses={"float8_e4m3fn": (Exception, None)},  # O6
+        skips={"neg": "cupy 13.4-14.2 corrupts negative strides (cupy#10172)"},
+    ),
+    Consumer(
+        "cupy.asarray",
+        "cuda",
+        lambda: None if cp is not None and HAS_CUDA else "needs cupy and a GPU",
+        lambda v: cp.asarray(v),
+        lambda a: a.data.ptr,
+        _np_strides,
+        lambda a: f"cuda:{a.device.id}",
+        _cupy_host,
+        _np_write,
+        refuses={"bfloat16": (Exception, None), "float8_e4m3fn": (Exception, None)},
+        skips={"neg": "cupy 13.4-14.2 corrupts negative strides (cupy#10172)"},
+    ),
+    Consumer(
+        "numba.cuda.as_cuda_array",
+        "cuda",
+        lambda: None if numba_cuda is not None else "needs numba-cuda and a GPU",
+        lambda v: numba_cuda.as_cuda_array(v),
+        lambda a: a.device_ctypes_pointer.value,
+        _np_strides,
+        lambda a: f"cuda:{numba_cuda.get_current_device().id}",
+        # Read from numba's own pointer, shape and strides (copy_to_host takes no negative
+        # strides); no writes through numba (element assignment compiles a kernel, which this
+        # numba-cuda cannot with NumPy 2.5: np.row_stack is gone). Aliasing is checked the
+        # other way: element 0's memory written, read through numba's description.
+        lambda a: host_from_raw(a.device_ctypes_pointer.value, a.shape, a.strides, a.dtype, "cuda"),
+        None,
+        refuses={"bfloat16": (Exception, None), "float8_e4m3fn": (Exception, None)},
+    ),
+    Consumer(
+        "cuda.core.StridedMemoryView",
+        "cuda",
+        lambda: None if cuda_core is not None and cp is not None else "needs cuda.core, cupy and a GPU",
+        _core_smv,
+        lambda s: s.ptr,
+        _core_strides,
+        lambda s: f"cuda:{s.device_id}",
+        _core_host,
+        None,
+        lambda s: s.readonly,
+        refuses={"float8_e4m3fn": (Exception, None)},
+    ),  # O6
 ]
 
 LAYOUTS = {
@@ -372,10 +539,13 @@ LAYOUTS = {
 
 SHAPE = (4, 6)
 
-RAW = {"float32": lambda x: np.float32(x).tobytes(), "bool": lambda x: np.bool_(x).tobytes(),
-       "bfloat16": lambda x: np.array(x, ml_dtypes.bfloat16).tobytes(),
-       "complex64": lambda x: np.complex64(x).tobytes(),
-       "float8_e4m3fn": lambda x: np.array(x, ml_dtypes.float8_e4m3fn).tobytes()}
+RAW = {
+    "float32": lambda x: np.float32(x).tobytes(),
+    "bool": lambda x: np.bool_(x).tobytes(),
+    "bfloat16": lambda x: np.array(x, ml_dtypes.bfloat16).tobytes(),
+    "complex64": lambda x: np.complex64(x).tobytes(),
+    "float8_e4m3fn": lambda x: np.array(x, ml_dtypes.float8_e4m3fn).tobytes(),
+}
 
 
 def _cases():
@@ -387,8 +557,9 @@ def _cases():
                 for dtype in p.dtypes:
                     layouts = LAYOUTS if dtype == "float32" else {"c": LAYOUTS["c"]}
                     for layout in layouts:
-                        yield pytest.param(p, c, how, dtype, layout, False,
-                                           id=f"{p.name}-{how}-{dtype}-{layout}->{c.name}")
+                        yield pytest.param(
+                            p, c, how, dtype, layout, False, id=f"{p.name}-{how}-{dtype}-{layout}->{c.name}"
+                        )
                 if how == "pointer":
                     yield pytest.param(p, c, how, "float32", "c", True, id=f"{p.name}-readonly->{c.name}")
 
@@ -446,7 +617,9 @@ def test_round_trip(producer: Producer, consumer: Consumer, how, dtype, layout, 
     got = np.asarray(consumer.to_host(out))
     assert got.dtype == expected.dtype
     wide = dtype in ("bfloat16", "float8_e4m3fn")
-    np.testing.assert_array_equal(got.astype(np.float64) if wide else got, expected.astype(np.float64) if wide else expected)
+    np.testing.assert_array_equal(
+        got.astype(np.float64) if wide else got, expected.astype(np.float64) if wide else expected
+    )
     if consumer.write is None and not readonly:
         assert got[_index0(expected)] == np.asarray(False if dtype == "bool" else 5).astype(DTYPES[dtype])
 

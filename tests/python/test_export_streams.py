@@ -25,8 +25,12 @@ from export_support import (
 torch = optional("torch")
 cp = optional("cupy")
 
-pytestmark = [requires_cuda, pytest.mark.skipif(torch is None or not torch.cuda.is_available(),
-                                                reason="needs torch with CUDA (its sleep kernel makes the race)")]
+pytestmark = [
+    requires_cuda,
+    pytest.mark.skipif(
+        torch is None or not torch.cuda.is_available(), reason="needs torch with CUDA (its sleep kernel makes the race)"
+    ),
+]
 
 N = 1 << 20
 SLEEP_CYCLES = int(4e8)  # ~0.2 s at 2 GHz: long enough that a missing order is a certain race
@@ -118,8 +122,16 @@ def test_pinned_memory_with_pending_work_syncs_for_host_readers():
 def test_device_copies_through_the_copy_engine():
     x = torch.arange(4, device="cuda", dtype=torch.float32)
     v = stridex.from_pointer(x.data_ptr(), (4,), "float32", owner=x)
-    same = torch.from_dlpack(type("P", (), {"__dlpack__": lambda s, **k: v.__dlpack__(max_version=(1, 0), copy=True),
-                                            "__dlpack_device__": lambda s: (2, 0)})())
+    same = torch.from_dlpack(
+        type(
+            "P",
+            (),
+            {
+                "__dlpack__": lambda s, **k: v.__dlpack__(max_version=(1, 0), copy=True),
+                "__dlpack_device__": lambda s: (2, 0),
+            },
+        )()
+    )
     assert same.data_ptr() != x.data_ptr() and torch.equal(same, x)  # a copy, on the GPU, IS_COPIED
     host = np.from_dlpack(v, device="cpu")
     np.testing.assert_array_equal(host, np.arange(4, dtype=np.float32))

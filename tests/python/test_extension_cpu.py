@@ -88,10 +88,16 @@ def test_noconvert_takes_stridex_views_only(ext):
 
 
 def test_dtype(ext):
-    expect_refusal(lambda: ext.fill(np.zeros(3, np.float64), 1.0), "x: stridex.View[dtype=float32, device=cpu, writable]",
-                   given_numpy(ext))
-    expect_refusal(lambda: ext.row_sums(np.zeros((2, 3), np.float32)), "stridex.View[dtype=float64, shape=(*, 3), device=cpu]",
-                   given_numpy(ext))
+    expect_refusal(
+        lambda: ext.fill(np.zeros(3, np.float64), 1.0),
+        "x: stridex.View[dtype=float32, device=cpu, writable]",
+        given_numpy(ext),
+    )
+    expect_refusal(
+        lambda: ext.row_sums(np.zeros((2, 3), np.float32)),
+        "stridex.View[dtype=float64, shape=(*, 3), device=cpu]",
+        given_numpy(ext),
+    )
 
 
 def test_shape_with_wildcards(ext):
@@ -107,15 +113,21 @@ def test_an_output_parameter_is_a_writable_argument(ext):
     ext.row_sums_into(m, sums)  # arg::output: the caller's array, written
     np.testing.assert_array_equal(sums, [3.0, 12.0])
     sums.flags.writeable = False
-    expect_refusal(lambda: ext.row_sums_into(m, sums), "sums: stridex.View[dtype=float64, ndim=1, device=cpu, writable, output]",
-                   given_numpy(ext))
+    expect_refusal(
+        lambda: ext.row_sums_into(m, sums),
+        "sums: stridex.View[dtype=float64, ndim=1, device=cpu, writable, output]",
+        given_numpy(ext),
+    )
     with pytest.raises(ValueError, match="sums has 3 elements, m 2 rows"):
         ext.row_sums_into(m, np.zeros(3))
 
 
 def test_rank(ext):
-    expect_refusal(lambda: ext.c_total(np.ones(4, np.float32)), "stridex.View[dtype=float32, ndim=2, device=cpu, order=C]",
-                   given_numpy(ext))
+    expect_refusal(
+        lambda: ext.c_total(np.ones(4, np.float32)),
+        "stridex.View[dtype=float32, ndim=2, device=cpu, order=C]",
+        given_numpy(ext),
+    )
 
 
 def test_contiguity(ext):

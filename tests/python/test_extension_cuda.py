@@ -25,8 +25,9 @@ cupy = optional("cupy")
 jax = optional("jax")
 needs_torch = pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="torch with CUDA not installed")
 needs_cupy = pytest.mark.skipif(cupy is None, reason="cupy is not installed")
-needs_jax = pytest.mark.skipif(jax is None or not any(d.platform == "gpu" for d in jax.devices()),
-                               reason="jax with a GPU backend is not installed")
+needs_jax = pytest.mark.skipif(
+    jax is None or not any(d.platform == "gpu" for d in jax.devices()), reason="jax with a GPU backend is not installed"
+)
 
 
 @pytest.fixture(scope="session")

@@ -30,8 +30,9 @@ def built(tmp_path_factory):
     return build_example(tmp_path_factory, "extension-cpu")
 
 
-@pytest.fixture(scope="module", params=["stridex_example_cpu_nb", "stridex_example_cpu_pb"],
-                ids=["nanobind", "pybind11"])
+@pytest.fixture(
+    scope="module", params=["stridex_example_cpu_nb", "stridex_example_cpu_pb"], ids=["nanobind", "pybind11"]
+)
 def ext(request, built):
     module = import_built(request.param)
     if not hasattr(module, "xla"):
@@ -165,59 +166,83 @@ def test_interleaved_with_jax_computations(ext):
 
 def test_dtype_refused_at_trace_time(ext):
     fill = xla(ext, "fill")
-    message = refused(lambda: jax.jit(lambda a: fill(a, 1.0))(on_cpu(np.zeros(3, np.int32))),
-                      "expected stridex.View[dtype=float32, device=cpu, writable]",
-                      "found int32, shape=(3,), device=cpu")
+    message = refused(
+        lambda: jax.jit(lambda a: fill(a, 1.0))(on_cpu(np.zeros(3, np.int32))),
+        "expected stridex.View[dtype=float32, device=cpu, writable]",
+        "found int32, shape=(3,), device=cpu",
+    )
     assert message.startswith(f"{ext.__name__}_fill: parameter 0 (x): ")
 
 
 def test_a_64_bit_dtype_without_x64_says_so(ext):
     row_sums = xla(ext, "row_sums_into", result_shapes={"sums": lambda m: (m.shape[0],)})
-    refused(lambda: jax.jit(row_sums)(on_cpu(np.ones((2, 3), np.float32))), "dtype=float64",
-            "found float32, shape=(2, 3), device=cpu (JAX has 64-bit dtypes only with jax_enable_x64)")
-    refused(lambda: jax.jit(xla(ext, "c_total"))(on_cpu(np.ones((2, 2), np.float32))),
-            "returns float64, which JAX has only with jax_enable_x64", "")
+    refused(
+        lambda: jax.jit(row_sums)(on_cpu(np.ones((2, 3), np.float32))),
+        "dtype=float64",
+        "found float32, shape=(2, 3), device=cpu (JAX has 64-bit dtypes only with jax_enable_x64)",
+    )
+    refused(
+        lambda: jax.jit(xla(ext, "c_total"))(on_cpu(np.ones((2, 2), np.float32))),
+        "returns float64, which JAX has only with jax_enable_x64",
+        "",
+    )
     # a NumPy float64 array, eagerly: checked as what JAX makes of it
     refused(lambda: row_sums(np.ones((2, 3))), "dtype=float64", "found float32, shape=(2, 3), device=cpu (JAX has")
 
 
 def test_rank_refused(ext):
     with x64():
-        refused(lambda: jax.jit(xla(ext, "c_total"))(on_cpu(np.ones(4, np.float32))),
-                "parameter 0 (m): expected stridex.View[dtype=float32, ndim=2, device=cpu, order=C]",
-                "found float32, shape=(4,), device=cpu")
+        refused(
+            lambda: jax.jit(xla(ext, "c_total"))(on_cpu(np.ones(4, np.float32))),
+            "parameter 0 (m): expected stridex.View[dtype=float32, ndim=2, device=cpu, order=C]",
+            "found float32, shape=(4,), device=cpu",
+        )
 
 
 def test_shape_with_wildcards_refused(ext):
     with x64():
         row_sums = xla(ext, "row_sums_into", result_shapes={"sums": lambda m: (m.shape[0],)})
-        refused(lambda: jax.jit(row_sums)(on_cpu(np.ones((3, 4)))), "stridex.View[dtype=float64, shape=(*, 3), device=cpu]",
-                "found float64, shape=(3, 4), device=cpu")
+        refused(
+            lambda: jax.jit(row_sums)(on_cpu(np.ones((3, 4)))),
+            "stridex.View[dtype=float64, shape=(*, 3), device=cpu]",
+            "found float64, shape=(3, 4), device=cpu",
+        )
         refused(lambda: jax.jit(row_sums)(on_cpu(np.ones(3))), "shape=(*, 3)", "found float64, shape=(3,)")
 
 
 def test_contiguity_refused_where_a_row_major_buffer_cannot_meet_it(ext):
     with x64():
-        refused(lambda: jax.jit(xla(ext, "f_total"))(on_cpu(np.ones((2, 3), np.float32))),
-                "stridex.View[dtype=float32, ndim=2, device=cpu, order=F]",
-                "found float32, shape=(2, 3), device=cpu (XLA buffers are row-major)")
+        refused(
+            lambda: jax.jit(xla(ext, "f_total"))(on_cpu(np.ones((2, 3), np.float32))),
+            "stridex.View[dtype=float32, ndim=2, device=cpu, order=F]",
+            "found float32, shape=(2, 3), device=cpu (XLA buffers are row-major)",
+        )
 
 
 def test_device_refused(ext):
     with x64():
-        refused(lambda: jax.jit(xla(ext, "cuda0_size"))(on_cpu(np.ones(3, np.float32))),
-                "parameter 0 (x): expected stridex.View[device=cuda:0]", "found float32, shape=(3,), device=cpu")
+        refused(
+            lambda: jax.jit(xla(ext, "cuda0_size"))(on_cpu(np.ones(3, np.float32))),
+            "parameter 0 (x): expected stridex.View[device=cuda:0]",
+            "found float32, shape=(3,), device=cpu",
+        )
 
 
 def test_output_shapes_given_are_checked_and_required(ext):
     with x64():
         m = on_cpu(np.ones((4, 3)))
-        refused(lambda: jax.jit(xla(ext, "row_sums_into"))(m),
-                "parameter 1 (sums) is an output of stridex.View[dtype=float64, ndim=1, device=cpu, writable, output], "
-                "whose shape the constraints do not fix: give result_shapes={'sums': ...}", "")
+        refused(
+            lambda: jax.jit(xla(ext, "row_sums_into"))(m),
+            "parameter 1 (sums) is an output of stridex.View[dtype=float64, ndim=1, device=cpu, writable, output], "
+            "whose shape the constraints do not fix: give result_shapes={'sums': ...}",
+            "",
+        )
         wrong = xla(ext, "row_sums_into", result_shapes={"sums": lambda m: (m.shape[0], 2)})
-        refused(lambda: jax.jit(wrong)(m), "parameter 1 (sums): expected stridex.View[dtype=float64, ndim=1",
-                "found float64, shape=(4, 2), device=cpu")
+        refused(
+            lambda: jax.jit(wrong)(m),
+            "parameter 1 (sums): expected stridex.View[dtype=float64, ndim=1",
+            "found float64, shape=(4, 2), device=cpu",
+        )
         wrong_dtype = xla(ext, "row_sums_into", result_shapes={"sums": jax.ShapeDtypeStruct((4,), jnp.float32)})
         refused(lambda: jax.jit(wrong_dtype)(m), "dtype=float64", "found float32, shape=(4,)")
     with pytest.raises(TypeError, match=r"result_shapes names \['m'\], which are no output parameters"):
@@ -227,8 +252,11 @@ def test_output_shapes_given_are_checked_and_required(ext):
 def test_attributes_are_static_scalars_of_the_parameters_dtype(ext):
     fill = xla(ext, "fill")
     x = on_cpu(np.zeros(3, np.float32))
-    refused(lambda: jax.jit(fill)(x, 1.0), "parameter 1 (value): expected a float32 attribute, known at trace time",
-            "found a traced value")
+    refused(
+        lambda: jax.jit(fill)(x, 1.0),
+        "parameter 1 (value): expected a float32 attribute, known at trace time",
+        "found a traced value",
+    )
     refused(lambda: fill(x, "a"), "expected a float32 attribute", "found str 'a'")
     refused(lambda: fill(x, np.ones(2)), "expected a float32 attribute", "found ndarray of shape (2,)")
     refused(lambda: fill(x, 1j), "expected a float32 attribute", "found complex 1j")
@@ -262,22 +290,38 @@ def raw(ext, name, result, *operands, aliases=None, **attrs):
 
 def test_the_handler_checks_every_buffer_itself(ext):
     ints = on_cpu(np.zeros(3, np.int32))
-    with pytest.raises(RUNTIME_ERROR, match=r"stridex XLA handler: parameter 0 \(x\): expected stridex.View"
-                                            r"\[dtype=float32, device=cpu, writable\], found int32, shape=\(3,\), "
-                                            r"strides=\(1,\), device=cpu, writable"):
+    with pytest.raises(
+        RUNTIME_ERROR,
+        match=r"stridex XLA handler: parameter 0 \(x\): expected stridex.View"
+        r"\[dtype=float32, device=cpu, writable\], found int32, shape=\(3,\), "
+        r"strides=\(1,\), device=cpu, writable",
+    ):
         raw(ext, "fill", jax.ShapeDtypeStruct((3,), jnp.int32), ints, aliases={0: 0}, value=np.float32(1))
     floats = on_cpu(np.zeros(3, np.float32))
-    with pytest.raises(RUNTIME_ERROR, match=r"parameter 0 \(x\) is written in place, but its operand 0 and result 0 "
-                                            r"are different buffers: call with input_output_aliases=\{0: 0\}"):
+    with pytest.raises(
+        RUNTIME_ERROR,
+        match=r"parameter 0 \(x\) is written in place, but its operand 0 and result 0 "
+        r"are different buffers: call with input_output_aliases=\{0: 0\}",
+    ):
         raw(ext, "fill", jax.ShapeDtypeStruct((3,), jnp.float32), floats, value=np.float32(1))
-    with pytest.raises(RUNTIME_ERROR, match=r"parameter 1 \(value\): expected an attribute `value` of dtype float32, "
-                                            r"found float64"):
+    with pytest.raises(
+        RUNTIME_ERROR,
+        match=r"parameter 1 \(value\): expected an attribute `value` of dtype float32, "
+        r"found float64",
+    ):
         raw(ext, "fill", jax.ShapeDtypeStruct((3,), jnp.float32), floats, aliases={0: 0}, value=1.0)  # float64
     with pytest.raises(RUNTIME_ERROR, match=r"parameter 1 \(value\): expected an attribute `value`, found none"):
         raw(ext, "fill", jax.ShapeDtypeStruct((3,), jnp.float32), floats, aliases={0: 0})
     with pytest.raises(RUNTIME_ERROR, match=r"unexpected attribute `other`: the attributes are the scalar parameters"):
-        raw(ext, "fill", jax.ShapeDtypeStruct((3,), jnp.float32), floats, aliases={0: 0}, value=np.float32(1),
-            other=np.float32(1))
+        raw(
+            ext,
+            "fill",
+            jax.ShapeDtypeStruct((3,), jnp.float32),
+            floats,
+            aliases={0: 0},
+            value=np.float32(1),
+            other=np.float32(1),
+        )
     with pytest.raises(RUNTIME_ERROR, match=r"parameter 1 \(value\): the attribute `value` is no scalar"):
         raw(ext, "fill", jax.ShapeDtypeStruct((3,), jnp.float32), floats, aliases={0: 0}, value="text")
     with pytest.raises(RUNTIME_ERROR, match="expected 1 operands and 1 results, found 1 and 2"):
@@ -305,7 +349,10 @@ def test_the_signature_describes_every_parameter_as_the_casters_print_it(ext):
     assert x.constraints in ext.fill.__doc__  # the binding library's signature shows the same text
     assert (value.name, value.kind, value.dtype) == ("value", "attr", "float32")
     rows = sjax.read_target(ext.xla["row_sums_into"])
-    assert [(p.name, p.kind, p.shape, p.ndim) for p in rows.params] == [("m", "in", (-1, 3), 2), ("sums", "out", None, 1)]
+    assert [(p.name, p.kind, p.shape, p.ndim) for p in rows.params] == [
+        ("m", "in", (-1, 3), 2),
+        ("sums", "out", None, 1),
+    ]
     assert sjax.read_target(ext.xla["c_total"]).returns == "float64"
     assert json.loads(target.signature)["abi"] == 1
 

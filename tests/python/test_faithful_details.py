@@ -113,8 +113,14 @@ def test_void_through_the_cuda_array_interface_parser():
     r = records()
 
     class Cai:
-        __cuda_array_interface__ = {"shape": (5,), "typestr": "|V12", "descr": RECORD.descr,
-                                    "data": (r.ctypes.data, False), "version": 3, "strides": None}
+        __cuda_array_interface__ = {
+            "shape": (5,),
+            "typestr": "|V12",
+            "descr": RECORD.descr,
+            "data": (r.ctypes.data, False),
+            "version": 3,
+            "strides": None,
+        }
 
     v = stridex.view(Cai())
     assert v.itemsize == 12 and v.ptr == r.ctypes.data
@@ -151,12 +157,28 @@ def test_object_and_string_dtypes_are_still_refused():
 # (code, bits, lanes) of every dtype torch's DLPack converter emits, with torch's name; float4 x 2 is
 # torch's packed float4_e2m1fn_x2 (two 4-bit values in each byte-sized element).
 TORCH_DLPACK_DTYPES = {
-    "uint8": (1, 8, 1), "int8": (0, 8, 1), "int16": (0, 16, 1), "int32": (0, 32, 1), "int64": (0, 64, 1),
-    "uint16": (1, 16, 1), "uint32": (1, 32, 1), "uint64": (1, 64, 1),
-    "float16": (2, 16, 1), "float32": (2, 32, 1), "float64": (2, 64, 1), "bfloat16": (4, 16, 1),
-    "complex32": (5, 32, 1), "complex64": (5, 64, 1), "complex128": (5, 128, 1), "bool": (6, 8, 1),
-    "float8_e4m3fn": (10, 8, 1), "float8_e4m3fnuz": (11, 8, 1), "float8_e5m2": (12, 8, 1),
-    "float8_e5m2fnuz": (13, 8, 1), "float8_e8m0fnu": (14, 8, 1), "float4_e2m1fn_x2": (17, 4, 2),
+    "uint8": (1, 8, 1),
+    "int8": (0, 8, 1),
+    "int16": (0, 16, 1),
+    "int32": (0, 32, 1),
+    "int64": (0, 64, 1),
+    "uint16": (1, 16, 1),
+    "uint32": (1, 32, 1),
+    "uint64": (1, 64, 1),
+    "float16": (2, 16, 1),
+    "float32": (2, 32, 1),
+    "float64": (2, 64, 1),
+    "bfloat16": (4, 16, 1),
+    "complex32": (5, 32, 1),
+    "complex64": (5, 64, 1),
+    "complex128": (5, 128, 1),
+    "bool": (6, 8, 1),
+    "float8_e4m3fn": (10, 8, 1),
+    "float8_e4m3fnuz": (11, 8, 1),
+    "float8_e5m2": (12, 8, 1),
+    "float8_e5m2fnuz": (13, 8, 1),
+    "float8_e8m0fnu": (14, 8, 1),
+    "float4_e2m1fn_x2": (17, 4, 2),
 }
 
 
@@ -170,7 +192,9 @@ def test_every_torch_dlpack_dtype_imports_and_reexports(name, versioned):
     code, bits, lanes = TORCH_DLPACK_DTYPES[name]
     itemsize = bits * lanes // 8
     memory = aligned((2 * 3 * itemsize,), np.uint8)
-    capsule, counter = make_capsule(memory, versioned=versioned, shape=(2, 3), strides=(1, 2), dtype=(code, bits, lanes))
+    capsule, counter = make_capsule(
+        memory, versioned=versioned, shape=(2, 3), strides=(1, 2), dtype=(code, bits, lanes)
+    )
     v = stridex.view(capsule)
     assert (v.dtype.code, v.dtype.bits, v.dtype.lanes, v.itemsize) == (code, bits, lanes, itemsize)
     assert (v.ptr, v.shape, v.strides) == (memory.ctypes.data, (2, 3), (1, 2))
@@ -189,9 +213,18 @@ def test_every_torch_dlpack_dtype_imports_and_reexports(name, versioned):
     assert counter.calls == 1
 
 
-@pytest.mark.parametrize(("code", "bits", "name"), [(0, 4, "int4"), (1, 4, "uint4"), (17, 4, "float4_e2m1fn"),
-                                                    (15, 6, "float6_e2m3fn"), (16, 6, "float6_e3m2fn"),
-                                                    (0, 1, "int1"), (1, 2, "uint2")])
+@pytest.mark.parametrize(
+    ("code", "bits", "name"),
+    [
+        (0, 4, "int4"),
+        (1, 4, "uint4"),
+        (17, 4, "float4_e2m1fn"),
+        (15, 6, "float6_e2m3fn"),
+        (16, 6, "float6_e3m2fn"),
+        (0, 1, "int1"),
+        (1, 2, "uint2"),
+    ],
+)
 def test_sub_byte_dtypes_round_trip_packed_and_padded(code, bits, name):
     memory = aligned((8,), np.uint8)
     packed, _ = make_capsule(memory, shape=(8,), strides=(1,), dtype=(code, bits))
@@ -244,9 +277,15 @@ class Refuses:
         return (1, 0)
 
 
-@pytest.mark.parametrize("exc", [RuntimeError("quantized tensors are not supported"),
-                                 ValueError("bad layout for DLPack"), NotImplementedError("no DLPack here"),
-                                 TypeError("the producer's own TypeError")])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        RuntimeError("quantized tensors are not supported"),
+        ValueError("bad layout for DLPack"),
+        NotImplementedError("no DLPack here"),
+        TypeError("the producer's own TypeError"),
+    ],
+)
 def test_producer_refusal_is_a_buffer_error_with_its_message(exc):
     with pytest.raises(BufferError) as info:
         stridex.view(Refuses(exc))
@@ -303,4 +342,3 @@ def test_keyboard_interrupt_and_memory_error_are_not_refusals():
     for exc in (KeyboardInterrupt(), MemoryError()):
         with pytest.raises(type(exc)):
             stridex.view(Refuses(exc))
-

@@ -18,11 +18,20 @@ def test_one_version_string():
     assert 'dynamic = ["version"]' in (ROOT / "pyproject.toml").read_text()  # the wheel reads CMake's
 
 
-@pytest.mark.parametrize("spec, name", [
-    (np.float32, "float32"), (np.int8, "int8"), (np.complex64, "complex64"), (np.bool_, "bool"),
-    (bool, "bool"), (float, "float64"), (np.dtype("uint16"), "uint16"), ("float16", "float16"),
-    (np.zeros(2, dtype=np.int64), "int64"),
-])
+@pytest.mark.parametrize(
+    "spec, name",
+    [
+        (np.float32, "float32"),
+        (np.int8, "int8"),
+        (np.complex64, "complex64"),
+        (np.bool_, "bool"),
+        (bool, "bool"),
+        (float, "float64"),
+        (np.dtype("uint16"), "uint16"),
+        ("float16", "float16"),
+        (np.zeros(2, dtype=np.int64), "int64"),
+    ],
+)
 def test_dtype_takes_types_dtypes_arrays_and_names(spec, name):
     assert stridex.dtype(spec) == stridex.Dtype(name)
     assert stridex.dtype(stridex.Dtype(name)) == stridex.Dtype(name)

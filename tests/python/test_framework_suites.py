@@ -47,12 +47,33 @@ def run_suite(suite: str, tmp_path, middle: str) -> dict[str, str]:
     results = where / "outcomes.json"
     # A plugin module rather than a conftest.py: the suite lives inside the framework's package.
     (where / "stridex_in_the_middle.py").write_text(middle + REPORT.format(path=str(results)))
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=os.pathsep.join([str(where), *sys.path]))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "stridex_in_the_middle",
-                           "--rootdir", str(where), "-c", os.devnull, "-o", "addopts=",
-                           "-W", "ignore::DeprecationWarning", suite],
-                          cwd=where, env=env, capture_output=True, text=True, timeout=600)
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=os.pathsep.join([str(where), *sys.path]))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "stridex_in_the_middle",
+            "--rootdir",
+            str(where),
+            "-c",
+            os.devnull,
+            "-o",
+            "addopts=",
+            "-W",
+            "ignore::DeprecationWarning",
+            suite,
+        ],
+        cwd=where,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert results.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(results.read_text())
 
@@ -66,5 +87,6 @@ def test_the_frameworks_own_dlpack_suite_passes_with_a_view_in_the_middle(framew
     plain = run_suite(path, tmp_path, "")
     middle = run_suite(path, tmp_path, MIDDLE.format(module=module))
     assert plain, "the suite ran no test"
-    assert middle == plain, {k: (plain.get(k), middle.get(k)) for k in set(plain) | set(middle)
-                             if plain.get(k) != middle.get(k)}
+    assert middle == plain, {
+        k: (plain.get(k), middle.get(k)) for k in set(plain) | set(middle) if plain.get(k) != middle.get(k)
+    }

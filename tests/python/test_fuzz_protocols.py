@@ -38,19 +38,76 @@ def no_driver_calls():
 
 # ---- values ---------------------------------------------------------------------------------------
 
-edge_ints = st.sampled_from([0, 1, 2, 3, 7, 8, -1, -8, 2**31, 2**32 + 1, 2**61, 2**62, 2**63 - 1, 2**63, 2**64 - 8,
-                             2**64, -(2**63), 2**70, -(2**70)])
+edge_ints = st.sampled_from(
+    [
+        0,
+        1,
+        2,
+        3,
+        7,
+        8,
+        -1,
+        -8,
+        2**31,
+        2**32 + 1,
+        2**61,
+        2**62,
+        2**63 - 1,
+        2**63,
+        2**64 - 8,
+        2**64,
+        -(2**63),
+        2**70,
+        -(2**70),
+    ]
+)
 ints = st.one_of(st.integers(-16, 64), edge_ints, st.integers())
 small_dims = st.lists(st.integers(0, 5), max_size=4).map(tuple)
 dims = st.one_of(small_dims, st.lists(ints, max_size=5).map(tuple), st.lists(ints, min_size=60, max_size=70).map(tuple))
 typestrs = st.one_of(
-    st.sampled_from(["<f8", "<f4", "|u1", "|i1", "<i2", "<u8", "<c16", "|b1", ">f8", ">i4", "<V2", "|V1", "|V12", "<f2",
-                     "|O", "<M8[s]", "<m8[ns]", "f4", "<f", "", "<f0", "<f99999999999999999999", "|u18446744073709551617"]),
-    st.text(max_size=12))
-anything = st.one_of(st.none(), st.booleans(), ints, st.floats(allow_nan=True), st.text(max_size=8),
-                     st.binary(max_size=8), st.tuples(ints, st.booleans()), dims, st.just(object()))
-pointers = st.one_of(st.sampled_from([0, 8, 4096, 0x10000, 2**47, 2**63, 2**64 - 8, 2**64 - 1]),
-                     st.integers(0, 2**64 - 1), ints)
+    st.sampled_from(
+        [
+            "<f8",
+            "<f4",
+            "|u1",
+            "|i1",
+            "<i2",
+            "<u8",
+            "<c16",
+            "|b1",
+            ">f8",
+            ">i4",
+            "<V2",
+            "|V1",
+            "|V12",
+            "<f2",
+            "|O",
+            "<M8[s]",
+            "<m8[ns]",
+            "f4",
+            "<f",
+            "",
+            "<f0",
+            "<f99999999999999999999",
+            "|u18446744073709551617",
+        ]
+    ),
+    st.text(max_size=12),
+)
+anything = st.one_of(
+    st.none(),
+    st.booleans(),
+    ints,
+    st.floats(allow_nan=True),
+    st.text(max_size=8),
+    st.binary(max_size=8),
+    st.tuples(ints, st.booleans()),
+    dims,
+    st.just(object()),
+)
+pointers = st.one_of(
+    st.sampled_from([0, 8, 4096, 0x10000, 2**47, 2**63, 2**64 - 8, 2**64 - 1]), st.integers(0, 2**64 - 1), ints
+)
 
 
 def value_or_other(strategy):
@@ -71,7 +128,8 @@ def interface(with_data_key):
             "mask": st.one_of(st.none(), anything),
             "stream": st.one_of(st.none(), value_or_other(ints)),
             "descr": anything,
-        })
+        },
+    )
 
 
 class Holder:
@@ -103,6 +161,7 @@ def check_described(v, d, protocol):
 
 
 # ---- the interface dicts ------------------------------------------------------------------------
+
 
 @FUZZ
 @given(d=interface(True))
@@ -136,18 +195,26 @@ def test_array_interface(d, backing):
 
 # ---- DLPack capsules with random fields ----------------------------------------------------------
 
-dtype_fields = st.one_of(st.sampled_from([(2, 64), (2, 32), (1, 8), (0, 4), (17, 4), (4, 16), (5, 128), (6, 8)]),
-                         st.tuples(st.integers(0, 255), st.integers(0, 255)),
-                         st.tuples(st.integers(0, 255), st.integers(0, 255), st.integers(0, 65535)))
+dtype_fields = st.one_of(
+    st.sampled_from([(2, 64), (2, 32), (1, 8), (0, 4), (17, 4), (4, 16), (5, 128), (6, 8)]),
+    st.tuples(st.integers(0, 255), st.integers(0, 255)),
+    st.tuples(st.integers(0, 255), st.integers(0, 255), st.integers(0, 65535)),
+)
 
 
 @FUZZ
-@given(versioned=st.booleans(), shape=st.one_of(st.none(), dims.filter(lambda t: all(-2**63 <= x < 2**63 for x in t))),
-       strides=st.one_of(st.none(), dims.filter(lambda t: all(-2**63 <= x < 2**63 for x in t))),
-       byte_offset=st.one_of(st.integers(0, 64), st.integers(0, 2**64 - 1)), dtype=st.one_of(st.none(), dtype_fields),
-       device=st.one_of(st.none(), st.tuples(st.integers(-2**31, 2**31 - 1), st.integers(-2**31, 2**31 - 1))),
-       version=st.one_of(st.none(), st.tuples(st.integers(0, 3), st.integers(0, 9))), flags=st.integers(0, 7),
-       null_strides=st.booleans(), null_shape=st.booleans())
+@given(
+    versioned=st.booleans(),
+    shape=st.one_of(st.none(), dims.filter(lambda t: all(-(2**63) <= x < 2**63 for x in t))),
+    strides=st.one_of(st.none(), dims.filter(lambda t: all(-(2**63) <= x < 2**63 for x in t))),
+    byte_offset=st.one_of(st.integers(0, 64), st.integers(0, 2**64 - 1)),
+    dtype=st.one_of(st.none(), dtype_fields),
+    device=st.one_of(st.none(), st.tuples(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**31), 2**31 - 1))),
+    version=st.one_of(st.none(), st.tuples(st.integers(0, 3), st.integers(0, 9))),
+    flags=st.integers(0, 7),
+    null_strides=st.booleans(),
+    null_shape=st.booleans(),
+)
 def test_capsules(versioned, shape, strides, byte_offset, dtype, device, version, flags, null_strides, null_shape):
     if shape is not None and strides is not None and len(shape) != len(strides):
         strides = strides[: len(shape)] + (1,) * (len(shape) - len(strides))
@@ -155,9 +222,19 @@ def test_capsules(versioned, shape, strides, byte_offset, dtype, device, version
         return  # make_capsule's own limit, not stridex's
     array = np.zeros(4, np.float64)
     try:
-        capsule, counter = make_capsule(array, versioned=versioned, shape=shape, strides=strides,
-                                        byte_offset=byte_offset, dtype=dtype, device=device, version=version,
-                                        flags=flags, null_strides=null_strides, null_shape=null_shape)
+        capsule, counter = make_capsule(
+            array,
+            versioned=versioned,
+            shape=shape,
+            strides=strides,
+            byte_offset=byte_offset,
+            dtype=dtype,
+            device=device,
+            version=version,
+            flags=flags,
+            null_strides=null_strides,
+            null_shape=null_shape,
+        )
     except TYPED:
         return
     try:
@@ -180,8 +257,10 @@ def test_capsules(versioned, shape, strides, byte_offset, dtype, device, version
 
 # ---- __dlpack__ answering anything -----------------------------------------------------------------
 
-answers = st.one_of(anything, st.sampled_from(["capsule", "legacy", "wrong-name", "raise-type", "raise-buffer",
-                                               "raise-value", "raise-runtime"]))
+answers = st.one_of(
+    anything,
+    st.sampled_from(["capsule", "legacy", "wrong-name", "raise-type", "raise-buffer", "raise-value", "raise-runtime"]),
+)
 
 
 class Weird:
@@ -196,8 +275,9 @@ class Weird:
         if a == "wrong-name":
             return make_capsule(self.array, name="not_dltensor")[0]
         if isinstance(a, str) and a.startswith("raise-"):
-            raise {"type": TypeError, "buffer": BufferError, "value": ValueError,
-                   "runtime": RuntimeError}[a[6:]]("refused")
+            raise {"type": TypeError, "buffer": BufferError, "value": ValueError, "runtime": RuntimeError}[a[6:]](
+                "refused"
+            )
         return a
 
     def __dlpack_device__(self):
@@ -205,8 +285,11 @@ class Weird:
 
 
 @FUZZ
-@given(answer=answers, device=st.one_of(st.tuples(st.integers(-3, 20), st.integers(-2, 3)), anything),
-       stream=st.one_of(st.none(), st.sampled_from([1, 2, -1, 0, 2**70, 5])))
+@given(
+    answer=answers,
+    device=st.one_of(st.tuples(st.integers(-3, 20), st.integers(-2, 3)), anything),
+    stream=st.one_of(st.none(), st.sampled_from([1, 2, -1, 0, 2**70, 5])),
+)
 def test_dlpack_methods(answer, device, stream):
     try:
         v = stridex.view(Weird(answer, device), stream=stream)
@@ -220,8 +303,10 @@ def test_dlpack_methods(answer, device, stream):
 
 # ---- the buffer protocol --------------------------------------------------------------------------
 
-formats = st.one_of(st.sampled_from(list("bBhHiIlLqQnNfde?cx") + ["<i", ">i", "=q", "@d", "2i", "<Zf", "T{i}"]),
-                    st.text(alphabet="<>=@!xcbB?hHiIlLqQnNefdspP0123456789{}T:", max_size=5))
+formats = st.one_of(
+    st.sampled_from(list("bBhHiIlLqQnNfde?cx") + ["<i", ">i", "=q", "@d", "2i", "<Zf", "T{i}"]),
+    st.text(alphabet="<>=@!xcbB?hHiIlLqQnNefdspP0123456789{}T:", max_size=5),
+)
 
 
 @FUZZ
@@ -241,11 +326,15 @@ def test_buffer_protocol(fmt, count, step):
 
 # ---- from_pointer -----------------------------------------------------------------------------------
 
+
 @FUZZ
-@given(ptr=st.one_of(pointers, anything), shape=st.one_of(ints, dims, anything),
-       dtype=st.one_of(st.sampled_from(["float32", "uint8", ">f4", "<f8", "bfloat16", "int4", "void"]), anything),
-       strides=st.one_of(st.none(), dims, anything), device=st.one_of(st.none(), st.sampled_from(["cpu", (1, 0)]),
-                                                                       st.tuples(ints, ints), anything))
+@given(
+    ptr=st.one_of(pointers, anything),
+    shape=st.one_of(ints, dims, anything),
+    dtype=st.one_of(st.sampled_from(["float32", "uint8", ">f4", "<f8", "bfloat16", "int4", "void"]), anything),
+    strides=st.one_of(st.none(), dims, anything),
+    device=st.one_of(st.none(), st.sampled_from(["cpu", (1, 0)]), st.tuples(ints, ints), anything),
+)
 def test_from_pointer(ptr, shape, dtype, strides, device):
     try:
         v = stridex.from_pointer(ptr, shape, dtype, device=device, strides=strides)

@@ -24,8 +24,22 @@ from stridex._stridex import _internals
 
 # ---- NumPy ------------------------------------------------------------------------------------
 
-NUMPY_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
-                "float32", "float64", "complex64", "complex128"]
+NUMPY_DTYPES = [
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+]
 
 
 @pytest.mark.parametrize("name", NUMPY_DTYPES)
@@ -139,9 +153,13 @@ def test_numpy_repeated_imports_use_the_type_cache():
 def test_numpy_random_slices_match_numpy(shape, data, dtype):
     base = (np.arange(int(np.prod(shape))) % 7).astype(dtype).reshape(shape)
     index = tuple(
-        slice(data.draw(st.none() | st.integers(-6, 6)), data.draw(st.none() | st.integers(-6, 6)),
-              data.draw(st.sampled_from([None, 1, 2, 3, -1, -2])))
-        for _ in shape)
+        slice(
+            data.draw(st.none() | st.integers(-6, 6)),
+            data.draw(st.none() | st.integers(-6, 6)),
+            data.draw(st.sampled_from([None, 1, 2, 3, -1, -2])),
+        )
+        for _ in shape
+    )
     a = base[index]
     if data.draw(st.booleans()) and a.ndim > 1:
         a = a.transpose(data.draw(st.permutations(range(a.ndim))))
@@ -343,8 +361,14 @@ def test_view_of_a_view_is_the_same_memory_without_asking_the_producer_again():
     assert len(p.calls) == 1
     w = stridex.view(v)
     assert len(p.calls) == 1
-    assert (w.ptr, w.shape, w.strides, w.dtype, w.device, w.readonly) == (v.ptr, v.shape, v.strides, v.dtype,
-                                                                          v.device, v.readonly)
+    assert (w.ptr, w.shape, w.strides, w.dtype, w.device, w.readonly) == (
+        v.ptr,
+        v.shape,
+        v.strides,
+        v.dtype,
+        v.device,
+        v.readonly,
+    )
     assert w.owner is v.owner is p
     sliced = stridex.view(v[::-2])
     assert sliced.ptr == v.ptr + 5 * 8 and sliced.strides == (-2,)
@@ -370,8 +394,10 @@ def test_no_protocol_is_a_type_error_listing_what_was_tried():
         assert name in str(e.value)
 
 
-@pytest.mark.parametrize("stream,error", [(0, ValueError), (-2, ValueError), (True, TypeError), ("1", TypeError),
-                                          (1.0, TypeError), (2**70, ValueError)])
+@pytest.mark.parametrize(
+    "stream,error",
+    [(0, ValueError), (-2, ValueError), (True, TypeError), ("1", TypeError), (1.0, TypeError), (2**70, ValueError)],
+)
 def test_bad_stream_arguments(stream, error):
     with pytest.raises(error):
         stridex.view(np.zeros(2), stream=stream)

@@ -96,8 +96,14 @@ def test_a_borrowed_tensor_is_owned_through_the_object(testing, torch_like, coll
         collect()
         return
     assert testing.exchange_calls()[0] == managed and testing.borrow_calls() == borrowed + 1
-    assert (v.ptr, v.shape, v.strides, str(v.dtype), str(v.device), v.readonly) == \
-        (a.ctypes.data, (3, 2), (4, 2), "float32", "cpu", False)
+    assert (v.ptr, v.shape, v.strides, str(v.dtype), str(v.device), v.readonly) == (
+        a.ctypes.data,
+        (3, 2),
+        (4, 2),
+        "float32",
+        "cpu",
+        False,
+    )
     assert sys.getrefcount(p) == before + 2  # the View's owner and its source are the object itself
     np.from_dlpack(v)[1, 1] = 42
     assert a[1, 1] == 42  # aliasing, through the borrowed pointer

@@ -29,21 +29,30 @@ class NoBuffer:
 @pytest.mark.parametrize("data", [16, 2.5, "abc", [1, 2], object()], ids=["int", "float", "str", "list", "object"])
 def test_data_that_is_neither_tuple_buffer_nor_none_is_named(data):
     # CPython's "a bytes-like object is required, not 'int'" said nothing of the dict or the key.
-    with pytest.raises(ValueError, match=r"__array_interface__\['data'\] must be a \(pointer, readonly\) tuple, an "
-                                         r"object with the buffer protocol, or None \(the object's own buffer\), "
-                                         r"found "):
+    with pytest.raises(
+        ValueError,
+        match=r"__array_interface__\['data'\] must be a \(pointer, readonly\) tuple, an "
+        r"object with the buffer protocol, or None \(the object's own buffer\), "
+        r"found ",
+    ):
         stridex.view(NoBuffer(data=data))
 
 
 def test_data_none_on_an_object_without_a_buffer_is_named():
-    with pytest.raises(ValueError, match=r"^__array_interface__\['data'\] is None \(the object's own buffer\), but "
-                                         r"NoBuffer has no buffer protocol$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^__array_interface__\['data'\] is None \(the object's own buffer\), but "
+        r"NoBuffer has no buffer protocol$",
+    ):
         stridex.view(NoBuffer(data=None))
 
 
 def test_data_missing_on_an_object_without_a_buffer_is_named():
-    with pytest.raises(ValueError, match=r"^__array_interface__ has no 'data' key \(the object's own buffer\), but "
-                                         r"NoBuffer has no buffer protocol \(found keys \{'version': 3, 'shape': \(2,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"^__array_interface__ has no 'data' key \(the object's own buffer\), but "
+        r"NoBuffer has no buffer protocol \(found keys \{'version': 3, 'shape': \(2,\)",
+    ):
         stridex.view(NoBuffer())
 
 
@@ -76,16 +85,24 @@ class Header(ctypes.Structure):
 
 
 class API(ctypes.Structure):
-    _fields_ = [("header", Header)] + [(f, ctypes.c_void_p) for f in (
-        "managed_tensor_allocator", "managed_tensor_from_py_object_no_sync", "managed_tensor_to_py_object_no_sync",
-        "dltensor_from_py_object_no_sync", "current_work_stream")]
+    _fields_ = [("header", Header)] + [
+        (f, ctypes.c_void_p)
+        for f in (
+            "managed_tensor_allocator",
+            "managed_tensor_from_py_object_no_sync",
+            "managed_tensor_to_py_object_no_sync",
+            "dltensor_from_py_object_no_sync",
+            "current_work_stream",
+        )
+    ]
 
 
 FromPyObject = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p)
 CurrentWorkStream = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p))
 # A private prototype: ctypes.pythonapi.PyCapsule_New is shared, and other tests set its argtypes.
 _new_capsule = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
-    ("PyCapsule_New", ctypes.pythonapi))
+    ("PyCapsule_New", ctypes.pythonapi)
+)
 _KEEP: list = []  # the structs and callbacks stay alive for the session: a type may still point at them
 
 
@@ -112,7 +129,9 @@ def ctypes_exchange_api() -> API:
 
 
 def _capsule_pointer(capsule) -> int:
-    get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_GetPointer", ctypes.pythonapi))
+    get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+        ("PyCapsule_GetPointer", ctypes.pythonapi)
+    )
     return get(capsule, b"dlpack_exchange_api")
 
 
@@ -120,27 +139,37 @@ def producer(attribute, value, **more):
     return type("Producer", (), {attribute: value, "__init__": lambda self, a: setattr(self, "array", a), **more})
 
 
-CTYPES_REASON = ("the functions of {} are not code of a loaded library or of the executable: made at run time, like "
-                 "ctypes callbacks and JIT code, which stridex does not call")
+CTYPES_REASON = (
+    "the functions of {} are not code of a loaded library or of the executable: made at run time, like "
+    "ctypes callbacks and JIT code, which stridex does not call"
+)
 
 
 @pytest.mark.parametrize("attribute", ["__c_dlpack_exchange_api__", "__dlpack_c_exchange_api__"])
 def test_an_exchange_api_of_ctypes_callbacks_is_declined_with_the_reason(attribute):
     api = ctypes_exchange_api()
-    value = ctypes.addressof(api) if attribute == "__c_dlpack_exchange_api__" else \
-        _new_capsule(ctypes.addressof(api), b"dlpack_exchange_api", None)
+    value = (
+        ctypes.addressof(api)
+        if attribute == "__c_dlpack_exchange_api__"
+        else _new_capsule(ctypes.addressof(api), b"dlpack_exchange_api", None)
+    )
     with pytest.raises(TypeError) as e:
         stridex.view(producer(attribute, value)(np.arange(3.0)))
     message = str(e.value)
-    assert message.startswith("stridex.view() cannot import an object of type Producer: stridex declined its DLPack "
-                              f"exchange API ({CTYPES_REASON.format(attribute)}), and it has no __dlpack__, ")
+    assert message.startswith(
+        "stridex.view() cannot import an object of type Producer: stridex declined its DLPack "
+        f"exchange API ({CTYPES_REASON.format(attribute)}), and it has no __dlpack__, "
+    )
     assert "it has no DLPack exchange API" not in message  # it has one: the old words were untrue
 
 
 def test_a_declined_exchange_api_leaves_the_next_protocol_to_answer():
     a = np.arange(3.0)
-    kind = producer("__c_dlpack_exchange_api__", ctypes.addressof(ctypes_exchange_api()),
-                    __array_interface__=property(lambda self: self.array.__array_interface__))
+    kind = producer(
+        "__c_dlpack_exchange_api__",
+        ctypes.addressof(ctypes_exchange_api()),
+        __array_interface__=property(lambda self: self.array.__array_interface__),
+    )
     assert stridex.view(kind(a)).ptr == address(a)
 
 
@@ -157,19 +186,36 @@ def major_2_alone():
     return ctypes.addressof(h)
 
 
-@pytest.mark.parametrize("attribute,value,reason", [
-    ("__c_dlpack_exchange_api__", True, "__c_dlpack_exchange_api__ is not an address: an exact int in [1, 2**64)"),
-    ("__c_dlpack_exchange_api__", 0, "__c_dlpack_exchange_api__ is not an address: an exact int in [1, 2**64)"),
-    ("__c_dlpack_exchange_api__", 2**70, "__c_dlpack_exchange_api__ is not an address: an exact int in [1, 2**64)"),
-    ("__c_dlpack_exchange_api__", 12345, "the table __c_dlpack_exchange_api__ points at is not readable memory"),
-    ("__c_dlpack_exchange_api__", looping_chain,
-     "the prev_api chain of __c_dlpack_exchange_api__ does not end within 8 tables"),
-    ("__c_dlpack_exchange_api__", major_2_alone,
-     "the prev_api chain of __c_dlpack_exchange_api__ has no table of major version 1"),
-    ("__dlpack_c_exchange_api__", object(), "__dlpack_c_exchange_api__ is not a capsule named 'dlpack_exchange_api'"),
-    ("__dlpack_c_exchange_api__", lambda: _new_capsule(looping_chain(), b"dlpack_exchange_api", None),
-     "the prev_api chain of __dlpack_c_exchange_api__ does not end within 8 tables"),
-], ids=["true", "zero", "huge", "unmapped", "loop", "no-major-1", "not-a-capsule", "capsule-loop"])
+@pytest.mark.parametrize(
+    "attribute,value,reason",
+    [
+        ("__c_dlpack_exchange_api__", True, "__c_dlpack_exchange_api__ is not an address: an exact int in [1, 2**64)"),
+        ("__c_dlpack_exchange_api__", 0, "__c_dlpack_exchange_api__ is not an address: an exact int in [1, 2**64)"),
+        ("__c_dlpack_exchange_api__", 2**70, "__c_dlpack_exchange_api__ is not an address: an exact int in [1, 2**64)"),
+        ("__c_dlpack_exchange_api__", 12345, "the table __c_dlpack_exchange_api__ points at is not readable memory"),
+        (
+            "__c_dlpack_exchange_api__",
+            looping_chain,
+            "the prev_api chain of __c_dlpack_exchange_api__ does not end within 8 tables",
+        ),
+        (
+            "__c_dlpack_exchange_api__",
+            major_2_alone,
+            "the prev_api chain of __c_dlpack_exchange_api__ has no table of major version 1",
+        ),
+        (
+            "__dlpack_c_exchange_api__",
+            object(),
+            "__dlpack_c_exchange_api__ is not a capsule named 'dlpack_exchange_api'",
+        ),
+        (
+            "__dlpack_c_exchange_api__",
+            lambda: _new_capsule(looping_chain(), b"dlpack_exchange_api", None),
+            "the prev_api chain of __dlpack_c_exchange_api__ does not end within 8 tables",
+        ),
+    ],
+    ids=["true", "zero", "huge", "unmapped", "loop", "no-major-1", "not-a-capsule", "capsule-loop"],
+)
 def test_each_reason_to_decline_is_named(attribute, value, reason):
     if callable(value):
         value = value()
@@ -181,8 +227,11 @@ def test_each_reason_to_decline_is_named(attribute, value, reason):
 def test_none_is_no_exchange_api_at_all():
     # None is absent (as __hash__ = None is), so there is nothing to decline.
     kind = type("Plain", (), {"__c_dlpack_exchange_api__": None, "__dlpack_c_exchange_api__": None})
-    with pytest.raises(TypeError, match=r"of type Plain: it has no DLPack exchange API \(__dlpack_c_exchange_api__\), "
-                                        r"no __dlpack__"):
+    with pytest.raises(
+        TypeError,
+        match=r"of type Plain: it has no DLPack exchange API \(__dlpack_c_exchange_api__\), "
+        r"no __dlpack__",
+    ):
         stridex.view(kind())
 
 
@@ -196,8 +245,7 @@ class OpaqueWithDtype:
     def __init__(self, error):
         self.error = error
         self.keep = np.arange(4, dtype=np.uint8)
-        self.__array_interface__ = {"version": 3, "shape": (2,), "typestr": "<V2",
-                                    "data": (address(self.keep), False)}
+        self.__array_interface__ = {"version": 3, "shape": (2,), "typestr": "<V2", "data": (address(self.keep), False)}
 
     @property
     def dtype(self):
@@ -241,8 +289,9 @@ class InterruptingMeta(type):
         raise type(cls).error
 
 
-@pytest.mark.parametrize("error,swallowed", [(ValueError("no"), True), (AttributeError("no"), True),
-                                             (KeyboardInterrupt(), False)])
+@pytest.mark.parametrize(
+    "error,swallowed", [(ValueError("no"), True), (AttributeError("no"), True), (KeyboardInterrupt(), False)]
+)
 def test_a_metaclass_exchange_api_attribute_that_raises(error, swallowed):
     meta = type("Meta", (InterruptingMeta,), {"error": error})
     a = np.arange(3.0)

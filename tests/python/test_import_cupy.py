@@ -26,8 +26,7 @@ try:
 except Exception:  # noqa: BLE001 - not installed, or no CUDA libraries for it
     cupy = None
 
-needs_cupy = pytest.mark.skipif(cupy is None or cuda_device_count() == 0,
-                                reason="needs CuPy and a CUDA device")
+needs_cupy = pytest.mark.skipif(cupy is None or cuda_device_count() == 0, reason="needs CuPy and a CUDA device")
 # What only the struct path does (its stream semantics are the exchange API's, not __dlpack__'s):
 # CuPy's version picks one of the two shortcuts, so both must be on.
 needs_struct = needs_shortcut("cupy_c_api", "cupy_layout")
@@ -60,8 +59,11 @@ def _impostor(base=object, dlpack=None):
     def __dlpack_device__(self):
         return (1, 0)
 
-    return type("ndarray", (base,), {"__module__": "cupy", "__dlpack__": dlpack or __dlpack__,
-                                     "__dlpack_device__": __dlpack_device__}), host
+    return type(
+        "ndarray",
+        (base,),
+        {"__module__": "cupy", "__dlpack__": dlpack or __dlpack__, "__dlpack_device__": __dlpack_device__},
+    ), host
 
 
 def test_a_python_class_named_cupy_ndarray_is_not_read_as_cupys_struct(fake_cupy):
@@ -119,6 +121,7 @@ def test_a_rocm_cupy_or_one_without_its_modules_is_not_read(fake_cupy):
 
 
 if cupy is not None:
+
     class Sub(cupy.ndarray):
         """Imported through __dlpack__: the oracle. Its module keeps it on CuPy's quirk row, whose
         repair of cupy#10172 makes __dlpack__'s negative strides true ones."""
@@ -153,8 +156,27 @@ def test_cupy_ndarray_is_read_from_its_struct_and_subclasses_are_not():
     assert _internals.producer_for(Sub) == "cupy"  # the oracle's __dlpack__ is repaired like CuPy's
 
 
-DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
-          "float32", "float64", "complex64", "complex128", "intc", "uintc", "int_", "longlong", "ulonglong"]
+DTYPES = [
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "intc",
+    "uintc",
+    "int_",
+    "longlong",
+    "ulonglong",
+]
 
 
 @needs_cupy
@@ -165,17 +187,21 @@ def test_every_dtype_as_dlpack_gives_it(dtype):
 
 
 @needs_cupy
-@pytest.mark.parametrize("make", [
-    lambda: cupy.float32(3) * cupy.ones(()),                      # 0-d
-    lambda: cupy.arange(24, dtype=cupy.float32).reshape(2, 3, 4),
-    lambda: cupy.arange(24, dtype=cupy.float64).reshape(4, 6).T,  # F order
-    lambda: cupy.arange(24, dtype=cupy.int16).reshape(4, 6)[1:, ::2],
-    lambda: cupy.arange(24, dtype=cupy.float32)[::-3],          # negative strides (cupy#10172 on __dlpack__)
-    lambda: cupy.arange(24, dtype=cupy.complex128).reshape(4, 6)[::-1, ::-2],
-    lambda: cupy.broadcast_to(cupy.arange(3, dtype=cupy.int32), (4, 3)),  # zero strides
-    lambda: cupy.zeros((3, 0, 2), dtype=cupy.float32),           # empty
-    lambda: cupy.zeros((1,) * 32, dtype=cupy.uint8),
-], ids=["0d", "3d", "F", "slice", "negative", "negative2d", "broadcast", "empty", "32 axes"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: cupy.float32(3) * cupy.ones(()),  # 0-d
+        lambda: cupy.arange(24, dtype=cupy.float32).reshape(2, 3, 4),
+        lambda: cupy.arange(24, dtype=cupy.float64).reshape(4, 6).T,  # F order
+        lambda: cupy.arange(24, dtype=cupy.int16).reshape(4, 6)[1:, ::2],
+        lambda: cupy.arange(24, dtype=cupy.float32)[::-3],  # negative strides (cupy#10172 on __dlpack__)
+        lambda: cupy.arange(24, dtype=cupy.complex128).reshape(4, 6)[::-1, ::-2],
+        lambda: cupy.broadcast_to(cupy.arange(3, dtype=cupy.int32), (4, 3)),  # zero strides
+        lambda: cupy.zeros((3, 0, 2), dtype=cupy.float32),  # empty
+        lambda: cupy.zeros((1,) * 32, dtype=cupy.uint8),
+    ],
+    ids=["0d", "3d", "F", "slice", "negative", "negative2d", "broadcast", "empty", "32 axes"],
+)
 def test_layouts_as_dlpack_gives_them(make):
     x = make()
     fast = same_as_dlpack(x)
@@ -290,8 +316,11 @@ def test_the_public_api_path_gives_the_same_views():
     # CuPy >= 14.3's capsule, stood in for by stridex_testing over the same arrays.
     import stridex_testing
 
-    arrays = [cupy.arange(24, dtype=cupy.float32).reshape(4, 6)[::-1, 1::2], cupy.zeros((), cupy.int8),
-              cupy.ndarray((4,), cupy.float32, memptr=cupy.cuda.malloc_managed(16))]
+    arrays = [
+        cupy.arange(24, dtype=cupy.float32).reshape(4, 6)[::-1, 1::2],
+        cupy.zeros((), cupy.int8),
+        cupy.ndarray((4,), cupy.float32, memptr=cupy.cuda.malloc_managed(16)),
+    ]
     layout = [outcome(lambda: stridex.view(x)) for x in arrays]
     saved = (getattr(cupy, "_public_c_api", None), cupy.__version__)
     cupy._public_c_api = stridex_testing.fake_cupy_api(cupy.ndarray)

@@ -99,8 +99,16 @@ def test_a_producer_no_row_names_is_sent_the_legacy_stream_as_1(torch):
     assert sent == [1] and y.data_ptr() == x.data_ptr() and torch.equal(x, y)
 
 
-@pytest.mark.parametrize("dtype,name", [("bfloat16", "bfloat16"), ("float8_e4m3fn", "float8_e4m3fn"),
-                                        ("bool", "bool"), ("complex64", "complex64"), ("int8", "int8")])
+@pytest.mark.parametrize(
+    "dtype,name",
+    [
+        ("bfloat16", "bfloat16"),
+        ("float8_e4m3fn", "float8_e4m3fn"),
+        ("bool", "bool"),
+        ("complex64", "complex64"),
+        ("int8", "int8"),
+    ],
+)
 def test_torch_cuda_dtypes(torch, dtype, name):
     t = torch.zeros(5, device="cuda").to(getattr(torch, dtype))
     v = stridex.view(t)
@@ -147,8 +155,11 @@ def test_torch_stream_order_is_an_event_not_a_host_sync(torch, how):
     x = torch.zeros(1 << 20, device="cuda")
     torch.cuda.synchronize()
     _producer_busy_on(torch, a, x)
-    consumer = {"object": b, "int": b.cuda_stream,
-                "protocol": type("S", (), {"__cuda_stream__": lambda self: (0, b.cuda_stream)})()}[how]
+    consumer = {
+        "object": b,
+        "int": b.cuda_stream,
+        "protocol": type("S", (), {"__cuda_stream__": lambda self: (0, b.cuda_stream)})(),
+    }[how]
     with torch.cuda.stream(a):  # DLPack: the producer's pending work is on its current stream
         t0 = time.perf_counter()
         v = stridex.view(x, stream=consumer)
@@ -299,6 +310,7 @@ def test_numba_stream_key(numba_cuda):
 def ccore():
     try:
         import cuda.core as ccore  # noqa: F401
+
         if not hasattr(ccore, "Device"):
             import cuda.core.experimental as ccore
     except ImportError:

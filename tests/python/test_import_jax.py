@@ -104,8 +104,16 @@ def test_a_patched_dlpack_is_called_instead(through_dlpack):
 
 
 CASES = [
-    (np.float32, (3, 4)), (np.float16, (5,)), (np.float64, ()), (np.int8, (2, 3, 4)), (np.uint64, (7,)),
-    (np.bool_, (4, 2)), (np.complex64, (3,)), (np.int32, (0,)), (np.float32, (0, 3)), (np.uint8, (1, 1, 1)),
+    (np.float32, (3, 4)),
+    (np.float16, (5,)),
+    (np.float64, ()),
+    (np.int8, (2, 3, 4)),
+    (np.uint64, (7,)),
+    (np.bool_, (4, 2)),
+    (np.complex64, (3,)),
+    (np.int32, (0,)),
+    (np.float32, (0, 3)),
+    (np.uint8, (1, 1, 1)),
 ]
 
 
@@ -229,8 +237,9 @@ def run_isolated(code: str) -> str:
     """Runs `code` in a fresh interpreter with two CPU devices (XLA's flag must be set before JAX
     starts) and returns what it printed."""
     env = cpu_jax_env(XLA_FLAGS="--xla_force_host_platform_device_count=2")
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
@@ -312,8 +321,16 @@ def test_an_array_on_another_processs_device_gets_jaxs_error_not_a_crash(tmp_pat
         port = s.getsockname()[1]
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    workers = [subprocess.Popen([sys.executable, str(script), str(i), str(port)], env=cpu_jax_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for i in range(2)]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(i), str(port)],
+            env=cpu_jax_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     results = [w.communicate(timeout=240) for w in workers]
     for w, (out, err) in zip(workers, results):
         if "ready" not in out:

@@ -57,9 +57,30 @@ def test_numpy_ndarray_is_read_from_its_struct_and_subclasses_are_not():
     assert _internals.array_struct(np.float64) is None  # a scalar type, not an array
 
 
-DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
-          "float64", "complex64", "complex128", "intc", "uintc", "short", "ushort", "long", "ulong", "longlong",
-          "ulonglong"]
+DTYPES = [
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "intc",
+    "uintc",
+    "short",
+    "ushort",
+    "long",
+    "ulong",
+    "longlong",
+    "ulonglong",
+]
 
 
 @pytest.mark.parametrize("name", DTYPES)
@@ -70,21 +91,37 @@ def test_every_dlpack_dtype_matches_dlpack(name):
     np.testing.assert_array_equal(host_array(stridex.view(a)), a)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: np.arange(4, dtype=np.longdouble),                      # no IEEE type DLPack knows
-    lambda: np.arange(4, dtype=np.clongdouble),
-    lambda: np.array(["a", "bc"]),                                   # strings
-    lambda: np.array([1, None], dtype=object),                       # objects
-    lambda: np.zeros(3, dtype="M8[s]"),                               # datetimes
-    lambda: np.zeros(3, dtype="m8[s]"),
-    lambda: np.zeros(3, dtype=[("x", "f4"), ("y", "i2")]),            # structured
-    lambda: np.zeros(3, dtype="V4"),                                 # void
-    lambda: np.arange(6, dtype=">f4" if np.little_endian else "<f4"),  # byte-swapped
-    lambda: np.zeros(3, dtype=[("x", "f4"), ("y", "i2")])["x"],       # strides not whole elements
-    lambda: np.lib.stride_tricks.as_strided(np.zeros(16, np.uint8), shape=(3,), strides=(3,)).view(np.int8),
-    lambda: np.frombuffer(bytearray(13), np.uint8)[1:].view(np.int32),  # misaligned start
-], ids=["longdouble", "clongdouble", "str", "object", "datetime", "timedelta", "structured", "void", "swapped",
-        "field", "as_strided", "misaligned"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.arange(4, dtype=np.longdouble),  # no IEEE type DLPack knows
+        lambda: np.arange(4, dtype=np.clongdouble),
+        lambda: np.array(["a", "bc"]),  # strings
+        lambda: np.array([1, None], dtype=object),  # objects
+        lambda: np.zeros(3, dtype="M8[s]"),  # datetimes
+        lambda: np.zeros(3, dtype="m8[s]"),
+        lambda: np.zeros(3, dtype=[("x", "f4"), ("y", "i2")]),  # structured
+        lambda: np.zeros(3, dtype="V4"),  # void
+        lambda: np.arange(6, dtype=">f4" if np.little_endian else "<f4"),  # byte-swapped
+        lambda: np.zeros(3, dtype=[("x", "f4"), ("y", "i2")])["x"],  # strides not whole elements
+        lambda: np.lib.stride_tricks.as_strided(np.zeros(16, np.uint8), shape=(3,), strides=(3,)).view(np.int8),
+        lambda: np.frombuffer(bytearray(13), np.uint8)[1:].view(np.int32),  # misaligned start
+    ],
+    ids=[
+        "longdouble",
+        "clongdouble",
+        "str",
+        "object",
+        "datetime",
+        "timedelta",
+        "structured",
+        "void",
+        "swapped",
+        "field",
+        "as_strided",
+        "misaligned",
+    ],
+)
 def test_what_dlpack_refuses_or_decides_goes_through_dlpack(make):
     assert_same_as_dlpack(make())
 
@@ -98,16 +135,20 @@ def test_byte_swapped_arrays_are_refused_or_imported_exactly_as_through_dlpack()
     assert type(fast.value) is type(slow.value)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: np.array(2.5),                                 # 0-d
-    lambda: np.zeros((0, 3), np.float32),                  # empty
-    lambda: np.zeros((3, 0), np.float32)[:, ::2],
-    lambda: np.zeros((1, 1, 1), np.int16),
-    lambda: np.zeros((5, 6), np.float64).T,                # F order
-    lambda: np.broadcast_to(np.arange(3.0), (4, 3)),       # zero strides, read-only
-    lambda: np.zeros([1] * 40, np.uint8),                  # more axes than the inline storage
-    lambda: np.arange(10.0)[::-3],                         # negative strides
-], ids=["0d", "empty", "empty-sliced", "ones", "F", "broadcast", "40-d", "negative"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.array(2.5),  # 0-d
+        lambda: np.zeros((0, 3), np.float32),  # empty
+        lambda: np.zeros((3, 0), np.float32)[:, ::2],
+        lambda: np.zeros((1, 1, 1), np.int16),
+        lambda: np.zeros((5, 6), np.float64).T,  # F order
+        lambda: np.broadcast_to(np.arange(3.0), (4, 3)),  # zero strides, read-only
+        lambda: np.zeros([1] * 40, np.uint8),  # more axes than the inline storage
+        lambda: np.arange(10.0)[::-3],  # negative strides
+    ],
+    ids=["0d", "empty", "empty-sliced", "ones", "F", "broadcast", "40-d", "negative"],
+)
 def test_layouts_match_dlpack(make):
     a = make()
     assert assert_same_as_dlpack(a)[0] == address(a)
@@ -208,13 +249,16 @@ def test_numpy_arrays_from_dlpack_of_host_memory_still_match():
 
 
 @settings(max_examples=200, deadline=None)
-@given(shape=st.lists(st.integers(0, 4), min_size=0, max_size=4),
-       dtype=st.sampled_from(DTYPES),
-       steps=st.lists(st.sampled_from([1, 2, -1, -2]), min_size=4, max_size=4),
-       transpose=st.booleans(), readonly=st.booleans())
+@given(
+    shape=st.lists(st.integers(0, 4), min_size=0, max_size=4),
+    dtype=st.sampled_from(DTYPES),
+    steps=st.lists(st.sampled_from([1, 2, -1, -2]), min_size=4, max_size=4),
+    transpose=st.booleans(),
+    readonly=st.booleans(),
+)
 def test_any_slicing_matches_dlpack(shape, dtype, steps, transpose, readonly):
     a = np.zeros(shape, dtype)
-    a = a[tuple(slice(None, None, s) for s in steps[:len(shape)])] if shape else a
+    a = a[tuple(slice(None, None, s) for s in steps[: len(shape)])] if shape else a
     if transpose:
         a = a.T
     a.flags.writeable = not readonly

@@ -210,8 +210,9 @@ def test_a_proxy_forwarding_dlpack_takes_the_quirks_of_the_object_behind_it():
 
 def test_all_refusals_are_reported_together():
     class Both(RefusesDLPack):
-        __array_interface__ = property(lambda self: {"shape": (2,), "typestr": "<M8[s]", "data": (0, False),
-                                                     "version": 3})
+        __array_interface__ = property(
+            lambda self: {"shape": (2,), "typestr": "<M8[s]", "data": (0, False), "version": 3}
+        )
 
     with pytest.raises(BufferError) as e:
         stridex.view(Both(np.zeros(2)))
@@ -478,18 +479,21 @@ def test_cai_stream_key_is_honoured_with_an_event_never_a_host_sync():
     assert v.stream == 0x99 and _testing.captured_orders() == []
 
 
-@pytest.mark.parametrize("overrides,key,found", [
-    (dict(strides=(4,)), "strides", "(4,)"),
-    (dict(shape=(2, -1)), "shape", "(2, -1)"),
-    (dict(shape=[2, "3"]), "shape", "'3'"),
-    (dict(data=(None, False)), "data", "None"),
-    (dict(data=12345), "data", "12345"),
-    (dict(typestr=4), "typestr", "4"),
-    (dict(typestr="f4"), "typestr", "f4"),
-    (dict(stream=0), "stream", "0"),
-    (dict(stream="s"), "stream", "'s'"),
-    (dict(version="3"), "version", "'3'"),
-])
+@pytest.mark.parametrize(
+    "overrides,key,found",
+    [
+        (dict(strides=(4,)), "strides", "(4,)"),
+        (dict(shape=(2, -1)), "shape", "(2, -1)"),
+        (dict(shape=[2, "3"]), "shape", "'3'"),
+        (dict(data=(None, False)), "data", "None"),
+        (dict(data=12345), "data", "12345"),
+        (dict(typestr=4), "typestr", "4"),
+        (dict(typestr="f4"), "typestr", "f4"),
+        (dict(stream=0), "stream", "0"),
+        (dict(stream="s"), "stream", "'s'"),
+        (dict(version="3"), "version", "'3'"),
+    ],
+)
 def test_cai_bad_values_are_value_errors_naming_key_and_value(overrides, key, found):
     a = np.zeros((2, 3), np.float32)
     with pytest.raises(ValueError) as e:
@@ -499,8 +503,11 @@ def test_cai_bad_values_are_value_errors_naming_key_and_value(overrides, key, fo
 
 
 def test_cai_strides_message_is_exact():
-    with pytest.raises(ValueError, match=r"__cuda_array_interface__\['strides'\] must be a tuple of 2 ints, "
-                                         r"found \(4,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"__cuda_array_interface__\['strides'\] must be a tuple of 2 ints, "
+        r"found \(4,\)",
+    ):
         stridex.view(CAI(np.zeros((2, 3), np.float32), strides=(4,)))
 
 

@@ -185,9 +185,21 @@ def test_malformed_payloads_are_value_errors():
 
 
 def test_unreachable_exporter_is_a_buffer_error():
-    payload = {"v": 1, "kind": "host", "pid": 1, "broker": b"\0stridex-ipc-none", "ticket": b"x" * 16,
-               "shape": [1], "strides": [1], "dtype": "int8", "readonly": False, "file_offset": 0, "length": 1,
-               "lo": 0, "writable": True}
+    payload = {
+        "v": 1,
+        "kind": "host",
+        "pid": 1,
+        "broker": b"\0stridex-ipc-none",
+        "ticket": b"x" * 16,
+        "shape": [1],
+        "strides": [1],
+        "dtype": "int8",
+        "readonly": False,
+        "file_offset": 0,
+        "length": 1,
+        "lo": 0,
+        "writable": True,
+    }
     with pytest.raises(BufferError, match="cannot reach the process that pickled"):
         _rebuild(payload)
 
@@ -244,15 +256,26 @@ def test_reducer_is_registered_with_multiprocessing():
 
 
 def test_import_stridex_imports_neither_dask_nor_the_ipc_machinery():
-    code = ("import sys, stridex; bad = [m for m in ('dask', 'distributed', 'stridex.ipc', 'socket') "
-            "if m in sys.modules]; assert not bad, bad")
+    code = (
+        "import sys, stridex; bad = [m for m in ('dask', 'distributed', 'stridex.ipc', 'socket') "
+        "if m in sys.modules]; assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")  # JAX's; the child uses no JAX
-@pytest.mark.parametrize("start, pickling_delay, send_delay", [
-    ("spawn", 0.0, 0.0), ("forkserver", 0.0, 0.0), ("fork", 0.0, 0.0),
-    ("spawn", 0.5, 0.0), ("forkserver", 0.5, 0.0), ("fork", 0.5, 0.0), ("spawn", 0.0, 0.5)])
+@pytest.mark.parametrize(
+    "start, pickling_delay, send_delay",
+    [
+        ("spawn", 0.0, 0.0),
+        ("forkserver", 0.0, 0.0),
+        ("fork", 0.0, 0.0),
+        ("spawn", 0.5, 0.0),
+        ("forkserver", 0.5, 0.0),
+        ("fork", 0.5, 0.0),
+        ("spawn", 0.0, 0.5),
+    ],
+)
 def test_a_producer_that_exits_at_once_waits_until_its_view_was_opened(start, pickling_delay, send_delay):
     # pickling_delay: the queue's feeder thread exports the View only after the producer's exit
     # began, so the exit wait must be in place before any export exists (children of fork and
@@ -273,26 +296,54 @@ def test_a_producer_that_exits_at_once_waits_until_its_view_was_opened(start, pi
     assert np.asarray(v).tolist() == [1, 6, 7]
 
 
-@pytest.mark.parametrize("change, needle", [
-    ({"kind": "teleport"}, "unknown kind"),
-    ({"length": -1}, "out of range"),
-    ({"file_offset": "0"}, "field 'file_offset'"),
-    ({"readonly": 1}, "field 'readonly'"),
-    ({"strides": [1, 1]}, "shape and strides"),
-    ({"ticket": None}, "field 'ticket'"),
-])
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"kind": "teleport"}, "unknown kind"),
+        ({"length": -1}, "out of range"),
+        ({"file_offset": "0"}, "field 'file_offset'"),
+        ({"readonly": 1}, "field 'readonly'"),
+        ({"strides": [1, 1]}, "shape and strides"),
+        ({"ticket": None}, "field 'ticket'"),
+    ],
+)
 def test_malformed_fields_are_value_errors(change, needle):
-    payload = {"v": 1, "kind": "host", "pid": 1, "broker": b"\0x", "ticket": b"x" * 16, "shape": [2],
-               "strides": [1], "dtype": "int8", "readonly": False, "file_offset": 0, "length": 2, "lo": 0,
-               "writable": True}
+    payload = {
+        "v": 1,
+        "kind": "host",
+        "pid": 1,
+        "broker": b"\0x",
+        "ticket": b"x" * 16,
+        "shape": [2],
+        "strides": [1],
+        "dtype": "int8",
+        "readonly": False,
+        "file_offset": 0,
+        "length": 2,
+        "lo": 0,
+        "writable": True,
+    }
     with pytest.raises(ValueError, match=needle):
         _rebuild({**payload, **change})
 
 
 def test_malformed_device_payload_is_a_value_error():
-    payload = {"v": 1, "kind": "cuda_ipc", "pid": 1, "broker": b"\0x", "ticket": b"x" * 16, "shape": [2],
-               "strides": [1], "dtype": "int8", "readonly": False, "device_uuid": b"u" * 16, "offset": -5,
-               "extent": 2, "event": None, "handle": b"h" * 64}
+    payload = {
+        "v": 1,
+        "kind": "cuda_ipc",
+        "pid": 1,
+        "broker": b"\0x",
+        "ticket": b"x" * 16,
+        "shape": [2],
+        "strides": [1],
+        "dtype": "int8",
+        "readonly": False,
+        "device_uuid": b"u" * 16,
+        "offset": -5,
+        "extent": 2,
+        "event": None,
+        "handle": b"h" * 64,
+    }
     with pytest.raises(ValueError, match="offset -5 is out of range"):
         _rebuild(payload)
 
@@ -307,37 +358,59 @@ def test_multiprocessing_heap_memory_travels_by_its_open_fd(worker):
 
 
 _U = b"u" * 16  # a device UUID's length
-_FDS_ARGS = dict(fds=[3], chunk_size=1 << 21, device_uuid=_U, offset=0, shape=[1], strides=[1], dtype="int8",
-                 readonly=False, event=None, keep=None)
+_FDS_ARGS = dict(
+    fds=[3],
+    chunk_size=1 << 21,
+    device_uuid=_U,
+    offset=0,
+    shape=[1],
+    strides=[1],
+    dtype="int8",
+    readonly=False,
+    event=None,
+    keep=None,
+)
 
 
-@pytest.mark.parametrize("change, error, needle", [
-    ({"fds": [-1]}, ValueError, r"fds must be open file descriptors \(>= 0\), found -1"),
-    ({"fds": [1 << 40]}, ValueError, "fds 1099511627776 does not fit in int32"),
-    ({"fds": "3"}, TypeError, "fds must be a sequence of ints, found str"),
-    ({"chunk_size": True}, TypeError, "chunk_size must be an int, found bool"),
-    ({"offset": -1}, ValueError, "offset must be >= 0, found -1"),
-    ({"offset": 1 << 64}, ValueError, "offset 18446744073709551616 does not fit in int64"),
-    ({"shape": "x"}, TypeError, "shape must be an int or a sequence of ints, found str"),
-    ({"strides": [1, 1]}, ValueError, "shape and strides differ in length: 1 and 2"),
-    ({"dtype": "nope"}, TypeError, "unknown dtype name 'nope'"),
-    ({"device_uuid": b"u"}, ValueError, "device UUID must be 16 bytes, found 1"),
-    ({"event": b"e"}, ValueError, "event handle must be 64 bytes, found 1"),
-])
+@pytest.mark.parametrize(
+    "change, error, needle",
+    [
+        ({"fds": [-1]}, ValueError, r"fds must be open file descriptors \(>= 0\), found -1"),
+        ({"fds": [1 << 40]}, ValueError, "fds 1099511627776 does not fit in int32"),
+        ({"fds": "3"}, TypeError, "fds must be a sequence of ints, found str"),
+        ({"chunk_size": True}, TypeError, "chunk_size must be an int, found bool"),
+        ({"offset": -1}, ValueError, "offset must be >= 0, found -1"),
+        ({"offset": 1 << 64}, ValueError, "offset 18446744073709551616 does not fit in int64"),
+        ({"shape": "x"}, TypeError, "shape must be an int or a sequence of ints, found str"),
+        ({"strides": [1, 1]}, ValueError, "shape and strides differ in length: 1 and 2"),
+        ({"dtype": "nope"}, TypeError, "unknown dtype name 'nope'"),
+        ({"device_uuid": b"u"}, ValueError, "device UUID must be 16 bytes, found 1"),
+        ({"event": b"e"}, ValueError, "event handle must be 64 bytes, found 1"),
+    ],
+)
 def test_native_import_checks_every_argument_from_the_pickle(change, error, needle):
     # The private entry points are fed from a pickle: each argument is checked before any driver call.
     with pytest.raises(error, match=needle):
         stridex._stridex._ipc_import_fds(**{**_FDS_ARGS, **change})
 
 
-@pytest.mark.parametrize("call, error, needle", [
-    (lambda s: s._ipc_import_handle(b"h" * 3, _U, 0, 1, [1], [1], "int8", False, None, None), ValueError,
-     "memory handle must be 64 bytes, found 3"),
-    (lambda s: s._ipc_import_handle(b"h" * 64, _U, 0, -1, [1], [1], "int8", False, None, None), ValueError,
-     r"_ipc_import_handle\(\): extent must be >= 0, found -1"),
-    (lambda s: s.device_uuid(1 << 40), ValueError, r"device_uuid\(\): ordinal 1099511627776 does not fit in int32"),
-    (lambda s: s.device_uuid("0"), TypeError, r"device_uuid\(\): ordinal must be an int, found str"),
-])
+@pytest.mark.parametrize(
+    "call, error, needle",
+    [
+        (
+            lambda s: s._ipc_import_handle(b"h" * 3, _U, 0, 1, [1], [1], "int8", False, None, None),
+            ValueError,
+            "memory handle must be 64 bytes, found 3",
+        ),
+        (
+            lambda s: s._ipc_import_handle(b"h" * 64, _U, 0, -1, [1], [1], "int8", False, None, None),
+            ValueError,
+            r"_ipc_import_handle\(\): extent must be >= 0, found -1",
+        ),
+        (lambda s: s.device_uuid(1 << 40), ValueError, r"device_uuid\(\): ordinal 1099511627776 does not fit in int32"),
+        (lambda s: s.device_uuid("0"), TypeError, r"device_uuid\(\): ordinal must be an int, found str"),
+    ],
+)
 def test_native_import_handle_and_device_uuid_check_their_arguments(call, error, needle):
     with pytest.raises(error, match=needle):
         call(stridex._stridex)
@@ -434,10 +507,17 @@ def test_a_full_ticket_table_falls_back_to_opening_over_the_socket(shm):
     b.release(last)
 
 
-@pytest.mark.parametrize("slot, serial, error", [
-    (-1, 1, "ticket slot must be >= 0"), (4096, 1, "outside the table"), (2**64, 1, "ticket slot"),
-    (0, 0, r"serial must be in \[1, 2\*\*62\)"), (0, 2**62, "serial must be"), (0, True, "ticket serial"),
-])
+@pytest.mark.parametrize(
+    "slot, serial, error",
+    [
+        (-1, 1, "ticket slot must be >= 0"),
+        (4096, 1, "outside the table"),
+        (2**64, 1, "ticket slot"),
+        (0, 0, r"serial must be in \[1, 2\*\*62\)"),
+        (0, 2**62, "serial must be"),
+        (0, True, "ticket serial"),
+    ],
+)
 def test_ticket_table_checks_slots_and_serials(slot, serial, error):
     import os
 

@@ -13,8 +13,12 @@ distributed = pytest.importorskip("distributed")
 def client():
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      protocol="tcp") as cluster, Client(cluster) as c:
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, protocol="tcp"
+        ) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 
@@ -39,8 +43,14 @@ def _make(kind):
 def _describe(v):
     import numpy as np
 
-    return (type(v).__name__, v.shape, v.dtype.name, v.readonly, v.is_c_contiguous,
-            np.asarray(v).astype(np.float32).tolist())
+    return (
+        type(v).__name__,
+        v.shape,
+        v.dtype.name,
+        v.readonly,
+        v.is_c_contiguous,
+        np.asarray(v).astype(np.float32).tolist(),
+    )
 
 
 @pytest.mark.parametrize("kind", ["contiguous", "strided", "readonly", "bfloat16"])
@@ -49,8 +59,14 @@ def test_view_moves_between_worker_processes(client, kind):
     made = client.submit(_make, kind, workers=[a], pure=False)
     seen = client.submit(_describe, made, workers=[b]).result(timeout=60)
     expected = _make(kind)
-    assert seen == ("View", expected.shape, expected.dtype.name, expected.readonly, True,
-                    np.asarray(expected).astype(np.float32).tolist())
+    assert seen == (
+        "View",
+        expected.shape,
+        expected.dtype.name,
+        expected.readonly,
+        True,
+        np.asarray(expected).astype(np.float32).tolist(),
+    )
 
 
 def test_views_travel_as_dask_frames_not_pickles():
@@ -85,12 +101,14 @@ def test_serializers_register_when_distributed_is_imported_after_stridex():
     import subprocess
     import sys
 
-    code = ("import stridex, sys; assert 'distributed' not in sys.modules; "
-            "from distributed.protocol.serialize import dask_serialize; "
-            "from distributed.protocol.cuda import cuda_serialize; "
-            "from stridex.ipc import dask as d; "
-            "assert dask_serialize.dispatch(stridex.View) is d.dask_serialize_view; "
-            "assert cuda_serialize.dispatch(stridex.View) is d.cuda_serialize_view")
+    code = (
+        "import stridex, sys; assert 'distributed' not in sys.modules; "
+        "from distributed.protocol.serialize import dask_serialize; "
+        "from distributed.protocol.cuda import cuda_serialize; "
+        "from stridex.ipc import dask as d; "
+        "assert dask_serialize.dispatch(stridex.View) is d.dask_serialize_view; "
+        "assert cuda_serialize.dispatch(stridex.View) is d.cuda_serialize_view"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

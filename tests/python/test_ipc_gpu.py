@@ -103,6 +103,7 @@ def test_a_worker_that_numbers_the_gpus_otherwise_finds_the_memory_on_its_own_or
     if cuda_device_count() < 2:
         pytest.skip(f"needs 2 CUDA devices, found {cuda_device_count()}")
     import os
+
     saved = os.environ.get("CUDA_VISIBLE_DEVICES")
     os.environ["CUDA_VISIBLE_DEVICES"] = "1,0"  # read by the spawned child only: ours is initialised
     try:
@@ -148,8 +149,10 @@ def test_dask_serializers_pack_non_contiguous_device_views(torch):
     t = torch.arange(4096, device="cuda", dtype=torch.float32).reshape(64, 64)
     v = stridex.view(t[3:, 5::2])
     expect = t[3:, 5::2].cpu()
-    for serialize, deserialize in ((d.cuda_serialize_view, d.cuda_deserialize_view),
-                                   (d.dask_serialize_view, d.dask_deserialize_view)):
+    for serialize, deserialize in (
+        (d.cuda_serialize_view, d.cuda_deserialize_view),
+        (d.dask_serialize_view, d.dask_deserialize_view),
+    ):
         header, frames = serialize(v)
         out = deserialize(header, frames)
         assert (out.shape, out.dtype, str(out.device)) == (v.shape, v.dtype, "cuda:0") and out.is_c_contiguous
@@ -163,15 +166,19 @@ def test_dask_over_ucx_moves_device_views_between_two_gpus(torch):
     pytest.importorskip("distributed_ucxx")
     from distributed import Client, Nanny, Scheduler, SpecCluster
 
-    workers = {f"gpu{i}": {"cls": Nanny, "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}}}
-               for i in range(2)}
+    workers = {
+        f"gpu{i}": {"cls": Nanny, "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}}} for i in range(2)
+    }
     scheduler = {"cls": Scheduler, "options": {"protocol": "ucxx", "dashboard_address": None}}
     import dask
 
     # UCX finds its CUDA transports only with a context made before it starts (as dask-cuda does);
     # the Nannies pass this configuration on to their workers.
-    with dask.config.set({"distributed-ucxx.create-cuda-context": True}), \
-            SpecCluster(workers=workers, scheduler=scheduler) as cluster, Client(cluster) as client:
+    with (
+        dask.config.set({"distributed-ucxx.create-cuda-context": True}),
+        SpecCluster(workers=workers, scheduler=scheduler) as cluster,
+        Client(cluster) as client,
+    ):
         a, b = list(client.scheduler_info()["workers"])
 
         def make():

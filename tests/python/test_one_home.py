@@ -29,11 +29,23 @@ def dtype_spellings():
     """(spelling, the name it means), every kind the parser takes; made inside a test, so that no
     stridex object outlives the module (nanobind's leak check at exit)."""
     out = [
-        ("float32", "float32"), ("torch.float32", "float32"), ("bfloat16", "bfloat16"),
-        ("torch.bfloat16", "bfloat16"), ("float32x4", "float32x4"), ("<f4", "float32"), ("=f8", "float64"),
-        ("f4", "float32"), ("i8", "int64"), (np.float32, "float32"), (np.dtype("int16"), "int16"),
-        (np.zeros(1, np.complex64), "complex64"), (np.float64(1.0), "float64"), (float, "float64"),
-        (bool, "bool"), (stridex.Dtype("uint8"), "uint8"), (stridex.view(np.zeros(2, np.int32)), "int32"),
+        ("float32", "float32"),
+        ("torch.float32", "float32"),
+        ("bfloat16", "bfloat16"),
+        ("torch.bfloat16", "bfloat16"),
+        ("float32x4", "float32x4"),
+        ("<f4", "float32"),
+        ("=f8", "float64"),
+        ("f4", "float32"),
+        ("i8", "int64"),
+        (np.float32, "float32"),
+        (np.dtype("int16"), "int16"),
+        (np.zeros(1, np.complex64), "complex64"),
+        (np.float64(1.0), "float64"),
+        (float, "float64"),
+        (bool, "bool"),
+        (stridex.Dtype("uint8"), "uint8"),
+        (stridex.view(np.zeros(2, np.int32)), "int32"),
     ]
     if importlib.util.find_spec("ml_dtypes"):
         import ml_dtypes
@@ -102,7 +114,7 @@ def test_a_bad_dtype_is_the_same_error_at_every_entry():
                 parse(spelling)
             message = str(e.value)
             assert message.startswith(what) and says in message, (what, spelling, message)
-            answers.add((type(e.value), message[len(what):]))
+            answers.add((type(e.value), message[len(what) :]))
         assert len(answers) == 1, answers  # the same words, but for the argument's name
 
 
@@ -135,18 +147,25 @@ def test_every_device_spelling_is_taken_by_every_entry():
             assert parse(spelling) == cpu, (what, spelling)
 
 
-@pytest.mark.parametrize("bad,error,says", [
-    ((1, -1), ValueError, ": device id must be >= 0, found -1 for cpu"),  # the one error type (docs/import.md)
-    ((2, -3), ValueError, ": device id must be >= 0, found -3 for cuda"),
-    ("cuda:-1", ValueError, ": invalid device 'cuda:-1'"),
-    ((99, 0), BufferError, ": unsupported DLPack device type 99"),
-    ((1, 2**40), ValueError, "[1] 1099511627776 does not fit in int32"),
-    ([1, 0], TypeError, " must be a device (a stridex.Device, a name such as 'cuda:0', or a (device_type, "
-                        "device_id) pair), found list"),
-    ((1, 0, 0), TypeError, " must be a (device_type, device_id) pair, found a tuple of 3 items"),
-    (0, TypeError, " must be a device"),  # a bare int names no kind of memory here
-    (1.5, TypeError, " must be a device"),
-])
+@pytest.mark.parametrize(
+    "bad,error,says",
+    [
+        ((1, -1), ValueError, ": device id must be >= 0, found -1 for cpu"),  # the one error type (docs/import.md)
+        ((2, -3), ValueError, ": device id must be >= 0, found -3 for cuda"),
+        ("cuda:-1", ValueError, ": invalid device 'cuda:-1'"),
+        ((99, 0), BufferError, ": unsupported DLPack device type 99"),
+        ((1, 2**40), ValueError, "[1] 1099511627776 does not fit in int32"),
+        (
+            [1, 0],
+            TypeError,
+            " must be a device (a stridex.Device, a name such as 'cuda:0', or a (device_type, "
+            "device_id) pair), found list",
+        ),
+        ((1, 0, 0), TypeError, " must be a (device_type, device_id) pair, found a tuple of 3 items"),
+        (0, TypeError, " must be a device"),  # a bare int names no kind of memory here
+        (1.5, TypeError, " must be a device"),
+    ],
+)
 def test_a_bad_device_is_the_same_error_at_every_entry(bad, error, says):
     answers = set()
     for what, parse in device_entries():
@@ -154,7 +173,7 @@ def test_a_bad_device_is_the_same_error_at_every_entry(bad, error, says):
             parse(bad)
         message = str(e.value)
         assert message.startswith(what) and says in message, (what, message)
-        answers.add((type(e.value), message[len(what):]))
+        answers.add((type(e.value), message[len(what) :]))
     assert len(answers) == 1, answers
 
 

@@ -59,8 +59,12 @@ def test_the_registry_says_what_each_reads_where_it_was_checked_and_what_replace
 def test_the_quirk_rows_name_their_shortcuts_apart_from_their_quirks():
     rows = {r["name"]: r for r in _internals.producer_rows()}
     named = {name: r["shortcuts"] for name, r in rows.items() if r["shortcuts"]}
-    assert named == {"numpy": ["numpy_struct"], "torch": ["torch_getter", "torch_borrowed"], "jax": ["jaxlib_export"],
-                     "cupy": ["cupy_c_api", "cupy_layout"]}
+    assert named == {
+        "numpy": ["numpy_struct"],
+        "torch": ["torch_getter", "torch_borrowed"],
+        "jax": ["jaxlib_export"],
+        "cupy": ["cupy_c_api", "cupy_layout"],
+    }
     # the older rows' versions were never checked with any shortcut
     assert rows["numpy<2.1"]["shortcuts"] == rows["jax<0.4.27"]["shortcuts"] == rows["cupy<13.4"]["shortcuts"] == []
     for gone in ("array_struct", "jaxlib_export", "borrows_exchange_tensors"):
@@ -82,18 +86,30 @@ def test_set_shortcuts_returns_the_previous_state_which_restores_it(restore):
     assert states() == before
 
 
-@pytest.mark.parametrize("argument,error,words", [
-    ("off", TypeError, "stridex.set_shortcuts() takes True, False or a dict of shortcut names to bools, found str"),
-    (0, TypeError, "stridex.set_shortcuts() takes True, False or a dict of shortcut names to bools, found int"),
-    (["numpy_struct"], TypeError, "stridex.set_shortcuts() takes True, False or a dict of shortcut names to bools, "
-                                  "found list"),
-    ({"numpy_struct": False, "numpy": False}, ValueError,
-     "stridex.set_shortcuts(): there is no shortcut named 'numpy' (known: numpy_struct, cupy_c_api, cupy_layout, "
-     "jaxlib_export, torch_getter, torch_borrowed)"),
-    ({"numpy_struct": 0}, TypeError, "stridex.set_shortcuts(): the value for 'numpy_struct' must be True or False, "
-                                     "found int"),
-    ({1: False}, TypeError, "stridex.set_shortcuts(): shortcut names are str, found int"),
-])
+@pytest.mark.parametrize(
+    "argument,error,words",
+    [
+        ("off", TypeError, "stridex.set_shortcuts() takes True, False or a dict of shortcut names to bools, found str"),
+        (0, TypeError, "stridex.set_shortcuts() takes True, False or a dict of shortcut names to bools, found int"),
+        (
+            ["numpy_struct"],
+            TypeError,
+            "stridex.set_shortcuts() takes True, False or a dict of shortcut names to bools, found list",
+        ),
+        (
+            {"numpy_struct": False, "numpy": False},
+            ValueError,
+            "stridex.set_shortcuts(): there is no shortcut named 'numpy' (known: numpy_struct, cupy_c_api, cupy_layout, "
+            "jaxlib_export, torch_getter, torch_borrowed)",
+        ),
+        (
+            {"numpy_struct": 0},
+            TypeError,
+            "stridex.set_shortcuts(): the value for 'numpy_struct' must be True or False, found int",
+        ),
+        ({1: False}, TypeError, "stridex.set_shortcuts(): shortcut names are str, found int"),
+    ],
+)
 def test_a_bad_argument_changes_nothing(restore, argument, error, words):
     before = states()
     with pytest.raises(error) as e:
@@ -263,8 +279,11 @@ def test_cupy_shortcuts_off_ask_dlpack_and_get_the_same_views(restore):
     stridex.set_shortcuts(True)
     taken = _internals.shortcuts_of(cupy.ndarray)
     assert taken in (["cupy_c_api"], ["cupy_layout"])
-    arrays = [cupy.arange(24, dtype=cupy.float32).reshape(4, 6)[::-1, 1::2], cupy.zeros((), cupy.int8),
-              cupy.ones((3, 0), cupy.float16)]
+    arrays = [
+        cupy.arange(24, dtype=cupy.float32).reshape(4, 6)[::-1, 1::2],
+        cupy.zeros((), cupy.int8),
+        cupy.ones((3, 0), cupy.float16),
+    ]
     s = cupy.cuda.Stream(non_blocking=True)
     through = [outcome(lambda a=a, st=st: stridex.view(a, stream=st)) for a in arrays for st in (None, s)]
     with stridex.shortcuts_disabled(*taken):
@@ -275,8 +294,13 @@ def test_cupy_shortcuts_off_ask_dlpack_and_get_the_same_views(restore):
 def test_torch_shortcuts_off_give_the_same_views_and_refusals(restore):
     torch = pytest.importorskip("torch")
     stridex.set_shortcuts(True)
-    tensors = [torch.arange(12.0).reshape(3, 4)[:, ::2], torch.zeros(3, dtype=torch.int32), torch.tensor(1.5),
-               torch.ones(3, requires_grad=True), torch.ones(3, dtype=torch.complex64).conj()]
+    tensors = [
+        torch.arange(12.0).reshape(3, 4)[:, ::2],
+        torch.zeros(3, dtype=torch.int32),
+        torch.tensor(1.5),
+        torch.ones(3, requires_grad=True),
+        torch.ones(3, dtype=torch.complex64).conj(),
+    ]
     if cuda_device_count():
         tensors += [t.cuda() for t in tensors[:3]]
     through = [outcome(lambda t=t: stridex.view(t)) for t in tensors]
@@ -300,13 +324,16 @@ def fresh(code: str, disable: str | None, *flags: str) -> subprocess.CompletedPr
 STATES = "import stridex; print(','.join(s.name for s in stridex.shortcuts() if not s.enabled))"
 
 
-@pytest.mark.parametrize("disable,off", [
-    (None, ""),
-    ("", ""),
-    ("all", ",".join(NAMES)),
-    (" jaxlib_export , numpy_struct,", "numpy_struct,jaxlib_export"),
-    ("torch_borrowed,all", ",".join(NAMES)),
-])
+@pytest.mark.parametrize(
+    "disable,off",
+    [
+        (None, ""),
+        ("", ""),
+        ("all", ",".join(NAMES)),
+        (" jaxlib_export , numpy_struct,", "numpy_struct,jaxlib_export"),
+        ("torch_borrowed,all", ",".join(NAMES)),
+    ],
+)
 def test_the_environment_variable_turns_shortcuts_off_at_import(disable, off):
     done = fresh(STATES, disable)
     assert done.returncode == 0, done.stderr
@@ -316,16 +343,21 @@ def test_the_environment_variable_turns_shortcuts_off_at_import(disable, off):
 def test_an_unknown_name_in_the_variable_is_a_warning_and_nothing_else():
     done = fresh(STATES, "cupy_layout,numpy-struct")
     assert done.returncode == 0 and done.stdout.strip() == "cupy_layout"
-    assert ("RuntimeWarning: STRIDEX_DISABLE_SHORTCUTS names no shortcut 'numpy-struct' (known: all, numpy_struct, "
-            "cupy_c_api, cupy_layout, jaxlib_export, torch_getter, torch_borrowed); it is ignored") in done.stderr
+    assert (
+        "RuntimeWarning: STRIDEX_DISABLE_SHORTCUTS names no shortcut 'numpy-struct' (known: all, numpy_struct, "
+        "cupy_c_api, cupy_layout, jaxlib_export, torch_getter, torch_borrowed); it is ignored"
+    ) in done.stderr
     refused = fresh(STATES, "numpy-struct", "-W", "error::RuntimeWarning")  # warnings as errors: the import fails
     assert refused.returncode != 0 and "names no shortcut 'numpy-struct'" in refused.stderr
 
 
 def test_the_variable_reaches_imports_through_the_casters_too():
     # One switch for stridex.view() and the C++ casters alike (both import through _stridex).
-    done = fresh("import numpy as np, stridex; from stridex._stridex import _internals; "
-                 "print(_internals.shortcuts_of(np.ndarray), _internals.array_struct(np.ndarray))", "numpy_struct")
+    done = fresh(
+        "import numpy as np, stridex; from stridex._stridex import _internals; "
+        "print(_internals.shortcuts_of(np.ndarray), _internals.array_struct(np.ndarray))",
+        "numpy_struct",
+    )
     assert done.stdout.split() == ["[]", "None"], done.stderr
 
 
@@ -334,8 +366,13 @@ def test_the_variable_reaches_imports_through_the_casters_too():
 # Everything that imports arrays: the importers' own suites, the quirk rows, the casters (their imports
 # go through the same door), hostile input, writability and the details the frameworks' suites check.
 OFF_SUITE = sorted(p.name for p in HERE.glob("test_import*.py")) + [
-    "test_stream_policy.py", "test_caster_api.py", "test_adversarial.py", "test_writability.py",
-    "test_writability_gpu.py", "test_faithful_details.py"]
+    "test_stream_policy.py",
+    "test_caster_api.py",
+    "test_adversarial.py",
+    "test_writability.py",
+    "test_writability_gpu.py",
+    "test_faithful_details.py",
+]
 
 
 @pytest.mark.skipif(not all(states().values()), reason="this run has shortcuts off already: it is that run")
@@ -343,8 +380,14 @@ def test_the_import_suite_passes_with_every_shortcut_off(tmp_path):
     report = tmp_path / "off.xml"
     env = dict(os.environ, STRIDEX_DISABLE_SHORTCUTS="all", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     # Not -q: the header (conftest.py's pytest_report_header) says which shortcuts are off.
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}",
-                           *OFF_SUITE], cwd=HERE, env=env, capture_output=True, text=True, timeout=1500)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}", *OFF_SUITE],
+        cwd=HERE,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0, f"{summary}\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}"
     assert "shortcuts off: " + ", ".join(NAMES) in done.stdout  # the header of the run: all off

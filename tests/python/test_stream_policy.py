@@ -65,35 +65,51 @@ class _NumbaStream:
 _NumbaStream.__module__ = "numba.cuda.cudadrv.driver"
 
 
-@pytest.mark.parametrize("stream,expected", [
-    (None, ("default", 0)),
-    (stridex.NO_SYNC, ("no_sync", 0)),
-    (-1, ("no_sync", 0)),
-    (1, ("stream", 1)),
-    (2, ("stream", 2)),
-    (H, ("stream", H)),
-    (2**62, ("stream", 2**62)),
-    (np.int64(H), ("stream", H)),
-    (np.uint64(7), ("stream", 7)),
-    (Color.H, ("stream", H)),
-    (CudaStreamProtocol(H), ("stream", H)),
-    (CudaStreamProtocol(0), ("stream", 1)),  # the NULL stream object is the legacy default stream
-    (TorchLikeStream(H), ("stream", H)),
-    (TorchLikeStream(0), ("stream", 1)),  # torch.cuda.default_stream().cuda_stream == 0
-    (TorchWithProtocol(H), ("stream", 0x777)),  # __cuda_stream__ is preferred
-    (CupyLikeStream(H), ("stream", H)),
-    (_NumbaStream(H), ("stream", H)),
-    (_NumbaStream(0), ("stream", 1)),
-], ids=repr)
+@pytest.mark.parametrize(
+    "stream,expected",
+    [
+        (None, ("default", 0)),
+        (stridex.NO_SYNC, ("no_sync", 0)),
+        (-1, ("no_sync", 0)),
+        (1, ("stream", 1)),
+        (2, ("stream", 2)),
+        (H, ("stream", H)),
+        (2**62, ("stream", 2**62)),
+        (np.int64(H), ("stream", H)),
+        (np.uint64(7), ("stream", 7)),
+        (Color.H, ("stream", H)),
+        (CudaStreamProtocol(H), ("stream", H)),
+        (CudaStreamProtocol(0), ("stream", 1)),  # the NULL stream object is the legacy default stream
+        (TorchLikeStream(H), ("stream", H)),
+        (TorchLikeStream(0), ("stream", 1)),  # torch.cuda.default_stream().cuda_stream == 0
+        (TorchWithProtocol(H), ("stream", 0x777)),  # __cuda_stream__ is preferred
+        (CupyLikeStream(H), ("stream", H)),
+        (_NumbaStream(H), ("stream", H)),
+        (_NumbaStream(0), ("stream", 1)),
+    ],
+    ids=repr,
+)
 def test_parse_stream(stream, expected):
     assert _internals.parse_stream(stream) == expected
 
 
-@pytest.mark.parametrize("stream,error", [
-    (0, ValueError), (-2, ValueError), (-(2**70), ValueError), (2**64, ValueError),
-    (True, TypeError), (False, TypeError), (1.5, TypeError), ("1", TypeError), (object(), TypeError),
-    (CudaStreamProtocol(-5), ValueError), (CudaStreamProtocol("x"), TypeError),
-], ids=repr)
+@pytest.mark.parametrize(
+    "stream,error",
+    [
+        (0, ValueError),
+        (-2, ValueError),
+        (-(2**70), ValueError),
+        (2**64, ValueError),
+        (True, TypeError),
+        (False, TypeError),
+        (1.5, TypeError),
+        ("1", TypeError),
+        (object(), TypeError),
+        (CudaStreamProtocol(-5), ValueError),
+        (CudaStreamProtocol("x"), TypeError),
+    ],
+    ids=repr,
+)
 def test_parse_stream_errors(stream, error):
     with pytest.raises(error):
         _internals.parse_stream(stream)
@@ -160,19 +176,34 @@ def expected_stream(row, stream, device):
 @pytest.mark.parametrize("row", list(ROWS))
 def test_row_translation(row):
     facts = TABLE[row]
-    assert (facts["keywords"], facts["host_only"], facts["takes_no_sync"], facts["takes_per_thread"],
-            facts["needs_current_device"], facts["immutable"], facts["spell_none"],
-            facts["repair_negative_strides"], facts["spells_default_stream"]) == ROWS[row]
+    assert (
+        facts["keywords"],
+        facts["host_only"],
+        facts["takes_no_sync"],
+        facts["takes_per_thread"],
+        facts["needs_current_device"],
+        facts["immutable"],
+        facts["spell_none"],
+        facts["repair_negative_strides"],
+        facts["spells_default_stream"],
+    ) == ROWS[row]
     # The performance column: NumPy >= 2.1 only (versioned capsules); CuPy from 13.4 (its C API, or
     # the layout it vouches for); JAX >= 0.4.27 (__dlpack__'s Python layers skipped where they give the
     # same capsule, test_import_jax.py); torch >= 2.9 (its exchange API: test_import_borrowed.py)
-    assert facts["shortcuts"] == {"numpy": ["numpy_struct"], "cupy": ["cupy_c_api", "cupy_layout"],
-                                  "jax": ["jaxlib_export"], "torch": ["torch_getter", "torch_borrowed"]}.get(row, [])
+    assert facts["shortcuts"] == {
+        "numpy": ["numpy_struct"],
+        "cupy": ["cupy_c_api", "cupy_layout"],
+        "jax": ["jaxlib_export"],
+        "torch": ["torch_getter", "torch_borrowed"],
+    }.get(row, [])
     assert facts["why"]
     for device in (None, CPU, CUDA, PINNED, ROCM, (13, 0)):
         for stream in (None, stridex.NO_SYNC, 1, 2, H):
-            assert _internals.dlpack_stream(row, stream, device) == expected_stream(row, stream, device), \
-                (row, stream, device)
+            assert _internals.dlpack_stream(row, stream, device) == expected_stream(row, stream, device), (
+                row,
+                stream,
+                device,
+            )
 
 
 def row_version(row):
@@ -222,7 +253,17 @@ def emulate(row, monkeypatch, array, device):
 
 @pytest.mark.parametrize("row", list(ROWS))
 def test_row_behaviour(row, monkeypatch):
-    keywords, host_only, takes_no_sync, takes_per_thread, needs_device, immutable, spell_none, repair, spells_default = ROWS[row]
+    (
+        keywords,
+        host_only,
+        takes_no_sync,
+        takes_per_thread,
+        needs_device,
+        immutable,
+        spell_none,
+        repair,
+        spells_default,
+    ) = ROWS[row]
     a = np.arange(6.0)
     device = CPU if host_only else CUDA
     p = emulate(row, monkeypatch, a, device)

@@ -23,9 +23,25 @@ def mypy_errors() -> tuple[dict[str, set[tuple[int, str]]], str]:
     env = dict(os.environ)
     if PACKAGE_ROOT.name != "site-packages":  # a staged build (tools/dev-python): tell mypy where
         env["MYPYPATH"] = str(PACKAGE_ROOT)
-    result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", os.devnull,
-                             "--show-error-codes", "--no-error-summary", "public_api.py", "mistakes.py"],
-                            capture_output=True, text=True, env=env, cwd=HERE)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-incremental",
+            "--cache-dir",
+            os.devnull,
+            "--show-error-codes",
+            "--no-error-summary",
+            "public_api.py",
+            "mistakes.py",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=HERE,
+    )
     assert result.returncode in (0, 1), result.stdout + result.stderr  # 2: mypy itself failed
     errors: dict[str, set[tuple[int, str]]] = {}
     for m in re.finditer(r"^(.*?):(\d+): error: .*\[([\w-]+)\]$", result.stdout, re.M):
@@ -49,8 +65,11 @@ def test_public_api_example_type_checks_and_runs(mypy_errors):
 
 def test_planted_mistakes_are_reported(mypy_errors):
     source = HERE / "mistakes.py"
-    expected = {(n, m.group(1)) for n, line in enumerate(source.read_text().splitlines(), 1)
-                if (m := re.search(r"# E: ([\w-]+)$", line))}
+    expected = {
+        (n, m.group(1))
+        for n, line in enumerate(source.read_text().splitlines(), 1)
+        if (m := re.search(r"# E: ([\w-]+)$", line))
+    }
     assert len(expected) >= 10
     errors, output = mypy_errors
     assert errors.get("mistakes.py") == expected, output

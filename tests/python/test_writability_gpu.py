@@ -166,8 +166,15 @@ def test_void_dtype_through_the_cuda_array_interface():
     descr = [("a", "<i4"), ("b", "<f8")]
 
     class Records:
-        __cuda_array_interface__ = {"shape": (5,), "typestr": "|V12", "descr": descr, "strides": None,
-                                    "data": (memory.data.ptr, False), "version": 3, "stream": None}
+        __cuda_array_interface__ = {
+            "shape": (5,),
+            "typestr": "|V12",
+            "descr": descr,
+            "strides": None,
+            "data": (memory.data.ptr, False),
+            "version": 3,
+            "stream": None,
+        }
 
     v = stridex.view(Records())
     assert (str(v.device), v.itemsize, v.ptr) == ("cuda:0", 12, memory.data.ptr)
@@ -179,9 +186,30 @@ def test_void_dtype_through_the_cuda_array_interface():
 
 # ---- torch: every DLPack dtype, float4_e2m1fn_x2, refusals (no GPU needed) ---------------------------
 
-TORCH_DTYPES = ["uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "float16", "float32",
-                "float64", "bfloat16", "complex32", "complex64", "complex128", "bool", "float8_e4m3fn",
-                "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2"]
+TORCH_DTYPES = [
+    "uint8",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "bfloat16",
+    "complex32",
+    "complex64",
+    "complex128",
+    "bool",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float4_e2m1fn_x2",
+]
 
 
 def torch_dtype(name):
@@ -197,8 +225,11 @@ def torch_dtype(name):
 @pytest.mark.parametrize("name", TORCH_DTYPES)
 def test_every_torch_dlpack_dtype_round_trips(name, device):
     dtype = torch_dtype(name)
-    t = torch.zeros((4, 6), dtype=torch.uint8, device=device).view(dtype) if dtype.itemsize == 1 else \
-        torch.zeros((4, 6), dtype=dtype, device=device)
+    t = (
+        torch.zeros((4, 6), dtype=torch.uint8, device=device).view(dtype)
+        if dtype.itemsize == 1
+        else torch.zeros((4, 6), dtype=dtype, device=device)
+    )
     t = t[:, 1:]  # strided
     try:
         native = torch.from_dlpack(t.__dlpack__())  # torch's own exchange, for comparison

@@ -32,8 +32,14 @@ def main() -> None:
     dev: stridex.Device = v.device
     kind: str = dev.type
     pair: tuple[int, int] = dev.dlpack
-    flags: list[bool] = [v.readonly, v.is_c_contiguous, v.is_f_contiguous, v.is_dense, dev.host_accessible,
-                         dev.cuda_accessible]
+    flags: list[bool] = [
+        v.readonly,
+        v.is_c_contiguous,
+        v.is_f_contiguous,
+        v.is_dense,
+        dev.host_accessible,
+        dev.cuda_accessible,
+    ]
     sizes: list[int] = [v.size, v.itemsize, v.nbytes, len(w), dt.bits, dt.code, dt.lanes, dt.itemsize, dev.id]
     stream: int | None = v.stream
     sub: stridex.View = w[1:, ::2][0, ...][None]
@@ -49,8 +55,7 @@ def main() -> None:
     d4 = stridex.Dtype.from_buffer_format("f")
     cpu = stridex.Device("cpu")
     cpu2 = stridex.Device.from_dlpack(1, 0)
-    raw: stridex.View = stridex.from_pointer(a.ctypes.data, (3, 4), "float32", owner=a, strides=None,
-                                             readonly=True)
+    raw: stridex.View = stridex.from_pointer(a.ctypes.data, (3, 4), "float32", owner=a, strides=None, readonly=True)
     owner: object = raw.owner
     info: stridex.PointerInfo = stridex.pointer_info(a.ctypes.data)
     memory: str = info.memory_type
@@ -65,16 +70,27 @@ def main() -> None:
     provenance: str = v.writability
     fresh: stridex.View = stridex.empty((3, 4), "float32", device="cpu", order="F")
     filled: stridex.View = stridex.copy(fresh, a, stream=stridex.NO_SYNC)
-    copies: list[stridex.View] = [v.copy(), v.copy("cpu", "K"), v.contiguous(), v.to("cpu"),
-                                  v.to(stridex.Device("cpu"), stream=None)]
+    copies: list[stridex.View] = [
+        v.copy(),
+        v.copy("cpu", "K"),
+        v.contiguous(),
+        v.to("cpu"),
+        v.to(stridex.Device("cpu"), stream=None),
+    ]
     shared: stridex.View = stridex.ipc.shared_empty((3, 4), np.float32)
     stridex.copy(shared, stridex.ipc.to_shared(a))
     unpickled: stridex.View = pickle.loads(pickle.dumps(shared))  # this process: the same View back
     released: bool = stridex.ipc.wait_released(timeout=0.0)
     tickets: dict[str, int] = stridex.ipc.pending()
     listed: list[stridex.Shortcut] = stridex.shortcuts()
-    facts: list[str] = [listed[0].name, listed[0].framework, listed[0].reads, listed[0].checked,
-                        listed[0].fallback, listed[0].source]
+    facts: list[str] = [
+        listed[0].name,
+        listed[0].framework,
+        listed[0].reads,
+        listed[0].checked,
+        listed[0].fallback,
+        listed[0].source,
+    ]
     on: bool = listed[0].enabled
     previous: dict[str, bool] = stridex.set_shortcuts({"jaxlib_export": False})
     stridex.set_shortcuts(previous)
@@ -89,10 +105,51 @@ def main() -> None:
             mapped: int = buf.mapped_bytes
             print(grown, mapped, buf.base, buf.stats)
             del grown  # closing the buffer (leaving the with block) needs every view gone
-    print(version, shape, strides, ndim, byte_strides, lo, hi, ptr, name, np_dtype, kind, pair, flags, sizes,
-          stream, sub, moved, capsule, device_pair, interface, back, as_array, same, d2, d3, d4, cpu, cpu2, owner,
-          memory, base, gap, ordered, address, no_sync, provenance, filled, copies, unpickled.ptr == shared.ptr,
-          released, tickets, facts, on)
+    print(
+        version,
+        shape,
+        strides,
+        ndim,
+        byte_strides,
+        lo,
+        hi,
+        ptr,
+        name,
+        np_dtype,
+        kind,
+        pair,
+        flags,
+        sizes,
+        stream,
+        sub,
+        moved,
+        capsule,
+        device_pair,
+        interface,
+        back,
+        as_array,
+        same,
+        d2,
+        d3,
+        d4,
+        cpu,
+        cpu2,
+        owner,
+        memory,
+        base,
+        gap,
+        ordered,
+        address,
+        no_sync,
+        provenance,
+        filled,
+        copies,
+        unpickled.ptr == shared.ptr,
+        released,
+        tickets,
+        facts,
+        on,
+    )
 
 
 if __name__ == "__main__":

@@ -254,8 +254,10 @@ constexpr void write_requirements(TextWriter& w, const Requirements& r) {
         for (int a = 0; a < r.ndim; ++a) {
             if (a) w.put(", ");
             const std::int64_t e = r.shape[static_cast<std::size_t>(a)];
-            if (e == arg::any) w.put('*');
-            else w.put_int(e);
+            if (e == arg::any)
+                w.put('*');
+            else
+                w.put_int(e);
         }
         w.put(r.ndim == 1 ? ",)" : ")");
     } else if (r.ndim != -1) {

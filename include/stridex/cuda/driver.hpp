@@ -64,28 +64,28 @@ inline constexpr CUresult not_supported = 801;
 // Enum values passed to the driver (cuda.h names in comments). Not "abi": <cxxabi.h> owns ::abi.
 namespace cu {
 inline constexpr int kDeviceAttrVirtualMemoryManagementSupported = 102;  // CU_DEVICE_ATTRIBUTE_...
-inline constexpr int kPointerAttrMemoryType = 2;       // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
-inline constexpr int kPointerAttrIsManaged = 8;        // CU_POINTER_ATTRIBUTE_IS_MANAGED
-inline constexpr int kPointerAttrDeviceOrdinal = 9;    // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
-inline constexpr int kPointerAttrRangeStartAddr = 11;  // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR
-inline constexpr int kPointerAttrRangeSize = 12;       // CU_POINTER_ATTRIBUTE_RANGE_SIZE
-inline constexpr unsigned kMemoryTypeHost = 1;         // CU_MEMORYTYPE_HOST (pinned/registered)
-inline constexpr unsigned kMemoryTypeDevice = 2;       // CU_MEMORYTYPE_DEVICE
-inline constexpr unsigned kMemoryTypeUnified = 4;      // CU_MEMORYTYPE_UNIFIED
-inline constexpr int kMemAllocationTypePinned = 1;     // CU_MEM_ALLOCATION_TYPE_PINNED
-inline constexpr int kMemLocationTypeDevice = 1;       // CU_MEM_LOCATION_TYPE_DEVICE
-inline constexpr int kMemHandleTypeNone = 0;           // CU_MEM_HANDLE_TYPE_NONE
-inline constexpr int kMemAccessReadWrite = 3;          // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-inline constexpr int kMemGranularityMinimum = 0;       // CU_MEM_ALLOC_GRANULARITY_MINIMUM
-inline constexpr unsigned kEventDisableTiming = 2;     // CU_EVENT_DISABLE_TIMING
-inline constexpr unsigned kStreamNonBlocking = 1;      // CU_STREAM_NON_BLOCKING
+inline constexpr int kPointerAttrMemoryType = 2;                         // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+inline constexpr int kPointerAttrIsManaged = 8;                          // CU_POINTER_ATTRIBUTE_IS_MANAGED
+inline constexpr int kPointerAttrDeviceOrdinal = 9;                      // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+inline constexpr int kPointerAttrRangeStartAddr = 11;                    // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR
+inline constexpr int kPointerAttrRangeSize = 12;                         // CU_POINTER_ATTRIBUTE_RANGE_SIZE
+inline constexpr unsigned kMemoryTypeHost = 1;                           // CU_MEMORYTYPE_HOST (pinned/registered)
+inline constexpr unsigned kMemoryTypeDevice = 2;                         // CU_MEMORYTYPE_DEVICE
+inline constexpr unsigned kMemoryTypeUnified = 4;                        // CU_MEMORYTYPE_UNIFIED
+inline constexpr int kMemAllocationTypePinned = 1;                       // CU_MEM_ALLOCATION_TYPE_PINNED
+inline constexpr int kMemLocationTypeDevice = 1;                         // CU_MEM_LOCATION_TYPE_DEVICE
+inline constexpr int kMemHandleTypeNone = 0;                             // CU_MEM_HANDLE_TYPE_NONE
+inline constexpr int kMemAccessReadWrite = 3;                            // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+inline constexpr int kMemGranularityMinimum = 0;                         // CU_MEM_ALLOC_GRANULARITY_MINIMUM
+inline constexpr unsigned kEventDisableTiming = 2;                       // CU_EVENT_DISABLE_TIMING
+inline constexpr unsigned kStreamNonBlocking = 1;                        // CU_STREAM_NON_BLOCKING
 // Interprocess sharing (ipc.hpp).
-inline constexpr unsigned kEventInterprocess = 4;              // CU_EVENT_INTERPROCESS
-inline constexpr unsigned kIpcMemLazyEnablePeerAccess = 1;     // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
-inline constexpr int kMemHandleTypePosixFileDescriptor = 1;    // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-inline constexpr int kDeviceAttrMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
-inline constexpr unsigned kMemHostAllocPortable = 1;   // CU_MEMHOSTALLOC_PORTABLE
-inline constexpr unsigned kMemAttachGlobal = 1;        // CU_MEM_ATTACH_GLOBAL
+inline constexpr unsigned kEventInterprocess = 4;            // CU_EVENT_INTERPROCESS
+inline constexpr unsigned kIpcMemLazyEnablePeerAccess = 1;   // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+inline constexpr int kMemHandleTypePosixFileDescriptor = 1;  // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+inline constexpr int kDeviceAttrMultiprocessorCount = 16;    // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+inline constexpr unsigned kMemHostAllocPortable = 1;         // CU_MEMHOSTALLOC_PORTABLE
+inline constexpr unsigned kMemAttachGlobal = 1;              // CU_MEM_ATTACH_GLOBAL
 }  // namespace cu
 
 // ---- ABI: structs (CUmemLocation, CUmemAllocationProp, CUmemAccessDesc) ------------------------
@@ -93,8 +93,8 @@ struct MemLocation {  // CUmemLocation
     int type;         // CUmemLocationType
     int id;
 };
-struct MemAllocationProp {  // CUmemAllocationProp
-    int type;                  // CUmemAllocationType
+struct MemAllocationProp {       // CUmemAllocationProp
+    int type;                    // CUmemAllocationType
     int requested_handle_types;  // CUmemAllocationHandleType; NONE: export stays opt-in (VMM rule 3)
     MemLocation location;
     void* win32_handle_meta_data;
@@ -302,7 +302,7 @@ private:
 
     std::mutex mutex_;  // guards the per-device caches below
     std::vector<CUdevice> devices_;
-    std::vector<CUcontext> contexts_;            // null until retained
+    std::vector<CUcontext> contexts_;           // null until retained
     std::vector<std::vector<CUevent>> events_;  // free events per ordinal
 };
 

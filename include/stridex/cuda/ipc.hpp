@@ -66,9 +66,9 @@ public:
     // first exported chunk) to the View's element 0. The imported View has byte_offset 0: torch
     // and others ignore DLPack's byte_offset, so the address itself must be right.
     std::uint64_t offset() const noexcept { return offset_; }
-    std::uint64_t extent() const noexcept { return extent_; }  // bytes shared from the base
-    const IpcHandle& handle() const noexcept { return handle_; }  // ipc_handle only
-    const std::vector<int>& fds() const noexcept { return fds_; }  // vmm_fds only
+    std::uint64_t extent() const noexcept { return extent_; }          // bytes shared from the base
+    const IpcHandle& handle() const noexcept { return handle_; }       // ipc_handle only
+    const std::vector<int>& fds() const noexcept { return fds_; }      // vmm_fds only
     std::uint64_t chunk_size() const noexcept { return chunk_size_; }  // vmm_fds only
     // The event handle, when work was pending (the View said a stream, or the legacy one may have).
     const std::optional<IpcHandle>& event() const noexcept { return event_handle_; }
@@ -91,13 +91,11 @@ private:
 // device waits for it and the View says stream 1; without, stream -1.
 // `keep` is added to the View's owner (the Python layer's release message).
 View import_handle(const IpcHandle& handle, const DeviceUuid& device, std::uint64_t offset, std::uint64_t extent,
-                   const Shape& shape,
-                   const std::optional<IpcHandle>& event, Owner keep);
+                   const Shape& shape, const std::optional<IpcHandle>& event, Owner keep);
 // The same for VMM chunks: fds in chunk order, each `chunk_size` bytes, mapped at a fresh
 // reservation with read-write access for the device. The caller keeps (and closes) the fds.
 View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const DeviceUuid& device, std::uint64_t offset,
-                const Shape& shape,
-                const std::optional<IpcHandle>& event, Owner keep);
+                const Shape& shape, const std::optional<IpcHandle>& event, Owner keep);
 
 // Handles opened by import_handle and still in use in this process (for tests and the doctor).
 std::size_t open_handles();

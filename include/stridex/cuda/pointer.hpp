@@ -40,9 +40,9 @@ Device device_for(MemoryType type, int ordinal) noexcept;
 
 struct PointerInfo {
     MemoryType memory_type = MemoryType::host;
-    int device_ordinal = -1;   // the driver's DEVICE_ORDINAL; -1 for host memory
-    std::uint64_t base = 0;    // start of the address range holding the pointer (0: unknown)
-    std::uint64_t size = 0;    // its size: the allocation, or for VMM memory the whole reservation
+    int device_ordinal = -1;      // the driver's DEVICE_ORDINAL; -1 for host memory
+    std::uint64_t base = 0;       // start of the address range holding the pointer (0: unknown)
+    std::uint64_t size = 0;       // its size: the allocation, or for VMM memory the whole reservation
     bool host_accessible = true;  // the CPU may dereference it (false only for device memory)
 
     Device device() const noexcept { return device_for(memory_type, device_ordinal); }
@@ -75,8 +75,10 @@ concept Count = std::integral<I> && !std::same_as<I, bool>;
 
 template <Count I>
 constexpr bool is_negative(I v) noexcept {
-    if constexpr (std::is_signed_v<I>) return v < 0;
-    else return false;
+    if constexpr (std::is_signed_v<I>)
+        return v < 0;
+    else
+        return false;
 }
 // |v| as uint64, exact even for INT64_MIN.
 template <Count I>
@@ -116,11 +118,17 @@ public:
         return {detail::moved_address(address_, bytes, /*subtract=*/true), device_};
     }
     template <detail::Count I>
-    constexpr DevicePtr& operator+=(I bytes) { return *this = *this + bytes; }
+    constexpr DevicePtr& operator+=(I bytes) {
+        return *this = *this + bytes;
+    }
     template <detail::Count I>
-    constexpr DevicePtr& operator-=(I bytes) { return *this = *this - bytes; }
+    constexpr DevicePtr& operator-=(I bytes) {
+        return *this = *this - bytes;
+    }
     template <detail::Count I>
-    friend constexpr DevicePtr operator+(I bytes, DevicePtr p) { return p + bytes; }
+    friend constexpr DevicePtr operator+(I bytes, DevicePtr p) {
+        return p + bytes;
+    }
 
     // Bytes from b to a. Both must be on one device, and the distance must fit in int64.
     friend std::int64_t operator-(DevicePtr a, DevicePtr b);
@@ -150,7 +158,8 @@ public:
     constexpr TypedDevicePtr() noexcept = default;
     // Error(value) if the address is not aligned for T.
     explicit TypedDevicePtr(DevicePtr raw) : raw_(raw) {
-        if (!raw.is_aligned(alignof(T))) detail::fail_element_misaligned(static_cast<std::int64_t>(raw.address()), alignof(T));
+        if (!raw.is_aligned(alignof(T)))
+            detail::fail_element_misaligned(static_cast<std::int64_t>(raw.address()), alignof(T));
     }
 
     constexpr DevicePtr raw() const noexcept { return raw_; }
@@ -160,13 +169,21 @@ public:
     constexpr explicit operator bool() const noexcept { return static_cast<bool>(raw_); }
 
     template <detail::Count I>
-    TypedDevicePtr operator+(I n) const { return TypedDevicePtr(raw_ + bytes_of(n), Unchecked{}); }
+    TypedDevicePtr operator+(I n) const {
+        return TypedDevicePtr(raw_ + bytes_of(n), Unchecked{});
+    }
     template <detail::Count I>
-    TypedDevicePtr operator-(I n) const { return TypedDevicePtr(raw_ - bytes_of(n), Unchecked{}); }
+    TypedDevicePtr operator-(I n) const {
+        return TypedDevicePtr(raw_ - bytes_of(n), Unchecked{});
+    }
     template <detail::Count I>
-    TypedDevicePtr& operator+=(I n) { return *this = *this + n; }
+    TypedDevicePtr& operator+=(I n) {
+        return *this = *this + n;
+    }
     template <detail::Count I>
-    TypedDevicePtr& operator-=(I n) { return *this = *this - n; }
+    TypedDevicePtr& operator-=(I n) {
+        return *this = *this - n;
+    }
 
     // Elements from b to a; Error(value) when the byte distance is not a whole number of elements.
     friend std::int64_t operator-(TypedDevicePtr a, TypedDevicePtr b) {

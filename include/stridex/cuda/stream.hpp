@@ -20,7 +20,7 @@ namespace stridex::cuda {
 // driver handle. Code outside speaks of StreamRef::kLegacy, never of a bare 1.
 class StreamRef {
 public:
-    static constexpr std::intptr_t kNone = kNoStream;  // the core's "nothing pending" (view.hpp)
+    static constexpr std::intptr_t kNone = kNoStream;         // the core's "nothing pending" (view.hpp)
     static constexpr std::intptr_t kLegacy = kDefaultStream;  // 1, the core's default (view.hpp)
     static constexpr std::intptr_t kPerThread = 2;
 
@@ -52,7 +52,9 @@ public:
     static Stream borrow(StreamRef ref, int device) noexcept { return Stream(ref, device, /*owning=*/false); }
 
     Stream(Stream&& other) noexcept
-        : ref_(std::exchange(other.ref_, StreamRef::none())), device_(other.device_), owning_(std::exchange(other.owning_, false)) {}
+        : ref_(std::exchange(other.ref_, StreamRef::none())),
+          device_(other.device_),
+          owning_(std::exchange(other.owning_, false)) {}
     Stream& operator=(Stream other) noexcept {
         std::swap(ref_, other.ref_);
         std::swap(device_, other.device_);

@@ -52,7 +52,9 @@ struct CallTiming {
     std::uint64_t calls = 0;
     std::uint64_t total_ns = 0;
     std::uint64_t max_ns = 0;
-    double mean_us() const noexcept { return calls ? static_cast<double>(total_ns) / 1e3 / static_cast<double>(calls) : 0.0; }
+    double mean_us() const noexcept {
+        return calls ? static_cast<double>(total_ns) / 1e3 / static_cast<double>(calls) : 0.0;
+    }
 };
 
 struct VirtualBufferStats {
@@ -71,9 +73,9 @@ public:
     VirtualBuffer& operator=(VirtualBuffer&&) noexcept;
     ~VirtualBuffer();  // teardown, unless views still hold the memory (then the last view does it)
 
-    DevicePtr base() const;            // on cuda:devices()[0]
-    std::size_t size() const;          // bytes in use, as asked for
-    std::size_t capacity() const;      // bytes reserved
+    DevicePtr base() const;        // on cuda:devices()[0]
+    std::size_t size() const;      // bytes in use, as asked for
+    std::size_t capacity() const;  // bytes reserved
     std::size_t chunk_size() const;
     std::size_t granularity() const;   // the largest minimum granularity of the devices
     std::size_t num_chunks() const;    // chunks mapped now (0 while asleep)
@@ -81,7 +83,7 @@ public:
     const std::vector<int>& devices() const;
     int device_of_chunk(std::size_t index) const;  // devices()[index % devices().size()]
     bool sleeping() const;
-    bool contents_lost() const;        // the last wake() came after a sleep without keep_contents
+    bool contents_lost() const;  // the last wake() came after a sleep without keep_contents
     std::size_t live_views() const;
     bool closed() const noexcept { return !state_; }
     VirtualBufferStats stats() const;

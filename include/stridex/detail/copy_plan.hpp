@@ -33,8 +33,8 @@ struct CopyPlan {
     std::int64_t src_offset = 0;  // (flipped axes start at the other end)
     int ndim = 0;
     CopyAxis axes[kMaxNdim + 1] = {};  // outermost first; one more for a split element
-    int tile_axis = -1;          // tiled: the axis src reads contiguously
-    bool tile_words = false;     // tiled, units of 1 or 2 bytes: 4-byte words line up on both sides
+    int tile_axis = -1;                // tiled: the axis src reads contiguously
+    bool tile_words = false;           // tiled, units of 1 or 2 bytes: 4-byte words line up on both sides
 };
 
 // Shapes and dtypes must already match; `dst` must not address one element twice (the engine

@@ -57,20 +57,19 @@ typedef int (*StridexImportTensor)(PyObject* obj, PyObject* stream, std::uint64_
 // A new stridex.View that owns `tensor`, ready on `stream` (-1: nothing pending, 1 legacy, 2
 // per-thread default stream, else a CUstream handle; 0 and values below -1 raise ValueError).
 // Steals `tensor` in every outcome: on failure its deleter has run. 0: *out is a new reference.
-typedef int (*StridexViewFromTensor)(dlpack::DLManagedTensorVersioned* tensor, std::intptr_t stream,
-                                     PyObject** out);
+typedef int (*StridexViewFromTensor)(dlpack::DLManagedTensorVersioned* tensor, std::intptr_t stream, PyObject** out);
 
 // What import_array fills: one imported array, described in DLPack's terms, and what keeps it
 // alive. The caller sets `dims` and `max_ndim`; the slot sets the rest.
 struct StridexArray {
-    std::int64_t* dims;      // (caller) room for 2 * max_ndim values: the slot writes shape, then strides
-    std::int32_t max_ndim;   // (caller) the most axes the caller takes
-    std::int32_t reserved;   // 0
+    std::int64_t* dims;     // (caller) room for 2 * max_ndim values: the slot writes shape, then strides
+    std::int32_t max_ndim;  // (caller) the most axes the caller takes
+    std::int32_t reserved;  // 0
     // shape and strides point into dims, strides in elements; data addresses element 0
     // (byte_offset 0); dtype and device are DLPack's.
     dlpack::DLTensor tensor;
-    std::uint64_t flags;     // DLPack's: kFlagReadOnly, kFlagIsSubbyteTypePadded
-    std::intptr_t stream;    // the stream the data is ready on, as import_tensor's *ready
+    std::uint64_t flags;   // DLPack's: kFlagReadOnly, kFlagIsSubbyteTypePadded
+    std::intptr_t stream;  // the stream the data is ready on, as import_tensor's *ready
     // The keep-alive: release(context) exactly once, on any thread, when the caller is done with
     // the memory. NULL: the memory needs nothing kept alive.
     void (*release)(void* context) noexcept;
@@ -98,7 +97,7 @@ typedef int (*StridexImportArray)(PyObject* obj, PyObject* stream, std::uint64_t
 struct CasterApi {
     std::uint32_t major;  // frozen
     std::uint32_t minor;
-    std::uint64_t size;   // frozen: sizeof(CasterApi) as the wheel was built
+    std::uint64_t size;  // frozen: sizeof(CasterApi) as the wheel was built
     StridexImportTensor import_tensor;
     StridexViewFromTensor view_from_tensor;
     StridexImportArray import_array;  // minor >= 1

@@ -41,10 +41,10 @@
 #include "stridex/cuda/array.hpp"
 #include "stridex/cuda/constraints.hpp"
 #include "stridex/cuda/from_pointer.hpp"
+#include "stridex/dlpack.hpp"
 #include "stridex/python/caster_api.hpp"
 #include "stridex/python/errors.hpp"
 #include "stridex/python/framework_of.hpp"
-#include "stridex/dlpack.hpp"
 #include "stridex/view.hpp"
 
 namespace stridex {
@@ -97,12 +97,12 @@ struct Link {
     PyObject* view_type = nullptr;  // stridex.View
     PyObject* view_fn = nullptr;    // stridex.view
     // Attribute names, interned once rather than made from C strings on every call.
-    PyObject* stream_name = nullptr;            // "stream"
-    PyObject* dlpack_device_name = nullptr;     // "__dlpack_device__"
-    PyObject* exchange_api_name = nullptr;      // "__dlpack_c_exchange_api__" (DLPack 1.3, a capsule)
-    PyObject* with_stream_name = nullptr;       // "_with_stream"
+    PyObject* stream_name = nullptr;                 // "stream"
+    PyObject* dlpack_device_name = nullptr;          // "__dlpack_device__"
+    PyObject* exchange_api_name = nullptr;           // "__dlpack_c_exchange_api__" (DLPack 1.3, a capsule)
+    PyObject* with_stream_name = nullptr;            // "_with_stream"
     const dlpack::DLPackExchangeAPI* api = nullptr;  // nullptr when the API's major is not ours
-    const python::CasterApi* caster_api = nullptr;    // nullptr when absent or of another major
+    const python::CasterApi* caster_api = nullptr;   // nullptr when absent or of another major
 };
 
 // The DLPack exchange API of major 1 that `type` offers as a 1.3 capsule, or nullptr. Only the
@@ -113,7 +113,8 @@ struct Link {
 inline const dlpack::DLPackExchangeAPI* exchange_api_of(PyObject* type, const Link& l) {
     const dlpack::DLPackExchangeAPI* api = nullptr;
     if (Ref capsule{PyObject_GetAttr(type, l.exchange_api_name)})
-        api = static_cast<const dlpack::DLPackExchangeAPI*>(PyCapsule_GetPointer(capsule.get(), dlpack::kExchangeApiCapsule));
+        api = static_cast<const dlpack::DLPackExchangeAPI*>(
+            PyCapsule_GetPointer(capsule.get(), dlpack::kExchangeApiCapsule));
     PyErr_Clear();
     while (api && api->header.version.major > dlpack::kMajorVersion)
         api = reinterpret_cast<const dlpack::DLPackExchangeAPI*>(api->header.prev_api);
@@ -134,7 +135,8 @@ inline const python::CasterApi* caster_api_of(PyObject* capsule) noexcept {
 
 // The table's import_array if it has one (minor >= 1: its size covers the slot), else nullptr.
 inline python::StridexImportArray import_array_of(const python::CasterApi& api) noexcept {
-    return api.size >= offsetof(python::CasterApi, import_array) + sizeof(api.import_array) ? api.import_array : nullptr;
+    return api.size >= offsetof(python::CasterApi, import_array) + sizeof(api.import_array) ? api.import_array
+                                                                                            : nullptr;
 }
 
 inline Link* link() {
@@ -281,7 +283,8 @@ inline View import_through_array(python::StridexImportArray import_array, PyObje
     const dlpack::DLTensor& t = a.tensor;
     if (t.ndim < 0 || t.ndim > kMaxNdim) fail(ErrorKind::value, "the caster API described ", t.ndim, " axes");
     const Dtype named{static_cast<DtypeCode>(t.dtype.code), t.dtype.bits, t.dtype.lanes};
-    const Dtype dtype = r.has_dtype && named == r.dtype ? named : Dtype::from_raw(t.dtype.code, t.dtype.bits, t.dtype.lanes);
+    const Dtype dtype = r.has_dtype && named == r.dtype ? named
+                                                        : Dtype::from_raw(t.dtype.code, t.dtype.bits, t.dtype.lanes);
     const Device device = r.has_device && t.device.device_type == static_cast<std::int32_t>(r.device_type) &&
                                   t.device.device_id >= 0
                               ? Device{r.device_type, t.device.device_id}
@@ -391,7 +394,8 @@ inline Ref to_stridex_view(const View& view) {
         Ref capsule(PyCapsule_New(t, dlpack::kVersionedCapsule, [](PyObject* c) noexcept {
             // Renamed used_* when consumed: the consumer owns the deleter then.
             if (!PyCapsule_IsValid(c, dlpack::kVersionedCapsule)) return;
-            auto* m = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, dlpack::kVersionedCapsule));
+            auto* m = static_cast<dlpack::DLManagedTensorVersioned*>(
+                PyCapsule_GetPointer(c, dlpack::kVersionedCapsule));
             m->deleter(m);
         }));
         if (!capsule) {

@@ -85,7 +85,6 @@ protected:
     }
 
 public:
-
     static handle cast(const ArgType& view, return_value_policy, handle) {
         return stridex_export([&] { return stridex::interop::export_view(view, view.source()); });
     }

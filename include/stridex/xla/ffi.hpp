@@ -125,13 +125,14 @@ struct Param<View> {
 template <class P>
 using AttrType = std::conditional_t<
     std::is_same_v<P, bool> || !std::is_integral_v<P>, P,
-    std::conditional_t<std::is_signed_v<P>,
-                       std::conditional_t<sizeof(P) == 1, std::int8_t,
-                                          std::conditional_t<sizeof(P) == 2, std::int16_t,
-                                                             std::conditional_t<sizeof(P) == 4, std::int32_t, std::int64_t>>>,
-                       std::conditional_t<sizeof(P) == 1, std::uint8_t,
-                                          std::conditional_t<sizeof(P) == 2, std::uint16_t,
-                                                             std::conditional_t<sizeof(P) == 4, std::uint32_t, std::uint64_t>>>>>;
+    std::conditional_t<
+        std::is_signed_v<P>,
+        std::conditional_t<sizeof(P) == 1, std::int8_t,
+                           std::conditional_t<sizeof(P) == 2, std::int16_t,
+                                              std::conditional_t<sizeof(P) == 4, std::int32_t, std::int64_t>>>,
+        std::conditional_t<sizeof(P) == 1, std::uint8_t,
+                           std::conditional_t<sizeof(P) == 2, std::uint16_t,
+                                              std::conditional_t<sizeof(P) == 4, std::uint32_t, std::uint64_t>>>>>;
 
 template <class F>
 struct Function;
@@ -333,8 +334,8 @@ class Binding {
         w.put(P == Platform::host ? "cpu" : "CUDA");
         w.put("\",\"params\":[");
         std::size_t i = 0;
-        ((w.put(i++ ? "," : ""), detail::write_param(w, names[I], ParamAt<I>::kind, ParamAt<I>::requirements,
-                                                      ParamAt<I>::dtype)),
+        ((w.put(i++ ? "," : ""),
+          detail::write_param(w, names[I], ParamAt<I>::kind, ParamAt<I>::requirements, ParamAt<I>::dtype)),
          ...);
         w.put("],\"returns\":");
         if constexpr (kReturnsScalar) {
@@ -366,8 +367,8 @@ public:
     // The signature: every parameter's name, kind and constraints, and the return's dtype.
     static constexpr const char* signature = kSignature.data;
 
-    static constexpr StridexXlaTarget target{STRIDEX_XLA_TARGET_ABI, 0, &handler,
-                                             P == Platform::host ? "cpu" : "CUDA", kSignature.data};
+    static constexpr StridexXlaTarget target{STRIDEX_XLA_TARGET_ABI, 0, &handler, P == Platform::host ? "cpu" : "CUDA",
+                                             kSignature.data};
 
 private:
     // Operands, results and attributes straight from XLA's C call frame (xla/ffi/api/c_api.h): the
@@ -391,7 +392,8 @@ private:
         std::int64_t strides[kMaxNdim];
         std::int64_t step = 1;
         for (std::size_t a = rank; a-- > 0;) {
-            if (b->dims[a] < 0) detail::refuse("parameter ", i, " (", names[i], "): ", what, " has extent ", b->dims[a]);
+            if (b->dims[a] < 0)
+                detail::refuse("parameter ", i, " (", names[i], "): ", what, " has extent ", b->dims[a]);
             strides[a] = step;
             step *= b->dims[a] > 1 ? b->dims[a] : 1;
         }
@@ -457,8 +459,9 @@ private:
             return static_cast<T>(value);
         } else {
             static constexpr const Requirements& r = ParamAt<I>::requirements;  // static: not copied per call
-            T value(kind == detail::Kind::in ? view_of(operand(f, I, slots.operand[I]), f.device, false, I, "its operand")
-                                             : view_of(result(f, I, slots.result[I]), f.device, true, I, "its result"));
+            T value(kind == detail::Kind::in
+                        ? view_of(operand(f, I, slots.operand[I]), f.device, false, I, "its operand")
+                        : view_of(result(f, I, slots.result[I]), f.device, true, I, "its result"));
             View& view = value;
             if (f.stream != kNoStream) view.set_stream(r.caller_stream ? f.stream : kDefaultStream);
             if (!satisfies(r, view)) {
@@ -475,8 +478,8 @@ private:
                 if (in->data != view.data() && view.size() != 0)
                     detail::refuse("parameter ", I, " (", names[I], ") is written in place, but its operand ",
                                    slots.operand[I], " and result ", slots.result[I],
-                                   " are different buffers: call with input_output_aliases={", slots.operand[I],
-                                   ": ", slots.result[I], "}");
+                                   " are different buffers: call with input_output_aliases={", slots.operand[I], ": ",
+                                   slots.result[I], "}");
             }
             return value;
         }
@@ -544,7 +547,9 @@ private:
             bool found = kinds[i] != detail::Kind::attr;
             for (std::int64_t k = 0; k < attrs.size && !found; ++k)
                 found = std::string_view(attrs.names[k]->ptr, attrs.names[k]->len) == names[i];
-            if (!found) detail::refuse("parameter ", i, " (", names[i], "): expected an attribute `", names[i], "`, found none");
+            if (!found)
+                detail::refuse("parameter ", i, " (", names[i], "): expected an attribute `", names[i],
+                               "`, found none");
         }
         detail::refuse("expected ", slots.attributes, " attributes, found ", attrs.size);  // a name given twice
     }
@@ -595,7 +600,8 @@ XLA_FFI_Error* Binding<P, Fn, Names...>::run(const XLA_FFI_CallFrame* frame) noe
         Frame f{frame, Device::cpu(), kNoStream};
         if constexpr (P == Platform::cuda) {
             ffi::DiagnosticEngine diagnostic;
-            const auto stream = ffi::CtxDecoding<ffi::PlatformStream<void*>>::Decode(frame->api, frame->ctx, diagnostic);
+            const auto stream = ffi::CtxDecoding<ffi::PlatformStream<void*>>::Decode(frame->api, frame->ctx,
+                                                                                     diagnostic);
             const auto ordinal = ffi::CtxDecoding<ffi::DeviceOrdinal>::Decode(frame->api, frame->ctx, diagnostic);
             if (!stream || !ordinal)
                 throw detail::Refusal{ffi::ErrorCode::kInternal, "stridex XLA handler: " + diagnostic.Result()};
@@ -622,12 +628,14 @@ XLA_FFI_Error* Binding<P, Fn, Names...>::run(const XLA_FFI_CallFrame* frame) noe
     } catch (const detail::Refusal& r) {
         return error(frame->api, static_cast<XLA_FFI_Error_Code>(r.code), r.message);
     } catch (const Error& e) {
-        return error(frame->api, e.kind() == ErrorKind::cuda ? XLA_FFI_Error_Code_INTERNAL : XLA_FFI_Error_Code_INVALID_ARGUMENT,
+        return error(frame->api,
+                     e.kind() == ErrorKind::cuda ? XLA_FFI_Error_Code_INTERNAL : XLA_FFI_Error_Code_INVALID_ARGUMENT,
                      e.what());
     } catch (const std::exception& e) {
         return error(frame->api, XLA_FFI_Error_Code_UNKNOWN, e.what());
     } catch (...) {
-        return error(frame->api, XLA_FFI_Error_Code_UNKNOWN, "stridex XLA handler: the function threw a non-std exception");
+        return error(frame->api, XLA_FFI_Error_Code_UNKNOWN,
+                     "stridex XLA handler: the function threw a non-std exception");
     }
 }
 

@@ -30,7 +30,15 @@ from .checks import Context
 from .discovery import KNOWN, DeviceReport, FrameworkInfo, discover, discover_devices, one_line
 from .report import Progress, render_json, render_text, stridex_features, write_text
 from .worker import (  # noqa: F401 - EXIT_OK re-exported
-    CRASHES_BEFORE_SKIP, EXIT_CLAIMED_FAILURE, EXIT_NOTHING_CHECKED, EXIT_OK, EXIT_USAGE, Absent, Session, supervise)
+    CRASHES_BEFORE_SKIP,
+    EXIT_CLAIMED_FAILURE,
+    EXIT_NOTHING_CHECKED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Absent,
+    Session,
+    supervise,
+)
 
 
 CLI_DESCRIPTION = """\
@@ -62,30 +70,59 @@ def _csv(text: str) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     known = ", ".join(k.name for k in KNOWN)
-    parser.add_argument("--frameworks", type=_csv, metavar="LIST",
-                        help=f"comma-separated frameworks to check (default: all installed). Known: {known}")
-    parser.add_argument("--device", default="all", metavar="DEVICE",
-                        help="cpu, cuda (every GPU), cuda:N, or all (default)")
-    parser.add_argument("--cases", type=_csv, metavar="LIST",
-                        help="comma-separated cases (default: all). Known: " + ", ".join(cases_mod.CASES_BY_NAME))
-    parser.add_argument("--quick", action="store_true",
-                        help="only the quick cases: " + ", ".join(c.name for c in cases_mod.CASES if c.quick))
-    parser.add_argument("--json", action="store_true",
-                        help="print one JSON document on stdout (progress and framework chatter go to stderr)")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="also list why cells do not apply, and the cases")
+    parser.add_argument(
+        "--frameworks",
+        type=_csv,
+        metavar="LIST",
+        help=f"comma-separated frameworks to check (default: all installed). Known: {known}",
+    )
+    parser.add_argument(
+        "--device", default="all", metavar="DEVICE", help="cpu, cuda (every GPU), cuda:N, or all (default)"
+    )
+    parser.add_argument(
+        "--cases",
+        type=_csv,
+        metavar="LIST",
+        help="comma-separated cases (default: all). Known: " + ", ".join(cases_mod.CASES_BY_NAME),
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="only the quick cases: " + ", ".join(c.name for c in cases_mod.CASES if c.quick),
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document on stdout (progress and framework chatter go to stderr)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="also list why cells do not apply, and the cases")
     parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
-    parser.add_argument("--adapter", action="append", default=[], metavar="MODULE:CLASS",
-                        help="add a framework adapter (a frameworks.Adapter subclass), e.g. for an in-house "
-                             "array type; repeatable")
-    parser.add_argument("--in-process", action="store_true",
-                        help="run the checks in this process (starts faster; a crashing check ends the doctor "
-                             "instead of being recorded)")
-    parser.add_argument("--check-timeout", type=float, default=300.0, metavar="S",
-                        help="a check silent for this long is recorded as hung and skipped (default 300)")
-    parser.add_argument("--transports", action="store_true",
-                        help="also move Views to other processes: multiprocessing, Dask over TCP and UCX "
-                             "(when installed); reports the mechanism each used (transports.py)")
+    parser.add_argument(
+        "--adapter",
+        action="append",
+        default=[],
+        metavar="MODULE:CLASS",
+        help="add a framework adapter (a frameworks.Adapter subclass), e.g. for an in-house array type; repeatable",
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the checks in this process (starts faster; a crashing check ends the doctor "
+        "instead of being recorded)",
+    )
+    parser.add_argument(
+        "--check-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="a check silent for this long is recorded as hung and skipped (default 300)",
+    )
+    parser.add_argument(
+        "--transports",
+        action="store_true",
+        help="also move Views to other processes: multiprocessing, Dask over TCP and UCX "
+        "(when installed); reports the mechanism each used (transports.py)",
+    )
     parser.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--_resume", default="0:0", help=argparse.SUPPRESS)
     parser.add_argument("--_skip", action="append", default=[], help=argparse.SUPPRESS)
@@ -124,8 +161,11 @@ def build_adapters(infos: list[FrameworkInfo], plugins: dict[str, type[Adapter]]
 def select_devices(report: DeviceReport, wanted: str) -> list[str]:
     if wanted == "all":
         return list(report.devices)
-    found = [d for d in report.devices if d.startswith("cuda:")] if wanted == "cuda" else \
-        [d for d in report.devices if d == wanted]
+    found = (
+        [d for d in report.devices if d.startswith("cuda:")]
+        if wanted == "cuda"
+        else [d for d in report.devices if d == wanted]
+    )
     if not found:
         why = f" ({report.cuda_note})" if report.cuda_note and wanted.startswith("cuda") else ""
         raise Absent(f"--device {wanted}: no such device here{why}; found: {', '.join(report.devices)}")
@@ -161,8 +201,13 @@ def _stdout_for_json(enabled: bool):
 # events (JSON lines) to this process; `--in-process` runs the same events here instead (faster to
 # start, but a crash ends the doctor).
 
-def collect(args: argparse.Namespace, emit, resume: tuple[int, int] = (0, 0),
-            skip: frozenset[tuple[str, str, str, str]] = frozenset()) -> None:
+
+def collect(
+    args: argparse.Namespace,
+    emit,
+    resume: tuple[int, int] = (0, 0),
+    skip: frozenset[tuple[str, str, str, str]] = frozenset(),
+) -> None:
     """Discover, plan and run, reporting through emit(event): "env", then per cell "cell",
     and per route "begin" and "outcome", then "done"."""
     import stridex as sx
@@ -188,19 +233,31 @@ def collect(args: argparse.Namespace, emit, resume: tuple[int, int] = (0, 0),
     selected = cases_mod.select(args.cases, quick=args.quick)
     ctx = Context(sx, adapters)
     todo = checks.plan(adapters, chosen, selected)
-    emit({"type": "env", "frameworks": [i.to_json() for i in infos], "devices": devices.to_json(),
-          "chosen": chosen, "cases": [c.name for c in selected], "features": stridex_features(sx),
-          "header": {"stridex_version": getattr(sx, "__version__", "?"), "stridex_path": os.path.dirname(sx.__file__),
-                     "python": platform.python_version(), "platform": f"{platform.system()}-{platform.machine()}"},
-          "planned": len(todo), "unusable": unusable})
+    emit(
+        {
+            "type": "env",
+            "frameworks": [i.to_json() for i in infos],
+            "devices": devices.to_json(),
+            "chosen": chosen,
+            "cases": [c.name for c in selected],
+            "features": stridex_features(sx),
+            "header": {
+                "stridex_version": getattr(sx, "__version__", "?"),
+                "stridex_path": os.path.dirname(sx.__file__),
+                "python": platform.python_version(),
+                "platform": f"{platform.system()}-{platform.machine()}",
+            },
+            "planned": len(todo),
+            "unusable": unusable,
+        }
+    )
     progress = Progress(sys.stderr, enabled=not args.no_progress)
     faulthandler.enable(sys.stderr)  # a crash still says where
     first, first_route = resume
     for i in range(first, len(todo)):
         device, p, c, case = todo[i]
         progress(i, len(todo), f"{device} {p.name} → {c.name} {case.name}")
-        cell = {"type": "cell", "index": i, "device": device, "producer": p.name, "consumer": c.name,
-                "case": case.name}
+        cell = {"type": "cell", "index": i, "device": device, "producer": p.name, "consumer": c.name, "case": case.name}
         reason = checks.applies(p, c, case, device)
         if reason:
             emit({**cell, "na": reason})
@@ -211,8 +268,11 @@ def collect(args: argparse.Namespace, emit, resume: tuple[int, int] = (0, 0),
             if i == first and r < first_route:
                 continue
             if (device, p.name, c.name, route) in skip:
-                outcome = checks.Outcome(checks.FAIL, f"not run: this route crashed the doctor {CRASHES_BEFORE_SKIP} "
-                                                      f"times for {p.name} → {c.name} on {device}")
+                outcome = checks.Outcome(
+                    checks.FAIL,
+                    f"not run: this route crashed the doctor {CRASHES_BEFORE_SKIP} "
+                    f"times for {p.name} → {c.name} on {device}",
+                )
             else:
                 emit({"type": "begin", "index": i, "route": route})
                 outcome = checks.run_route(ctx, p, c, case, device, route)
@@ -225,6 +285,7 @@ def _run_worker(args: argparse.Namespace) -> int:
     first, _, route = args._resume.partition(":")
     skip = frozenset(tuple(s.split("|")) for s in args._skip)
     with _stdout_for_json(True) as out:
+
         def emit(event: dict) -> None:
             out.write(json.dumps(event) + "\n")
             out.flush()
@@ -243,14 +304,16 @@ def _run_worker(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> None:
     """Usage errors found without importing any framework (the worker finds the rest)."""
     cases_mod.select(args.cases, quick=args.quick)
-    if args.device not in ("all", "cpu", "cuda") and not (args.device.startswith("cuda:") and
-                                                            args.device[5:].isdigit()):
+    if args.device not in ("all", "cpu", "cuda") and not (
+        args.device.startswith("cuda:") and args.device[5:].isdigit()
+    ):
         raise ValueError(f"--device takes cpu, cuda, cuda:N or all, found {args.device!r}")
     plugins = {_load_plugin(spec)[0].name for spec in args.adapter}
     unknown = set(args.frameworks or ()) - {k.name for k in KNOWN} - plugins
     if unknown:
-        raise ValueError(f"unknown framework(s): {', '.join(sorted(unknown))}; known: "
-                         f"{', '.join(k.name for k in KNOWN)}")
+        raise ValueError(
+            f"unknown framework(s): {', '.join(sorted(unknown))}; known: {', '.join(k.name for k in KNOWN)}"
+        )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -281,8 +344,9 @@ def main(args: argparse.Namespace) -> int:
         result = session.result()
         from . import shortcuts as shortcuts_mod
 
-        checked = shortcuts_mod.run(session.env["chosen"], args.frameworks, in_process=args.in_process,
-                                    timeout=args.check_timeout)
+        checked = shortcuts_mod.run(
+            session.env["chosen"], args.frameworks, in_process=args.in_process, timeout=args.check_timeout
+        )
         if shortcuts_mod.failed_names(checked):
             result["exit_status"] = EXIT_CLAIMED_FAILURE
         moved = None
@@ -293,8 +357,14 @@ def main(args: argparse.Namespace) -> int:
             if transports.failed_names(moved):
                 result["exit_status"] = EXIT_CLAIMED_FAILURE
         if args.json:
-            options = {"frameworks": args.frameworks, "device": args.device, "devices": session.env["chosen"],
-                       "cases": session.env["cases"], "quick": args.quick, "in_process": args.in_process}
+            options = {
+                "frameworks": args.frameworks,
+                "device": args.device,
+                "devices": session.env["chosen"],
+                "cases": session.env["cases"],
+                "quick": args.quick,
+                "in_process": args.in_process,
+            }
             document = render_json(**result, options=options)
             document["shortcuts"] = shortcuts_mod.to_json(checked)
             if moved is not None:
@@ -303,18 +373,31 @@ def main(args: argparse.Namespace) -> int:
             out.write("\n")
         else:
             failed = [] if moved is None else transports.failed_names(moved)
-            write_text(out, render_text(**result, stream=out, verbose=args.verbose, failed_transports=failed,
-                                        failed_shortcuts=shortcuts_mod.failed_names(checked)))
+            write_text(
+                out,
+                render_text(
+                    **result,
+                    stream=out,
+                    verbose=args.verbose,
+                    failed_transports=failed,
+                    failed_shortcuts=shortcuts_mod.failed_names(checked),
+                ),
+            )
             write_text(out, shortcuts_mod.render_text(checked))
             if moved is not None:
                 write_text(out, transports.render_text(moved))
         out.flush()
         if result["unusable"]:
-            print(f"stridex doctor: --frameworks names what is not usable here: {'; '.join(result['unusable'])}",
-                  file=sys.stderr)
+            print(
+                f"stridex doctor: --frameworks names what is not usable here: {'; '.join(result['unusable'])}",
+                file=sys.stderr,
+            )
         elif result["exit_status"] == EXIT_NOTHING_CHECKED:
-            print("stridex doctor: nothing was checked: no producer -> consumer pair applies to the frameworks "
-                  "and devices here (install a framework, or widen --frameworks/--device/--cases)", file=sys.stderr)
+            print(
+                "stridex doctor: nothing was checked: no producer -> consumer pair applies to the frameworks "
+                "and devices here (install a framework, or widen --frameworks/--device/--cases)",
+                file=sys.stderr,
+            )
         return result["exit_status"] if not problem else max(result["exit_status"], EXIT_CLAIMED_FAILURE)
 
 

@@ -34,13 +34,22 @@ COPY_MIB = 256
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--frameworks", type=lambda t: [x.strip() for x in t.split(",") if x.strip()], metavar="LIST",
-                        help="comma-separated frameworks (default: all installed)")
+    parser.add_argument(
+        "--frameworks",
+        type=lambda t: [x.strip() for x in t.split(",") if x.strip()],
+        metavar="LIST",
+        help="comma-separated frameworks (default: all installed)",
+    )
     parser.add_argument("--device", default="all", metavar="DEVICE", help="cpu, cuda, cuda:N or all (default)")
     parser.add_argument("--quick", action="store_true", help="fewer, shorter runs (noisier numbers)")
     parser.add_argument("--repeat", type=int, default=None, metavar="N", help="runs per number (default 7; 3 quick)")
-    parser.add_argument("--copy-mib", type=int, default=COPY_MIB, metavar="MIB",
-                        help=f"buffer size for the GPU copy bandwidth (default {COPY_MIB})")
+    parser.add_argument(
+        "--copy-mib",
+        type=int,
+        default=COPY_MIB,
+        metavar="MIB",
+        help=f"buffer size for the GPU copy bandwidth (default {COPY_MIB})",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON document instead of Markdown")
     parser.set_defaults(func=main)
 
@@ -106,8 +115,9 @@ def _smv_class(adapters: dict[str, Adapter]):
     return getattr(core, "smv", None)
 
 
-def bench_imports(sx: Any, adapters: dict[str, Adapter], devices: list[str], timer: Timer, errors: list[str],
-                  progress) -> list[dict]:
+def bench_imports(
+    sx: Any, adapters: dict[str, Adapter], devices: list[str], timer: Timer, errors: list[str], progress
+) -> list[dict]:
     case = cases_mod.CASES_BY_NAME["contiguous"]
     smv = _smv_class(adapters)
     view = getattr(sx, "view", None)
@@ -123,21 +133,35 @@ def bench_imports(sx: Any, adapters: dict[str, Adapter], devices: list[str], tim
                 errors.append(f"{device} {p.name}: could not make the array: {one_line(exc)}")
                 continue
             label = f"{device} {p.name}"
-            row = {"device": device, "producer": p.name,
-                   "stridex.view": _try(timer, view, x, errors, f"{label} stridex.view") if view else None}
+            row = {
+                "device": device,
+                "producer": p.name,
+                "stridex.view": _try(timer, view, x, errors, f"{label} stridex.view") if view else None,
+            }
             if smv is not None:
                 if hasattr(smv, "from_dlpack"):
-                    row["SMV.from_dlpack"] = _try(timer, lambda o: smv.from_dlpack(o, stream_ptr=-1), x, errors,
-                                                  f"{label} StridedMemoryView.from_dlpack")
+                    row["SMV.from_dlpack"] = _try(
+                        timer,
+                        lambda o: smv.from_dlpack(o, stream_ptr=-1),
+                        x,
+                        errors,
+                        f"{label} StridedMemoryView.from_dlpack",
+                    )
                 if hasattr(smv, "from_any_interface"):
-                    row["SMV.from_any_interface"] = _try(timer, lambda o: smv.from_any_interface(o, stream_ptr=-1),
-                                                         x, errors, f"{label} StridedMemoryView.from_any_interface")
+                    row["SMV.from_any_interface"] = _try(
+                        timer,
+                        lambda o: smv.from_any_interface(o, stream_ptr=-1),
+                        x,
+                        errors,
+                        f"{label} StridedMemoryView.from_any_interface",
+                    )
             rows.append(row)
     return rows
 
 
-def bench_handovers(sx: Any, adapters: dict[str, Adapter], devices: list[str], timer: Timer, errors: list[str],
-                    progress) -> list[dict]:
+def bench_handovers(
+    sx: Any, adapters: dict[str, Adapter], devices: list[str], timer: Timer, errors: list[str], progress
+) -> list[dict]:
     case = cases_mod.CASES_BY_NAME["contiguous"]
     view = getattr(sx, "view", None)
     rows = []
@@ -159,8 +183,15 @@ def bench_handovers(sx: Any, adapters: dict[str, Adapter], devices: list[str], t
                     continue
                 progress(f"hand-over {device} {p.name} → {c.name}")
                 label = f"{device} {p.name} → {c.name}"
-                row = {"device": device, "producer": p.name, "consumer": c.name, "how": None,
-                       "native": None, "via stridex.view": None, "View only": None}
+                row = {
+                    "device": device,
+                    "producer": p.name,
+                    "consumer": c.name,
+                    "how": None,
+                    "native": None,
+                    "via stridex.view": None,
+                    "View only": None,
+                }
                 try:
                     fn, row["how"] = c.importer(x, device)
                     row["native"] = _try(timer, fn, x, errors, f"{label} native")
@@ -169,8 +200,9 @@ def bench_handovers(sx: Any, adapters: dict[str, Adapter], devices: list[str], t
                 if v is not None:
                     try:
                         fn, _ = c.importer(v, device)
-                        row["via stridex.view"] = _try(timer, lambda o, fn=fn: fn(view(o)), x, errors,
-                                                       f"{label} via stridex.view")
+                        row["via stridex.view"] = _try(
+                            timer, lambda o, fn=fn: fn(view(o)), x, errors, f"{label} via stridex.view"
+                        )
                         row["View only"] = _try(timer, fn, v, errors, f"{label} View only")
                     except Exception as exc:  # noqa: BLE001
                         errors.append(f"{label} stridex: {one_line(exc)}")
@@ -178,8 +210,9 @@ def bench_handovers(sx: Any, adapters: dict[str, Adapter], devices: list[str], t
     return rows
 
 
-def bench_copy(sx: Any, adapters: dict[str, Adapter], devices: list[str], mib: int, repeat: int, errors: list[str],
-               progress) -> list[dict]:
+def bench_copy(
+    sx: Any, adapters: dict[str, Adapter], devices: list[str], mib: int, repeat: int, errors: list[str], progress
+) -> list[dict]:
     torch = adapters.get("torch")
     rows = []
     gpus = [d for d in devices if device_kind(d) == "cuda"]
@@ -191,7 +224,7 @@ def bench_copy(sx: Any, adapters: dict[str, Adapter], devices: list[str], mib: i
     t = torch.m
     device = gpus[0]
     n = mib * (1 << 20) // 4
-    side = int(n ** 0.5)
+    side = int(n**0.5)
     progress(f"copy bandwidth on {device}")
     with t.cuda.device(device):
         src = t.arange(n, dtype=t.float32, device=device)
@@ -212,26 +245,45 @@ def bench_copy(sx: Any, adapters: dict[str, Adapter], devices: list[str], mib: i
             return nbytes / statistics.median(times) / 1e9
 
         nbytes = n * 4
-        rows.append({"copy": f"torch dst.copy_(src), {mib} MiB contiguous", "GB/s": gbps(lambda: dst.copy_(src), nbytes)})
+        rows.append(
+            {"copy": f"torch dst.copy_(src), {mib} MiB contiguous", "GB/s": gbps(lambda: dst.copy_(src), nbytes)}
+        )
         sq_src, sq_dst = src[: side * side].view(side, side), dst[: side * side].view(side, side)
-        rows.append({"copy": f"torch dst.copy_(src.T), {side}x{side} float32 transposed",
-                     "GB/s": gbps(lambda: sq_dst.copy_(sq_src.T), side * side * 4)})
+        rows.append(
+            {
+                "copy": f"torch dst.copy_(src.T), {side}x{side} float32 transposed",
+                "GB/s": gbps(lambda: sq_dst.copy_(sq_src.T), side * side * 4),
+            }
+        )
         copy = getattr(sx, "copy", None)
         view = getattr(sx, "view", None)
         if copy is not None and view is not None:
             try:
                 vs, vd = view(src), view(dst)
-                rows.append({"copy": f"stridex.copy(dst, src), {mib} MiB contiguous",
-                             "GB/s": gbps(lambda: copy(vd, vs), nbytes)})
+                rows.append(
+                    {
+                        "copy": f"stridex.copy(dst, src), {mib} MiB contiguous",
+                        "GB/s": gbps(lambda: copy(vd, vs), nbytes),
+                    }
+                )
                 vsq, vsq_dst = view(sq_src), view(sq_dst)
-                rows.append({"copy": f"stridex.copy(dst, src.T), {side}x{side} float32 transposed",
-                             "GB/s": gbps(lambda: copy(vsq_dst, vsq.T), side * side * 4)})
+                rows.append(
+                    {
+                        "copy": f"stridex.copy(dst, src.T), {side}x{side} float32 transposed",
+                        "GB/s": gbps(lambda: copy(vsq_dst, vsq.T), side * side * 4),
+                    }
+                )
                 host = src.cpu()
-                rows.append({"copy": f"torch host.to('{device}'), {mib} MiB pageable",
-                             "GB/s": gbps(lambda: host.to(device), nbytes)})
+                rows.append(
+                    {
+                        "copy": f"torch host.to('{device}'), {mib} MiB pageable",
+                        "GB/s": gbps(lambda: host.to(device), nbytes),
+                    }
+                )
                 vh = view(host.numpy())
-                rows.append({"copy": f"stridex.copy(gpu, host), {mib} MiB pageable",
-                             "GB/s": gbps(lambda: copy(vd, vh), nbytes)})
+                rows.append(
+                    {"copy": f"stridex.copy(gpu, host), {mib} MiB pageable", "GB/s": gbps(lambda: copy(vd, vh), nbytes)}
+                )
             except Exception as exc:  # noqa: BLE001
                 errors.append(f"stridex.copy(dst_view, src_view): {one_line(exc)}")
         else:
@@ -241,23 +293,40 @@ def bench_copy(sx: Any, adapters: dict[str, Adapter], devices: list[str], mib: i
 
 SCHEMA = 1  # of the --json document (docs/doctor.md, "bench --json")
 # Row keys as the JSON document spells them: no spaces or dots, units in the name.
-JSON_KEYS = {"stridex.view": "stridex_view_ns", "SMV.from_dlpack": "smv_from_dlpack_ns",
-             "SMV.from_any_interface": "smv_from_any_interface_ns", "native": "native_ns",
-             "via stridex.view": "via_stridex_view_ns", "View only": "view_only_ns", "GB/s": "gb_per_s"}
+JSON_KEYS = {
+    "stridex.view": "stridex_view_ns",
+    "SMV.from_dlpack": "smv_from_dlpack_ns",
+    "SMV.from_any_interface": "smv_from_any_interface_ns",
+    "native": "native_ns",
+    "via stridex.view": "via_stridex_view_ns",
+    "View only": "view_only_ns",
+    "GB/s": "gb_per_s",
+}
 
 
-def render_json(header: str, imports: list[dict], handovers: list[dict], copies: list[dict], errors: list[str],
-                floor: float) -> dict:
+def render_json(
+    header: str, imports: list[dict], handovers: list[dict], copies: list[dict], errors: list[str], floor: float
+) -> dict:
     rows = lambda table: [{JSON_KEYS.get(k, k): v for k, v in r.items()} for r in table]  # noqa: E731
-    return {"schema": SCHEMA, "header": header, "empty_call_ns": floor, "imports": rows(imports),
-            "handovers": rows(handovers), "copies": rows(copies), "errors": errors}
+    return {
+        "schema": SCHEMA,
+        "header": header,
+        "empty_call_ns": floor,
+        "imports": rows(imports),
+        "handovers": rows(handovers),
+        "copies": rows(copies),
+        "errors": errors,
+    }
 
 
-def render_markdown(header: str, imports: list[dict], handovers: list[dict], copies: list[dict],
-                    errors: list[str], floor: float) -> str:
+def render_markdown(
+    header: str, imports: list[dict], handovers: list[dict], copies: list[dict], errors: list[str], floor: float
+) -> str:
     out = [header, ""]
-    out.append(f"Nanoseconds per call, median; each includes the Python call overhead "
-               f"(an empty call costs {_fmt_ns(floor)} ns here). Ratio = stridex / peer (< 1: stridex faster).")
+    out.append(
+        f"Nanoseconds per call, median; each includes the Python call overhead "
+        f"(an empty call costs {_fmt_ns(floor)} ns here). Ratio = stridex / peer (< 1: stridex faster)."
+    )
     if imports:
         peers = [k for k in ("SMV.from_dlpack", "SMV.from_any_interface") if any(k in r for r in imports)]
         head = ["device", "producer", "stridex.view"]
@@ -273,18 +342,46 @@ def render_markdown(header: str, imports: list[dict], handovers: list[dict], cop
         if not peers:
             out.append("\n(cuda.core not present: no StridedMemoryView to compare with)")
     if handovers:
-        head = ["device", "producer → consumer", "consumer import", "native", "via stridex.view", "ratio",
-                "View only", "ratio"]
-        rows = [[r["device"], f"{r['producer']} → {r['consumer']}", r["how"] or "—", _fmt_ns(r["native"]),
-                 _fmt_ns(r["via stridex.view"]), _ratio(r["via stridex.view"], r["native"]),
-                 _fmt_ns(r["View only"]), _ratio(r["View only"], r["native"])] for r in handovers]
-        out += ["", "### Hand-over: producer → consumer", "",
-                "native: the consumer's import of the producer's array; via stridex.view: of stridex.view(x) "
-                "(import + export); View only: of a View made beforehand (export).", "", _table(head, rows)]
+        head = [
+            "device",
+            "producer → consumer",
+            "consumer import",
+            "native",
+            "via stridex.view",
+            "ratio",
+            "View only",
+            "ratio",
+        ]
+        rows = [
+            [
+                r["device"],
+                f"{r['producer']} → {r['consumer']}",
+                r["how"] or "—",
+                _fmt_ns(r["native"]),
+                _fmt_ns(r["via stridex.view"]),
+                _ratio(r["via stridex.view"], r["native"]),
+                _fmt_ns(r["View only"]),
+                _ratio(r["View only"], r["native"]),
+            ]
+            for r in handovers
+        ]
+        out += [
+            "",
+            "### Hand-over: producer → consumer",
+            "",
+            "native: the consumer's import of the producer's array; via stridex.view: of stridex.view(x) "
+            "(import + export); View only: of a View made beforehand (export).",
+            "",
+            _table(head, rows),
+        ]
     if copies:
         rows = [[r["copy"], f"{r['GB/s']:.0f}" if r["GB/s"] is not None else "—"] for r in copies]
-        out += ["", "### Copy bandwidth (GB/s = bytes copied / time; the memory traffic is twice that)", "",
-                _table(["copy", "GB/s"], rows)]
+        out += [
+            "",
+            "### Copy bandwidth (GB/s = bytes copied / time; the memory traffic is twice that)",
+            "",
+            _table(["copy", "GB/s"], rows),
+        ]
     if errors:
         out += ["", "### Not measured", ""] + [f"- {e}" for e in errors]
     return "\n".join(out) + "\n"
@@ -329,12 +426,13 @@ def main(args: argparse.Namespace) -> int:
         handovers = bench_handovers(sx, adapters, devices, timer, errors, progress)
         copies = bench_copy(sx, adapters, devices, args.copy_mib, repeat, errors, progress)
         versions = ", ".join(i.describe() for i in infos if i.ok)
-        header = (f"## stridex bench · stridex {getattr(sx, '__version__', '?')} · Python "
-                  f"{platform.python_version()} · {platform.system()}-{platform.machine()}\n\n"
-                  f"frameworks: {versions}; devices: {', '.join(devices)}; {repeat} runs per number")
+        header = (
+            f"## stridex bench · stridex {getattr(sx, '__version__', '?')} · Python "
+            f"{platform.python_version()} · {platform.system()}-{platform.machine()}\n\n"
+            f"frameworks: {versions}; devices: {', '.join(devices)}; {repeat} runs per number"
+        )
         if args.json:
-            json.dump(render_json(header, imports, handovers, copies, errors, floor), out, indent=1,
-                      ensure_ascii=False)
+            json.dump(render_json(header, imports, handovers, copies, errors, floor), out, indent=1, ensure_ascii=False)
             out.write("\n")
         else:
             write_text(out, render_markdown(header, imports, handovers, copies, errors, floor))

@@ -68,29 +68,72 @@ class Case:
 
     def to_json(self) -> dict:
         shape, strides = self.expected_layout()
-        return {"name": self.name, "label": self.label, "description": self.description, "dtype": self.dtype,
-                "shape": list(shape), "strides": list(strides), "readonly": self.readonly,
-                "gpu_only": self.gpu_only, "quick": self.quick, "copy": self.copy}
+        return {
+            "name": self.name,
+            "label": self.label,
+            "description": self.description,
+            "dtype": self.dtype,
+            "shape": list(shape),
+            "strides": list(strides),
+            "readonly": self.readonly,
+            "gpu_only": self.gpu_only,
+            "quick": self.quick,
+            "copy": self.copy,
+        }
 
 
 CASES: tuple[Case, ...] = (
     Case("contiguous", "contig", "(3, 4) float32, C-contiguous", "float32", (3, 4), quick=True),
-    Case("strided", "strided", "(4, 6)[::2, 1::2] float32: shape (2, 3), strides (12, 2), element 0 at offset 1",
-         "float32", (4, 6), (slice(None, None, 2), slice(1, None, 2)), quick=True),
-    Case("negative", "neg", "(3, 4)[::-1, ::-1] float32: strides (-4, -1), element 0 at the highest address",
-         "float32", (3, 4), (slice(None, None, -1), slice(None, None, -1))),
+    Case(
+        "strided",
+        "strided",
+        "(4, 6)[::2, 1::2] float32: shape (2, 3), strides (12, 2), element 0 at offset 1",
+        "float32",
+        (4, 6),
+        (slice(None, None, 2), slice(1, None, 2)),
+        quick=True,
+    ),
+    Case(
+        "negative",
+        "neg",
+        "(3, 4)[::-1, ::-1] float32: strides (-4, -1), element 0 at the highest address",
+        "float32",
+        (3, 4),
+        (slice(None, None, -1), slice(None, None, -1)),
+    ),
     Case("0-d", "0-d", "a 0-d float32 array (shape ())", "float32", ()),
     Case("empty", "empty", "(0, 3) float32: no elements (pointer and strides are not compared)", "float32", (0, 3)),
     Case("bool", "bool", "(2, 3) bool (DLPack kDLBool)", "bool", (2, 3), quick=True),
     Case("bfloat16", "bf16", "(2, 3) bfloat16 (DLPack kDLBfloat)", "bfloat16", (2, 3)),
-    Case("readonly", "ro", "(2, 3) float32 that its producer marks read-only (NumPy writeable=False; "
-         "JAX arrays always are)", "float32", (2, 3), readonly=True),
-    Case("copy", "copy", "(4, 6)[::2, 1::2] float32 copied by stridex: View.copy() on the device, and on a "
-         "GPU .to('cpu') and back, then handed to the consumer (values and C-contiguous layout checked; the native "
-         "route has no counterpart)", "float32", (4, 6), (slice(None, None, 2), slice(1, None, 2)), copy=True),
-    Case("stream", "stream", "GPU: (4194304,) float32 written on the producer's stream A behind a ~100 ms "
-         "kernel; the consumer copies it on its stream B and must see the new values",
-         "float32", (1 << 22,), stream=True, quick=True),
+    Case(
+        "readonly",
+        "ro",
+        "(2, 3) float32 that its producer marks read-only (NumPy writeable=False; JAX arrays always are)",
+        "float32",
+        (2, 3),
+        readonly=True,
+    ),
+    Case(
+        "copy",
+        "copy",
+        "(4, 6)[::2, 1::2] float32 copied by stridex: View.copy() on the device, and on a "
+        "GPU .to('cpu') and back, then handed to the consumer (values and C-contiguous layout checked; the native "
+        "route has no counterpart)",
+        "float32",
+        (4, 6),
+        (slice(None, None, 2), slice(1, None, 2)),
+        copy=True,
+    ),
+    Case(
+        "stream",
+        "stream",
+        "GPU: (4194304,) float32 written on the producer's stream A behind a ~100 ms "
+        "kernel; the consumer copies it on its stream B and must see the new values",
+        "float32",
+        (1 << 22,),
+        stream=True,
+        quick=True,
+    ),
 )
 CASES_BY_NAME = {c.name: c for c in CASES}
 

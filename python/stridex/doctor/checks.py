@@ -44,14 +44,31 @@ HOST_BLOCK_MS = 30.0  # an import slower than this while stream A sleeps (~100 m
 # the exit status non-zero; native failures never do (showing them is the point).
 #   (producer, consumer, case, why not claimed); "*" matches anything.
 UNCLAIMED: tuple[tuple[str, str, str, str], ...] = (
-    ("*", "numpy", "bfloat16", "NumPy imports bfloat16 over DLPack only where ml_dtypes has registered it with "
-                               "NumPy (>= 2.5; O5); no other protocol carries bfloat16"),
-    *((producer, "jax", "readonly", "a producer that says read-only (NumPy's flag, a read-only buffer) is "
-                                    "never exported as a legacy DLPack capsule, which cannot say read-only (NumPy "
-                                    "refuses the same), and JAX imports only legacy capsules")
-      for producer in ("numpy", "memoryview")),
-    ("numba-cuda", "*", "empty", "the CUDA array interface has no device key and an empty array has no pointer "
-                                 "to ask, so its device is the current one (docs/protocols.md): wrong off cuda:0"),
+    (
+        "*",
+        "numpy",
+        "bfloat16",
+        "NumPy imports bfloat16 over DLPack only where ml_dtypes has registered it with "
+        "NumPy (>= 2.5; O5); no other protocol carries bfloat16",
+    ),
+    *(
+        (
+            producer,
+            "jax",
+            "readonly",
+            "a producer that says read-only (NumPy's flag, a read-only buffer) is "
+            "never exported as a legacy DLPack capsule, which cannot say read-only (NumPy "
+            "refuses the same), and JAX imports only legacy capsules",
+        )
+        for producer in ("numpy", "memoryview")
+    ),
+    (
+        "numba-cuda",
+        "*",
+        "empty",
+        "the CUDA array interface has no device key and an empty array has no pointer "
+        "to ask, so its device is the current one (docs/protocols.md): wrong off cuda:0",
+    ),
 )
 
 # The consumer's own rule where the producer cannot say its array is writable: these producers'
@@ -64,8 +81,7 @@ LEGACY_READONLY_CONSUMERS = frozenset({"numpy"})
 
 def legacy_readonly_rule(producer: Adapter, consumer: Adapter, how: str) -> bool:
     """True where `consumer` may import `producer`'s writable array read-only by its own rule."""
-    return (producer.name in LEGACY_ONLY_PRODUCERS and consumer.name in LEGACY_READONLY_CONSUMERS
-            and "dlpack" in how)
+    return producer.name in LEGACY_ONLY_PRODUCERS and consumer.name in LEGACY_READONLY_CONSUMERS and "dlpack" in how
 
 
 def claim(producer: Adapter, consumer: Adapter, case: Case) -> tuple[bool, str]:
@@ -94,16 +110,29 @@ class Outcome:
     ms: float = 0.0
 
     def to_json(self) -> dict:
-        out = {"status": self.status, "reason": self.reason or None, "how": self.how or None,
-               "aliasing": self.aliasing or None, "notes": self.notes, "ms": round(self.ms, 3)}
+        out = {
+            "status": self.status,
+            "reason": self.reason or None,
+            "how": self.how or None,
+            "aliasing": self.aliasing or None,
+            "notes": self.notes,
+            "ms": round(self.ms, 3),
+        }
         if self.claimed is not None:
             out["claimed"] = self.claimed
         return out
 
     @classmethod
     def from_json(cls, d: dict) -> Outcome:
-        return cls(d["status"], d.get("reason") or "", d.get("how") or "", d.get("aliasing") or "",
-                   list(d.get("notes") or []), d.get("claimed"), d.get("ms") or 0.0)
+        return cls(
+            d["status"],
+            d.get("reason") or "",
+            d.get("how") or "",
+            d.get("aliasing") or "",
+            list(d.get("notes") or []),
+            d.get("claimed"),
+            d.get("ms") or 0.0,
+        )
 
     @property
     def claimed_failure(self) -> bool:
@@ -123,13 +152,25 @@ class Cell:
         return self.native if name == NATIVE else self.stridex
 
     def to_json(self) -> dict:
-        return {"device": self.device, "producer": self.producer, "consumer": self.consumer, "case": self.case,
-                "native": self.native.to_json(), "stridex": self.stridex.to_json()}
+        return {
+            "device": self.device,
+            "producer": self.producer,
+            "consumer": self.consumer,
+            "case": self.case,
+            "native": self.native.to_json(),
+            "stridex": self.stridex.to_json(),
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> Cell:
-        return cls(d["device"], d["producer"], d["consumer"], d["case"], Outcome.from_json(d["native"]),
-                   Outcome.from_json(d["stridex"]))
+        return cls(
+            d["device"],
+            d["producer"],
+            d["consumer"],
+            d["case"],
+            Outcome.from_json(d["native"]),
+            Outcome.from_json(d["stridex"]),
+        )
 
 
 class Failed(Exception):
@@ -163,8 +204,13 @@ def compare(want: Meta, got: Meta, readonly: bool, side: str, more_readonly_ok: 
         out.append(f"device {got.device} != producer's {want.device}")
     if want.size > 0 and got.ptr is not None and want.ptr is not None and got.ptr != want.ptr:
         out.append(f"pointer {_hex(got.ptr)} != producer's {_hex(want.ptr)} (a copy, or a lost byte_offset)")
-    if (readonly and want.readonly is not None and got.readonly is not None and got.readonly != want.readonly
-            and not (more_readonly_ok and got.readonly)):
+    if (
+        readonly
+        and want.readonly is not None
+        and got.readonly is not None
+        and got.readonly != want.readonly
+        and not (more_readonly_ok and got.readonly)
+    ):
         state = lambda ro: "read-only" if ro else "writable"  # noqa: E731
         out.append(f"{side} sees a {state(got.readonly)} array, the producer's is {state(want.readonly)}")
     return out
@@ -238,8 +284,9 @@ def _layout_route(ctx: Context, p: Adapter, c: Adapter, case: Case, device: str,
     if problems:
         raise Failed("; ".join(problems))
     if legacy_rule and got.readonly and want.readonly is False:
-        out.notes.append(f"{c.name} imports {p.name}'s legacy DLPack capsules read-only (they cannot say "
-                         "writable): its own rule")
+        out.notes.append(
+            f"{c.name} imports {p.name}'s legacy DLPack capsules read-only (they cannot say writable): its own rule"
+        )
     out.aliasing = _check_aliasing(p, x, c, y, case, device)
     return out
 
@@ -270,16 +317,18 @@ def _check_aliasing(p: Adapter, x: Any, c: Adapter, y: Any, case: Case, device: 
     except Exception as exc:  # noqa: BLE001
         raise Failed(f"{reader.name} could not read the values: {one_line(exc)}") from exc
     if writer is not None and got.shape == expected.shape and got[index] != value:
-        raise Failed(f"not aliased: {writer.name} wrote {value!r} at {index}, {reader.name} still reads "
-                     f"{got[index]!r} (a copy)")
+        raise Failed(
+            f"not aliased: {writer.name} wrote {value!r} at {index}, {reader.name} still reads {got[index]!r} (a copy)"
+        )
     differ = _values_differ(got, expected)
     if differ:
         raise Failed(f"{reader.name} reads wrong values: {differ}")
     return mode
 
 
-def _stream_pass(ctx: Context, p: Adapter, c: Adapter, case: Case, device: str, route: str,
-                 judged: bool) -> tuple[int, int, dict[str, float], str]:
+def _stream_pass(
+    ctx: Context, p: Adapter, c: Adapter, case: Case, device: str, route: str, judged: bool
+) -> tuple[int, int, dict[str, float], str]:
     """One hand-over behind the sleep (none when not judged): (stale elements, elements, host ms of
     each step enqueued behind the sleep, how the consumer imported). Every object it makes dies when
     it returns: a device free synchronises, and must not fall inside the next pass's timed steps."""
@@ -335,13 +384,16 @@ def _stream_route(ctx: Context, p: Adapter, c: Adapter, case: Case, device: str,
     p.synchronize(device)
     stale, size, stages, out.how = _stream_pass(ctx, p, c, case, device, route, judged=True)
     if stale:
-        raise Failed(f"not ordered: {c.name}'s copy on stream B read {stale} of {size} elements before "
-                     f"{p.name}'s write on stream A landed")
+        raise Failed(
+            f"not ordered: {c.name}'s copy on stream B read {stale} of {size} elements before "
+            f"{p.name}'s write on stream A landed"
+        )
     # ordered; but if a step waited for the sleep on the host, that step is what ordered it
     blocked = {name: ms for name, ms in stages.items() if ms > HOST_BLOCK_MS}
     if route == STRIDEX and "stridex.view" in blocked:
-        raise Failed(f"ordered, but stridex.view blocked the host {blocked['stridex.view']:.0f} ms "
-                     "(a host sync, not an event)")
+        raise Failed(
+            f"ordered, but stridex.view blocked the host {blocked['stridex.view']:.0f} ms (a host sync, not an event)"
+        )
     for name, ms in blocked.items():
         out.notes.append(f"ordered by blocking the host: {name} took {ms:.0f} ms")
     out.aliasing = "stream"
@@ -433,8 +485,9 @@ def plan(adapters: dict[str, Adapter], devices: list[str], cases: list[Case]):
     return out
 
 
-def run_all(ctx: Context, devices: list[str], cases: list[Case],
-            progress: Callable[[int, int, str], None] | None = None) -> list[Cell]:
+def run_all(
+    ctx: Context, devices: list[str], cases: list[Case], progress: Callable[[int, int, str], None] | None = None
+) -> list[Cell]:
     todo = plan(ctx.adapters, devices, cases)
     cells = []
     for i, (device, p, c, case) in enumerate(todo):

@@ -75,15 +75,23 @@ class CudaDriver:
     def read(self, ptr: int, nbytes: int, device: str) -> bytes:
         buf = ctypes.create_string_buffer(max(nbytes, 1))
         with self.context(device):
-            self._check(self.lib.cuMemcpy(ctypes.c_void_p(ctypes.addressof(buf)), ctypes.c_uint64(ptr),
-                                          ctypes.c_size_t(nbytes)), "cuMemcpy (read)")
+            self._check(
+                self.lib.cuMemcpy(
+                    ctypes.c_void_p(ctypes.addressof(buf)), ctypes.c_uint64(ptr), ctypes.c_size_t(nbytes)
+                ),
+                "cuMemcpy (read)",
+            )
         return buf.raw[:nbytes]
 
     def write(self, ptr: int, data: bytes, device: str) -> None:
         buf = ctypes.create_string_buffer(data, len(data))
         with self.context(device):
-            self._check(self.lib.cuMemcpy(ctypes.c_uint64(ptr), ctypes.c_void_p(ctypes.addressof(buf)),
-                                          ctypes.c_size_t(len(data))), "cuMemcpy (write)")
+            self._check(
+                self.lib.cuMemcpy(
+                    ctypes.c_uint64(ptr), ctypes.c_void_p(ctypes.addressof(buf)), ctypes.c_size_t(len(data))
+                ),
+                "cuMemcpy (write)",
+            )
 
     def alloc(self, nbytes: int, device: str) -> int:
         ptr = ctypes.c_uint64()
@@ -97,9 +105,12 @@ class CudaDriver:
 
     def copy_async(self, dst: int, src: int, nbytes: int, stream: int, device: str) -> None:
         with self.context(device):
-            self._check(self.lib.cuMemcpyDtoDAsync_v2(ctypes.c_uint64(dst), ctypes.c_uint64(src),
-                                                      ctypes.c_size_t(nbytes), ctypes.c_void_p(stream)),
-                        "cuMemcpyDtoDAsync")
+            self._check(
+                self.lib.cuMemcpyDtoDAsync_v2(
+                    ctypes.c_uint64(dst), ctypes.c_uint64(src), ctypes.c_size_t(nbytes), ctypes.c_void_p(stream)
+                ),
+                "cuMemcpyDtoDAsync",
+            )
 
     def synchronize(self, device: str) -> None:
         with self.context(device):
@@ -186,8 +197,10 @@ def gpu_sleep(handle: int, device: str, frameworks: dict[str, Adapter]) -> None:
     torch = frameworks.get("torch")
     if torch is not None:
         t = torch.m
-        with t.cuda.device(device_index(device)), t.cuda.stream(
-                t.cuda.ExternalStream(handle, device=f"cuda:{device_index(device)}")):
+        with (
+            t.cuda.device(device_index(device)),
+            t.cuda.stream(t.cuda.ExternalStream(handle, device=f"cuda:{device_index(device)}")),
+        ):
             t.cuda._sleep(SLEEP_CYCLES)
         return
     cupy = frameworks.get("cupy")

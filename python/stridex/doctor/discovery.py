@@ -69,8 +69,14 @@ class FrameworkInfo:
         return f"{self.name}: import failed: {self.reason}"
 
     def to_json(self) -> dict:
-        return {"name": self.name, "module": self.module_name, "status": self.status, "version": self.version,
-                "reason": self.reason, "role": self.role}
+        return {
+            "name": self.name,
+            "module": self.module_name,
+            "status": self.status,
+            "version": self.version,
+            "reason": self.reason,
+            "role": self.role,
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> FrameworkInfo:
@@ -82,7 +88,7 @@ def one_line(exc: BaseException, limit: int = 200) -> str:
     text = str(exc).strip().splitlines()
     first = text[0] if text else ""
     if len(first) > limit:
-        first = first[:limit - 3] + "..."
+        first = first[: limit - 3] + "..."
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
@@ -119,8 +125,13 @@ def _is_installed(module_name: str) -> bool:
 GPU_MEMORY_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
 
 
-def probe(name: str, module_name: str, dists: tuple[str, ...] = (), role: str = "arrays",
-          importer: Callable[[str], Any] = importlib.import_module) -> FrameworkInfo:
+def probe(
+    name: str,
+    module_name: str,
+    dists: tuple[str, ...] = (),
+    role: str = "arrays",
+    importer: Callable[[str], Any] = importlib.import_module,
+) -> FrameworkInfo:
     """Import one framework. Never raises (KeyboardInterrupt aside): a failure becomes the status."""
     for key, value in GPU_MEMORY_ENV.items():
         os.environ.setdefault(key, value)
@@ -138,8 +149,7 @@ def probe(name: str, module_name: str, dists: tuple[str, ...] = (), role: str = 
         return FrameworkInfo(name, module_name, "broken", role=role, reason=one_line(exc))
     except BaseException as exc:  # noqa: BLE001 - SystemExit and friends from a broken import too
         return FrameworkInfo(name, module_name, "broken", role=role, reason=one_line(exc))
-    return FrameworkInfo(name, module_name, "ok", version=_version(module, dists or (name,)), role=role,
-                         module=module)
+    return FrameworkInfo(name, module_name, "ok", version=_version(module, dists or (name,)), role=role, module=module)
 
 
 def discover(names: list[str] | None = None, extra: list[Known] | None = None) -> list[FrameworkInfo]:
@@ -149,8 +159,9 @@ def discover(names: list[str] | None = None, extra: list[Known] | None = None) -
         wanted = set(names)
         unknown = wanted - {k.name for k in known}
         if unknown:
-            raise ValueError(f"unknown framework(s): {', '.join(sorted(unknown))}; known: "
-                             f"{', '.join(k.name for k in known)}")
+            raise ValueError(
+                f"unknown framework(s): {', '.join(sorted(unknown))}; known: {', '.join(k.name for k in known)}"
+            )
         known = [k for k in known if k.name in wanted]
     return [probe(k.name, k.module, k.dists, k.role) for k in known]
 
@@ -167,8 +178,12 @@ class DeviceReport:
     names: dict[str, str] = field(default_factory=dict)  # "cuda:0" -> "NVIDIA H100 80GB HBM3"
 
     def to_json(self) -> dict:
-        return {"devices": self.devices, "cuda_source": self.cuda_source, "cuda_note": self.cuda_note,
-                "names": self.names}
+        return {
+            "devices": self.devices,
+            "cuda_source": self.cuda_source,
+            "cuda_note": self.cuda_note,
+            "names": self.names,
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> DeviceReport:

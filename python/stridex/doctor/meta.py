@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 
-
 ALIGN = 64  # bytes; XLA's CPU client aliases only 64-byte-aligned host memory (else it copies)
 
 
@@ -29,8 +28,14 @@ class Meta:
         return int(np.prod(self.shape, dtype=np.int64))
 
     def to_json(self) -> dict:
-        return {"ptr": self.ptr, "shape": list(self.shape), "strides": None if self.strides is None else
-                list(self.strides), "dtype": self.dtype, "device": self.device, "readonly": self.readonly}
+        return {
+            "ptr": self.ptr,
+            "shape": list(self.shape),
+            "strides": None if self.strides is None else list(self.strides),
+            "dtype": self.dtype,
+            "device": self.device,
+            "readonly": self.readonly,
+        }
 
 
 def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -60,6 +65,6 @@ def aligned_numpy(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     nbytes = max(values.size * dtype.itemsize, 1)
     raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
     start = (-raw.ctypes.data) % ALIGN
-    out = raw[start:start + values.size * dtype.itemsize].view(dtype).reshape(values.shape)
+    out = raw[start : start + values.size * dtype.itemsize].view(dtype).reshape(values.shape)
     out[...] = values.astype(dtype)
     return out

@@ -138,14 +138,28 @@ def failure_refs(cells: list[Cell]) -> dict[str, int]:
     return refs
 
 
-def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[FrameworkInfo], devices: DeviceReport,
-                features: dict[str, bool], header: dict[str, str], summary: dict, exit_status: int,
-                stream: TextIO, verbose: bool = False, unusable: list[str] | None = None,
-                failed_transports: Sequence[str] = (), failed_shortcuts: Sequence[str] = ()) -> str:
+def render_text(
+    *,
+    cells: list[Cell],
+    cases: list[Case],
+    frameworks: list[FrameworkInfo],
+    devices: DeviceReport,
+    features: dict[str, bool],
+    header: dict[str, str],
+    summary: dict,
+    exit_status: int,
+    stream: TextIO,
+    verbose: bool = False,
+    unusable: list[str] | None = None,
+    failed_transports: Sequence[str] = (),
+    failed_shortcuts: Sequence[str] = (),
+) -> str:
     sym = symbols_for(stream)
     arrow = "→" if sym is SYMBOLS_UNICODE else "->"
     lines: list[str] = []
-    lines.append(f"stridex doctor · stridex {header['stridex_version']} · Python {header['python']} · {header['platform']}")
+    lines.append(
+        f"stridex doctor · stridex {header['stridex_version']} · Python {header['python']} · {header['platform']}"
+    )
     missing = [k for k, v in features.items() if not v]
     if missing:
         lines.append(f"stridex API missing here: {', '.join(missing)}")
@@ -174,8 +188,9 @@ def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[Framew
             if (cell.producer, cell.consumer) not in pairs:
                 pairs.append((cell.producer, cell.consumer))
         # a pair where no case applies on this device (cupy -> numpy on a GPU) is a row of dashes
-        applies = {(cell.producer, cell.consumer) for cell in dcells
-                   if cell.native.status != NA or cell.stridex.status != NA}
+        applies = {
+            (cell.producer, cell.consumer) for cell in dcells if cell.native.status != NA or cell.stridex.status != NA
+        }
         hidden = [pair for pair in pairs if pair not in applies]
         pairs = [pair for pair in pairs if pair in applies]
         if not pairs:
@@ -189,8 +204,10 @@ def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[Framew
         for cell in dcells:
             width = max(width, len(_cell_text(cell, refs, sym)))
         lines.append("")
-        lines.append(f"{device}: each cell is native, then through stridex "
-                     f"({sym[PASS]} pass, {sym[FAIL]}n fail: reason n below, * not claimed, {sym[NA]} does not apply)")
+        lines.append(
+            f"{device}: each cell is native, then through stridex "
+            f"({sym[PASS]} pass, {sym[FAIL]}n fail: reason n below, * not claimed, {sym[NA]} does not apply)"
+        )
         head = f"{'producer':<{pw}} {arrow} {'consumer':<{cw}}"
         lines.append(head + "  " + "  ".join(f"{c.label:<{width}}" for c in present).rstrip())
         for p, c in pairs:
@@ -202,26 +219,35 @@ def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[Framew
             lines.append(row + "  " + "  ".join(texts).rstrip())
         if hidden:
             names = ", ".join(f"{p} {arrow} {c}" for p, c in hidden)
-            lines.extend(textwrap.wrap(f"not shown, nothing applies on {device}: {names}" if verbose else
-                                       f"({len(hidden)} pairs where nothing applies on {device} not shown; -v lists them)",
-                                       WRAP))
+            lines.extend(
+                textwrap.wrap(
+                    f"not shown, nothing applies on {device}: {names}"
+                    if verbose
+                    else f"({len(hidden)} pairs where nothing applies on {device} not shown; -v lists them)",
+                    WRAP,
+                )
+            )
 
     if refs:
         lines.append("")
-        lines.append(f"Failures ({sym[FAIL]}n): native ones are the frameworks' own; stridex ones set the exit status "
-                     "unless marked * (not claimed)")
+        lines.append(
+            f"Failures ({sym[FAIL]}n): native ones are the frameworks' own; stridex ones set the exit status "
+            "unless marked * (not claimed)"
+        )
         listing: dict[str, list[str]] = {r: [] for r in refs}
         for cell in cells:
             for route in ROUTES:
                 o = cell.route(route)
                 if o.status == FAIL:
                     tag = route + ("" if route == NATIVE or o.claimed else "*")
-                    listing[o.reason].append(f"{cell.device} {cell.producer} {arrow} {cell.consumer} {cell.case} "
-                                             f"[{tag}]")
+                    listing[o.reason].append(
+                        f"{cell.device} {cell.producer} {arrow} {cell.consumer} {cell.case} [{tag}]"
+                    )
         for reason, n in refs.items():
             where = listing[reason]
-            shown = ", ".join(where[:MAX_LISTED]) + (f", and {len(where) - MAX_LISTED} more"
-                                                      if len(where) > MAX_LISTED else "")
+            shown = ", ".join(where[:MAX_LISTED]) + (
+                f", and {len(where) - MAX_LISTED} more" if len(where) > MAX_LISTED else ""
+            )
             lines.append(f" {n:>3}. {reason}")
             lines.extend(textwrap.wrap(shown, WRAP, initial_indent="      in: ", subsequent_indent="          "))
 
@@ -230,16 +256,29 @@ def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[Framew
         if cell.stridex.status == FAIL and not cell.stridex.claimed:
             for note in cell.stridex.notes:
                 if note.startswith("not claimed: "):
-                    unclaimed[note.removeprefix("not claimed: ")] = unclaimed.get(note.removeprefix("not claimed: "), 0) + 1
+                    unclaimed[note.removeprefix("not claimed: ")] = (
+                        unclaimed.get(note.removeprefix("not claimed: "), 0) + 1
+                    )
     if unclaimed:
         lines.append("")
         lines.append(f"Not claimed ({sym[FAIL]}n*), from the claims table in stridex/doctor/checks.py:")
         for why, count in unclaimed.items():
-            lines.extend(textwrap.wrap(f"{why} ({count} cell{'s' if count > 1 else ''})", WRAP,
-                                       initial_indent="  - ", subsequent_indent="    "))
+            lines.extend(
+                textwrap.wrap(
+                    f"{why} ({count} cell{'s' if count > 1 else ''})",
+                    WRAP,
+                    initial_indent="  - ",
+                    subsequent_indent="    ",
+                )
+            )
 
-    notes = [(cell, route, note) for cell in cells for route in ROUTES for note in cell.route(route).notes
-             if not note.startswith("not claimed")]
+    notes = [
+        (cell, route, note)
+        for cell in cells
+        for route in ROUTES
+        for note in cell.route(route).notes
+        if not note.startswith("not claimed")
+    ]
     if notes:
         lines.append("")
         lines.append("Notes:")
@@ -262,16 +301,21 @@ def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[Framew
 
     s, n = summary[STRIDEX], summary[NATIVE]
     lines.append("")
-    lines.append(f"stridex: {s[PASS]} {sym[PASS]}  {s[FAIL]} {sym[FAIL]} ({s['claimed_failures']} claimed)  "
-                 f"{s[NA]} {sym[NA]}    native: {n[PASS]} {sym[PASS]}  {n[FAIL]} {sym[FAIL]}  {n[NA]} {sym[NA]}")
+    lines.append(
+        f"stridex: {s[PASS]} {sym[PASS]}  {s[FAIL]} {sym[FAIL]} ({s['claimed_failures']} claimed)  "
+        f"{s[NA]} {sym[NA]}    native: {n[PASS]} {sym[PASS]}  {n[FAIL]} {sym[FAIL]}  {n[NA]} {sym[NA]}"
+    )
     # What set exit status 1, each part named: claimed cells, transports, shortcut checks.
     failed = [f"{s['claimed_failures']} claimed stridex check(s) failed"] if s["claimed_failures"] else []
     if failed_transports:
-        failed.append(f"{len(failed_transports)} transport(s) failed: {', '.join(failed_transports)} "
-                      "(transports, below)")
+        failed.append(
+            f"{len(failed_transports)} transport(s) failed: {', '.join(failed_transports)} (transports, below)"
+        )
     if failed_shortcuts:
-        failed.append(f"{len(failed_shortcuts)} shortcut(s) differ from the public protocol: "
-                      f"{', '.join(failed_shortcuts)} (shortcuts, below)")
+        failed.append(
+            f"{len(failed_shortcuts)} shortcut(s) differ from the public protocol: "
+            f"{', '.join(failed_shortcuts)} (shortcuts, below)"
+        )
     if unusable and exit_status != 1:
         lines.append(f"exit status {exit_status}: --frameworks names what is not usable here: {'; '.join(unusable)}")
     elif failed:
@@ -283,9 +327,19 @@ def render_text(*, cells: list[Cell], cases: list[Case], frameworks: list[Framew
     return "\n".join(lines) + "\n"
 
 
-def render_json(*, cells: list[Cell], cases: list[Case], frameworks: list[FrameworkInfo], devices: DeviceReport,
-                features: dict[str, bool], header: dict[str, str], summary: dict, exit_status: int,
-                options: dict, unusable: list[str] | None = None) -> dict:
+def render_json(
+    *,
+    cells: list[Cell],
+    cases: list[Case],
+    frameworks: list[FrameworkInfo],
+    devices: DeviceReport,
+    features: dict[str, bool],
+    header: dict[str, str],
+    summary: dict,
+    exit_status: int,
+    options: dict,
+    unusable: list[str] | None = None,
+) -> dict:
     return {
         "schema": SCHEMA,
         "stridex": {"version": header["stridex_version"], "path": header["stridex_path"], "features": features},

@@ -65,21 +65,24 @@ def _numpy_samples(np: Any, devices: list[str]) -> list[Sample]:
     swapped = ">f4" if np.little_endian else "<f4"
     readonly = np.arange(6.0).reshape(2, 3)
     readonly.flags.writeable = False
-    return [Sample(f"cpu {label}", make) for label, make in [
-        ("float32 (3, 4)", lambda: np.arange(12, dtype=np.float32).reshape(3, 4)),
-        ("float32 strided", lambda: np.arange(24, dtype=np.float32).reshape(4, 6)[::2, 1::2]),
-        ("float32 negative strides", lambda: np.arange(12, dtype=np.float32).reshape(3, 4)[::-1, ::-1]),
-        ("int64 F order", lambda: np.asfortranarray(np.arange(12).reshape(3, 4))),
-        ("float64 0-d", lambda: np.array(2.5)),
-        ("float32 empty", lambda: np.zeros((0, 3), np.float32)),
-        ("bool", lambda: np.array([[True, False, True]])),
-        ("float16", lambda: np.arange(4, dtype=np.float16)),
-        ("complex64", lambda: np.arange(3, dtype=np.complex64)),
-        ("read-only", lambda: readonly),
-        ("broadcast (zero strides)", lambda: np.broadcast_to(np.arange(3.0), (4, 3))),
-        ("byte-swapped (refused)", lambda: np.arange(6, dtype=swapped)),
-        ("long double (DLPack decides)", lambda: np.arange(4, dtype=np.longdouble)),
-    ]]
+    return [
+        Sample(f"cpu {label}", make)
+        for label, make in [
+            ("float32 (3, 4)", lambda: np.arange(12, dtype=np.float32).reshape(3, 4)),
+            ("float32 strided", lambda: np.arange(24, dtype=np.float32).reshape(4, 6)[::2, 1::2]),
+            ("float32 negative strides", lambda: np.arange(12, dtype=np.float32).reshape(3, 4)[::-1, ::-1]),
+            ("int64 F order", lambda: np.asfortranarray(np.arange(12).reshape(3, 4))),
+            ("float64 0-d", lambda: np.array(2.5)),
+            ("float32 empty", lambda: np.zeros((0, 3), np.float32)),
+            ("bool", lambda: np.array([[True, False, True]])),
+            ("float16", lambda: np.arange(4, dtype=np.float16)),
+            ("complex64", lambda: np.arange(3, dtype=np.complex64)),
+            ("read-only", lambda: readonly),
+            ("broadcast (zero strides)", lambda: np.broadcast_to(np.arange(3.0), (4, 3))),
+            ("byte-swapped (refused)", lambda: np.arange(6, dtype=swapped)),
+            ("long double (DLPack decides)", lambda: np.arange(4, dtype=np.longdouble)),
+        ]
+    ]
 
 
 def _jax_samples(jax: Any, devices: list[str]) -> list[Sample]:
@@ -105,14 +108,17 @@ def _jax_samples(jax: Any, devices: list[str]) -> list[Sample]:
             x.delete()
             return x
 
-        out += [Sample(f"{name} {label}", make, streams) for label, make in [
-            ("float32 (3, 4)", lambda put=put: put(np.arange(12, dtype=np.float32).reshape(3, 4))),
-            ("bfloat16", lambda put=put: put(np.arange(6, dtype=np.float32)).astype(jax.numpy.bfloat16)),
-            ("int8 0-d", lambda put=put: put(np.int8(3))),
-            ("float32 empty", lambda put=put: put(np.zeros((0, 3), np.float32))),
-            ("bool", lambda put=put: put(np.array([True, False]))),
-            ("deleted (refused)", deleted),
-        ]]
+        out += [
+            Sample(f"{name} {label}", make, streams)
+            for label, make in [
+                ("float32 (3, 4)", lambda put=put: put(np.arange(12, dtype=np.float32).reshape(3, 4))),
+                ("bfloat16", lambda put=put: put(np.arange(6, dtype=np.float32)).astype(jax.numpy.bfloat16)),
+                ("int8 0-d", lambda put=put: put(np.int8(3))),
+                ("float32 empty", lambda put=put: put(np.zeros((0, 3), np.float32))),
+                ("bool", lambda put=put: put(np.array([True, False]))),
+                ("deleted (refused)", deleted),
+            ]
+        ]
     return out
 
 
@@ -127,19 +133,23 @@ def _cupy_samples(cupy: Any, devices: list[str]) -> list[Sample]:
             def made():
                 with cupy.cuda.Device(ordinal):
                     return make()
+
             return made
 
         with cupy.cuda.Device(ordinal):
             stream = cupy.cuda.Stream(non_blocking=True)
-        out += [Sample(f"{name} {label}", on(make), (None, stream)) for label, make in [
-            ("float32 (3, 4)", lambda: cupy.arange(12, dtype=cupy.float32).reshape(3, 4)),
-            ("float32 negative strides", lambda: cupy.arange(24, dtype=cupy.float32).reshape(4, 6)[::-1, 1::2]),
-            ("int8 0-d", lambda: cupy.zeros((), cupy.int8)),
-            ("float16", lambda: cupy.arange(4, dtype=cupy.float16)),
-            ("bool", lambda: cupy.zeros(3, cupy.bool_)),
-            ("float32 empty", lambda: cupy.zeros((0, 3), cupy.float32)),
-            ("managed memory", lambda: cupy.ndarray((4,), cupy.float32, memptr=cupy.cuda.malloc_managed(16))),
-        ]]
+        out += [
+            Sample(f"{name} {label}", on(make), (None, stream))
+            for label, make in [
+                ("float32 (3, 4)", lambda: cupy.arange(12, dtype=cupy.float32).reshape(3, 4)),
+                ("float32 negative strides", lambda: cupy.arange(24, dtype=cupy.float32).reshape(4, 6)[::-1, 1::2]),
+                ("int8 0-d", lambda: cupy.zeros((), cupy.int8)),
+                ("float16", lambda: cupy.arange(4, dtype=cupy.float16)),
+                ("bool", lambda: cupy.zeros(3, cupy.bool_)),
+                ("float32 empty", lambda: cupy.zeros((0, 3), cupy.float32)),
+                ("managed memory", lambda: cupy.ndarray((4,), cupy.float32, memptr=cupy.cuda.malloc_managed(16))),
+            ]
+        ]
     return out
 
 
@@ -150,21 +160,28 @@ def _torch_samples(torch: Any, devices: list[str]) -> list[Sample]:
             continue
         device = "cpu" if name == "cpu" else name
         streams = (None,) if name == "cpu" else (None, torch.cuda.Stream(device=device))
-        out += [Sample(f"{name} {label}", lambda make=make, device=device: make(device), streams) for label, make in [
-            ("float32 strided", lambda d: torch.arange(12.0, device=d).reshape(3, 4)[:, ::2]),
-            ("int32", lambda d: torch.zeros(3, dtype=torch.int32, device=d)),
-            ("float64 0-d", lambda d: torch.tensor(1.5, dtype=torch.float64, device=d)),
-            ("bool", lambda d: torch.zeros(2, dtype=torch.bool, device=d)),
-            ("bfloat16", lambda d: torch.ones(3, dtype=torch.bfloat16, device=d)),
-            ("complex64", lambda d: torch.ones(2, dtype=torch.complex64, device=d)),
-            ("requires grad (refused)", lambda d: torch.ones(3, device=d, requires_grad=True)),
-            ("conjugate view (refused)", lambda d: torch.ones(2, dtype=torch.complex64, device=d).conj()),
-        ]]
+        out += [
+            Sample(f"{name} {label}", lambda make=make, device=device: make(device), streams)
+            for label, make in [
+                ("float32 strided", lambda d: torch.arange(12.0, device=d).reshape(3, 4)[:, ::2]),
+                ("int32", lambda d: torch.zeros(3, dtype=torch.int32, device=d)),
+                ("float64 0-d", lambda d: torch.tensor(1.5, dtype=torch.float64, device=d)),
+                ("bool", lambda d: torch.zeros(2, dtype=torch.bool, device=d)),
+                ("bfloat16", lambda d: torch.ones(3, dtype=torch.bfloat16, device=d)),
+                ("complex64", lambda d: torch.ones(2, dtype=torch.complex64, device=d)),
+                ("requires grad (refused)", lambda d: torch.ones(3, device=d, requires_grad=True)),
+                ("conjugate view (refused)", lambda d: torch.ones(2, dtype=torch.complex64, device=d).conj()),
+            ]
+        ]
     return out
 
 
 SAMPLES: dict[str, Callable[[Any, list[str]], list[Sample]]] = {
-    "numpy": _numpy_samples, "jax": _jax_samples, "cupy": _cupy_samples, "torch": _torch_samples}
+    "numpy": _numpy_samples,
+    "jax": _jax_samples,
+    "cupy": _cupy_samples,
+    "torch": _torch_samples,
+}
 
 
 # ---- one shortcut against the public protocol --------------------------------------------------
@@ -183,8 +200,11 @@ def _difference(through: tuple, public: tuple) -> str:
     if through[0] == "error" or public[0] == "error":
         say = lambda o: o[1] if o[0] == "error" else "a View"  # noqa: E731
         return f"through the shortcut {say(through)}; through the public protocol {say(public)}"
-    return "; ".join(f"{field} {a!r} through the shortcut, {b!r} through the public protocol"
-                     for field, a, b in zip(FIELDS, through, public) if a != b)
+    return "; ".join(
+        f"{field} {a!r} through the shortcut, {b!r} through the public protocol"
+        for field, a, b in zip(FIELDS, through, public)
+        if a != b
+    )
 
 
 @contextlib.contextmanager
@@ -222,7 +242,7 @@ def check(sx: Any, info: Any, devices: list[str]) -> ShortcutCheck:
     with _only(sx, info.name):
         kind = type(samples[0].make())
         if info.name not in internals.shortcuts_of(kind):
-            result.detail = (f"not taken with {info.framework} {result.version} here ({info.checked})")
+            result.detail = f"not taken with {info.framework} {result.version} here ({info.checked})"
             return result
     for sample in samples:
         for stream in sample.streams:
@@ -261,7 +281,15 @@ def collect(names: list[str], devices: list[str], emit: Callable[[dict], None] =
 
 
 def _child_command(names: list[str], devices: list[str]) -> list[str]:
-    return [sys.executable, "-m", "stridex.doctor.shortcuts", "--names", ",".join(names), "--devices", ",".join(devices)]
+    return [
+        sys.executable,
+        "-m",
+        "stridex.doctor.shortcuts",
+        "--names",
+        ",".join(names),
+        "--devices",
+        ",".join(devices),
+    ]
 
 
 def _signal_name(code: int) -> str:
@@ -279,8 +307,9 @@ def _in_children(todo: list[str], devices: list[str], timeout: float, infos: dic
     while todo:
         begun, before = None, len(done)
         try:
-            proc = subprocess.run(_child_command(todo, devices), capture_output=True, text=True, timeout=timeout,
-                                  encoding="utf-8")
+            proc = subprocess.run(
+                _child_command(todo, devices), capture_output=True, text=True, timeout=timeout, encoding="utf-8"
+            )
             output, code, why = proc.stdout, proc.returncode, None
         except subprocess.TimeoutExpired as e:
             output = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -299,15 +328,19 @@ def _in_children(todo: list[str], devices: list[str], timeout: float, infos: dic
             begun = next((n for n in todo if n not in done), None)  # ended before it said which
         if begun is not None:
             info = infos[begun]
-            what = why or (f"crashed the process ({_signal_name(code)}); the doctor went on in a new one" if code
-                           else "stopped without a result")
+            what = why or (
+                f"crashed the process ({_signal_name(code)}); the doctor went on in a new one"
+                if code
+                else "stopped without a result"
+            )
             done[begun] = ShortcutCheck(begun, info.framework, FAIL, info.enabled, detail=what)
         todo = [n for n in todo if n not in done]
     return done
 
 
-def run(devices: list[str], frameworks: list[str] | None = None, in_process: bool = False,
-        timeout: float = 300.0) -> list[ShortcutCheck]:
+def run(
+    devices: list[str], frameworks: list[str] | None = None, in_process: bool = False, timeout: float = 300.0
+) -> list[ShortcutCheck]:
     """Every shortcut of the registry, checked where its framework is installed and among
     `frameworks` (None: all), skipped with the reason elsewhere; in registry order."""
     import stridex as sx
@@ -317,16 +350,23 @@ def run(devices: list[str], frameworks: list[str] | None = None, in_process: boo
     todo = []
     for s in infos.values():
         if frameworks is not None and s.framework not in frameworks:
-            results[s.name] = ShortcutCheck(s.name, s.framework, SKIP, s.enabled, detail=f"{s.framework} not among "
-                                                                                          "--frameworks")
+            results[s.name] = ShortcutCheck(
+                s.name, s.framework, SKIP, s.enabled, detail=f"{s.framework} not among --frameworks"
+            )
         elif importlib.util.find_spec(s.framework) is None:
-            results[s.name] = ShortcutCheck(s.name, s.framework, SKIP, s.enabled, detail=f"{s.framework} is not "
-                                                                                          "installed")
+            results[s.name] = ShortcutCheck(
+                s.name, s.framework, SKIP, s.enabled, detail=f"{s.framework} is not installed"
+            )
         else:
             todo.append(s.name)
     if todo and in_process:
-        collect(todo, devices, lambda e: results.update({e["result"]["name"]: ShortcutCheck.from_json(e["result"])})
-                if "result" in e else None)
+        collect(
+            todo,
+            devices,
+            lambda e: (
+                results.update({e["result"]["name"]: ShortcutCheck.from_json(e["result"])}) if "result" in e else None
+            ),
+        )
     elif todo:
         results.update(_in_children(todo, devices, timeout, infos))
     return [results[name] for name in infos]
@@ -336,8 +376,11 @@ def run(devices: list[str], frameworks: list[str] | None = None, in_process: boo
 
 
 def render_text(results: list[ShortcutCheck]) -> str:
-    lines = ["", "shortcuts: each framework shortcut stridex takes against the framework's public protocol "
-                 "(stridex.shortcuts(); docs/import.md)"]
+    lines = [
+        "",
+        "shortcuts: each framework shortcut stridex takes against the framework's public protocol "
+        "(stridex.shortcuts(); docs/import.md)",
+    ]
     width = max(len(r.name) for r in results)
     mark = {PASS: "✓", FAIL: "✗", SKIP: "—"}
     for r in results:
@@ -358,8 +401,10 @@ def failed_names(results: list[ShortcutCheck]) -> list[str]:
 
 
 def _main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m stridex.doctor.shortcuts",
-                                     description="The doctor's shortcut check, as JSON lines (its child process).")
+    parser = argparse.ArgumentParser(
+        prog="python -m stridex.doctor.shortcuts",
+        description="The doctor's shortcut check, as JSON lines (its child process).",
+    )
     parser.add_argument("--names", required=True, help="comma-separated shortcut names")
     parser.add_argument("--devices", required=True, help="comma-separated devices (cpu, cuda:N)")
     args = parser.parse_args()

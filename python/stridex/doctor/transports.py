@@ -70,9 +70,11 @@ def _read(v) -> bytes:
     return bytes(memoryview(_bytes(v)))
 
 
-_MECHANISM = {"host": "shared memory fd over a Unix socket (SCM_RIGHTS)",
-              "cuda_ipc": "CUDA IPC memory handle + IPC event",
-              "cuda_vmm": "VMM chunk fds over a Unix socket + IPC event"}
+_MECHANISM = {
+    "host": "shared memory fd over a Unix socket (SCM_RIGHTS)",
+    "cuda_ipc": "CUDA IPC memory handle + IPC event",
+    "cuda_vmm": "VMM chunk fds over a Unix socket + IPC event",
+}
 
 
 def _through_process(name: str, view) -> Transport:
@@ -91,8 +93,13 @@ def _through_process(name: str, view) -> Transport:
         if status != "ok":
             return Transport(name, FAIL, _MECHANISM[payload["kind"]], time.perf_counter() - start, seen)
         ok = seen == bytes([7]) * view.nbytes and _read(view) == bytes([7]) * view.nbytes
-        return Transport(name, PASS if ok else FAIL, _MECHANISM[payload["kind"]], time.perf_counter() - start,
-                         "" if ok else "the write in the other process is not visible here")
+        return Transport(
+            name,
+            PASS if ok else FAIL,
+            _MECHANISM[payload["kind"]],
+            time.perf_counter() - start,
+            "" if ok else "the write in the other process is not visible here",
+        )
     except Exception as e:  # noqa: BLE001 - a failed transport is a result
         return Transport(name, FAIL, "-", time.perf_counter() - start, f"{type(e).__name__}: {e}")
 
@@ -130,8 +137,9 @@ def _multiprocessing(devices: list[str]) -> list[Transport]:
             if t is None:
                 out.append(Transport(f"multiprocessing ({dev}, cudaMalloc)", SKIP, "needs torch or cupy"))
             else:
-                out.append(_through_process(f"multiprocessing ({dev}, {type(t).__module__.split('.')[0]})",
-                                            stridex.view(t)))
+                out.append(
+                    _through_process(f"multiprocessing ({dev}, {type(t).__module__.split('.')[0]})", stridex.view(t))
+                )
     return out
 
 
@@ -175,9 +183,13 @@ def _dask(protocol: str, devices: list[str]) -> list[Transport]:
 
         # UCX finds its CUDA transports only with a context made before it starts (as dask-cuda
         # does); the workers get this configuration from the cluster.
-        with dask.config.set({"distributed-ucxx.create-cuda-context": protocol == "ucxx" or None}), \
-                LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol=protocol,
-                             dashboard_address=None) as cluster, Client(cluster) as client:
+        with (
+            dask.config.set({"distributed-ucxx.create-cuda-context": protocol == "ucxx" or None}),
+            LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, protocol=protocol, dashboard_address=None
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             a, b = list(client.scheduler_info()["workers"])
             for kind in kinds:
                 t0 = time.perf_counter()
@@ -186,15 +198,31 @@ def _dask(protocol: str, devices: list[str]) -> list[Transport]:
                     family = serialize(_dask_make(kind), serializers=families)[0]["serializer"]
                     made = client.submit(_dask_make, kind, workers=[a], pure=False)
                     device, ok = client.submit(_dask_check, made, workers=[b]).result(timeout=120)
-                    carried = {"dask": "dask frames (host buffers)" + (", staged through host" if kind == "cuda" else ""),
-                               "cuda": "cuda device frames (GPU to GPU)"}.get(family, family)
-                    out.append(Transport(name, PASS if ok else FAIL, f"{carried} over {label}",
-                                         time.perf_counter() - t0, "" if ok else "wrong bytes on arrival"))
+                    carried = {
+                        "dask": "dask frames (host buffers)" + (", staged through host" if kind == "cuda" else ""),
+                        "cuda": "cuda device frames (GPU to GPU)",
+                    }.get(family, family)
+                    out.append(
+                        Transport(
+                            name,
+                            PASS if ok else FAIL,
+                            f"{carried} over {label}",
+                            time.perf_counter() - t0,
+                            "" if ok else "wrong bytes on arrival",
+                        )
+                    )
                 except Exception as e:  # noqa: BLE001
                     out.append(Transport(name, FAIL, "-", time.perf_counter() - t0, f"{type(e).__name__}: {e}"))
     except Exception as e:  # noqa: BLE001 - the cluster itself did not start
-        out.append(Transport(f"dask over {label}", FAIL, "-", time.perf_counter() - start,
-                             f"cluster did not start: {type(e).__name__}: {e}"))
+        out.append(
+            Transport(
+                f"dask over {label}",
+                FAIL,
+                "-",
+                time.perf_counter() - start,
+                f"cluster did not start: {type(e).__name__}: {e}",
+            )
+        )
     return out
 
 
@@ -208,8 +236,9 @@ def render_text(results: list[Transport]) -> str:
     mark = {PASS: "✓", FAIL: "✗", SKIP: "—"}
     for r in results:
         took = f"{r.seconds:5.2f} s" if r.status != SKIP else ""
-        lines.append(f"  {mark[r.status]} {r.name:<{width}}  {took:>7}  {r.carried_by}"
-                     + (f"  ({r.detail})" if r.detail else ""))
+        lines.append(
+            f"  {mark[r.status]} {r.name:<{width}}  {took:>7}  {r.carried_by}" + (f"  ({r.detail})" if r.detail else "")
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -85,17 +85,36 @@ class Session:
         summary = summarize(cells)
         checked = summary["stridex"][checks.PASS] + summary["stridex"][checks.FAIL]
         unusable = list(env.get("unusable") or [])
-        status = (EXIT_CLAIMED_FAILURE if summary["stridex"]["claimed_failures"] else
-                  EXIT_NOTHING_CHECKED if not checked or unusable else EXIT_OK)
-        return dict(cells=cells, cases=cases_mod.select(env["cases"]),
-                    frameworks=[FrameworkInfo.from_json(f) for f in env["frameworks"]],
-                    devices=DeviceReport.from_json(env["devices"]), features=env["features"], header=env["header"],
-                    summary=summary, exit_status=status, unusable=unusable)
+        status = (
+            EXIT_CLAIMED_FAILURE
+            if summary["stridex"]["claimed_failures"]
+            else EXIT_NOTHING_CHECKED
+            if not checked or unusable
+            else EXIT_OK
+        )
+        return dict(
+            cells=cells,
+            cases=cases_mod.select(env["cases"]),
+            frameworks=[FrameworkInfo.from_json(f) for f in env["frameworks"]],
+            devices=DeviceReport.from_json(env["devices"]),
+            features=env["features"],
+            header=env["header"],
+            summary=summary,
+            exit_status=status,
+            unusable=unusable,
+        )
 
 
 def _worker_command(args: argparse.Namespace, resume: tuple[int, int], skip: set) -> list[str]:
-    cmd = [sys.executable, "-m", "stridex", "doctor", "--_worker", f"--_resume={resume[0]}:{resume[1]}",
-           f"--device={args.device}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "stridex",
+        "doctor",
+        "--_worker",
+        f"--_resume={resume[0]}:{resume[1]}",
+        f"--device={args.device}",
+    ]
     if args.frameworks:
         cmd.append("--frameworks=" + ",".join(args.frameworks))
     if args.cases:
@@ -121,8 +140,9 @@ def supervise(args: argparse.Namespace, session: Session) -> str | None:
     """Run workers until the plan is done; None, or why the doctor could not run at all."""
     resume, skip, crashes = (0, 0), set(), {}
     while True:
-        proc = subprocess.Popen(_worker_command(args, resume, skip), stdout=subprocess.PIPE, text=True,
-                                encoding="utf-8", bufsize=1)
+        proc = subprocess.Popen(
+            _worker_command(args, resume, skip), stdout=subprocess.PIPE, text=True, encoding="utf-8", bufsize=1
+        )
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout] + [lines.put(None)], daemon=True).start()
         hung = False
@@ -146,12 +166,16 @@ def supervise(args: argparse.Namespace, session: Session) -> str | None:
             return f"the doctor's worker stopped between checks ({_signal_name(code)}); see stderr above"
         index, route = session.begun
         cell = session.cells[index]
-        what = (f"no progress for {args.check_timeout:.0f} s: the check hung (the doctor killed it and went on)"
-                if hung else f"crashed the process ({_signal_name(code)}); the doctor went on in a new one")
+        what = (
+            f"no progress for {args.check_timeout:.0f} s: the check hung (the doctor killed it and went on)"
+            if hung
+            else f"crashed the process ({_signal_name(code)}); the doctor went on in a new one"
+        )
         key = (cell["device"], cell["producer"], cell["consumer"], route)
         crashes[key] = crashes.get(key, 0) + 1
         if crashes[key] >= CRASHES_BEFORE_SKIP:
             skip.add(key)
         resume = session.crashed(what)
-        sys.stderr.write(f"doctor: {cell['device']} {cell['producer']} → {cell['consumer']} {cell['case']} "
-                         f"[{route}]: {what}\n")
+        sys.stderr.write(
+            f"doctor: {cell['device']} {cell['producer']} → {cell['consumer']} {cell['case']} [{route}]: {what}\n"
+        )

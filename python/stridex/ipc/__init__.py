@@ -66,8 +66,10 @@ def _meta(v: _stridex.View) -> Payload:
 def _reduce(view: _stridex.View, in_flight: bool = False) -> Reduction:
     """The reduction of a View: (rebuild, (payload,)). BufferError when its memory cannot be shared."""
     if not sys.platform.startswith("linux"):
-        raise BufferError(f"sharing a stridex.View with another process needs Linux (abstract Unix sockets, "
-                          f"/proc/self/maps); this is {sys.platform}")
+        raise BufferError(
+            f"sharing a stridex.View with another process needs Linux (abstract Unix sockets, "
+            f"/proc/self/maps); this is {sys.platform}"
+        )
     kind_of_device = view.device.type
     meta = _meta(view)
     if view.size == 0:
@@ -80,8 +82,12 @@ def _reduce(view: _stridex.View, in_flight: bool = False) -> Reduction:
         cuda = _stridex._ipc_export(view)
         export = cuda
         kind, fds = cuda.kind, cuda.fds
-        device: Payload = {"device_uuid": cuda.device_uuid, "offset": cuda.offset, "extent": cuda.extent,
-                           "event": cuda.event}
+        device: Payload = {
+            "device_uuid": cuda.device_uuid,
+            "offset": cuda.offset,
+            "extent": cuda.extent,
+            "event": cuda.event,
+        }
         if kind == "cuda_ipc":
             device["handle"] = cuda.handle
         else:
@@ -92,14 +98,23 @@ def _reduce(view: _stridex.View, in_flight: bool = False) -> Reduction:
         fd, device = export_host(view)
         kind, fds, export = "host", [fd], _OwnedFd(fd)
     else:
-        raise BufferError(f"cannot share a {view.device} View with another process: only cpu memory in a shared "
-                          "mapping and cuda device memory can be shared")
+        raise BufferError(
+            f"cannot share a {view.device} View with another process: only cpu memory in a shared "
+            "mapping and cuda device memory can be shared"
+        )
     b = _broker.broker()
     ticket = b.add(view, export, fds, kind, in_flight)
     if kind == "cuda_ipc":
         device["slot"], device["serial"] = b.claim_words(ticket)
-    payload = {"v": _PAYLOAD_VERSION, "kind": kind, "pid": os.getpid(), "broker": b.address, "ticket": ticket,
-               **meta, **device}
+    payload = {
+        "v": _PAYLOAD_VERSION,
+        "kind": kind,
+        "pid": os.getpid(),
+        "broker": b.address,
+        "ticket": ticket,
+        **meta,
+        **device,
+    }
     return _rebuild, (payload,)
 
 
@@ -139,15 +154,18 @@ _FIELDS: dict[str, _FieldTypes] = {
     "empty": _COMMON,
     "host": {**_COMMON, **_REMOTE, "file_offset": int, "length": int, "lo": int, "writable": bool},
     "cuda_ipc": {**_COMMON, **_REMOTE, **_DEVICE, "handle": bytes, "slot": int, "serial": int},
-    "cuda_vmm": {**_COMMON, **_REMOTE, **_DEVICE, "chunk_size": int}}
+    "cuda_vmm": {**_COMMON, **_REMOTE, **_DEVICE, "chunk_size": int},
+}
 _UNSIGNED = ("offset", "extent", "chunk_size", "file_offset", "length")
 
 
 def _check_payload(payload: object) -> str:
     """The payload's kind, after checking every field: a malformed pickle is a ValueError."""
     if not isinstance(payload, dict) or payload.get("v") != _PAYLOAD_VERSION:
-        raise ValueError("not a stridex.View pickle of this stridex version (payload version "
-                         f"{payload.get('v') if isinstance(payload, dict) else None!r}, expected {_PAYLOAD_VERSION})")
+        raise ValueError(
+            "not a stridex.View pickle of this stridex version (payload version "
+            f"{payload.get('v') if isinstance(payload, dict) else None!r}, expected {_PAYLOAD_VERSION})"
+        )
     kind = payload.get("kind")
     if not isinstance(kind, str) or kind not in _FIELDS:
         raise ValueError(f"unknown kind of pickled stridex.View memory: {kind!r}")
@@ -158,9 +176,12 @@ def _check_payload(payload: object) -> str:
         if name in _UNSIGNED and isinstance(value, int) and not 0 <= value < 1 << 64:  # ints: checked above
             raise ValueError(f"malformed {kind} handle in a pickled stridex.View: {name} {value} is out of range")
     if len(payload["shape"]) != len(payload["strides"]) or not all(
-            isinstance(x, int) for x in payload["shape"] + payload["strides"]):
-        raise ValueError("malformed handle in a pickled stridex.View: shape and strides must be int lists of one "
-                         f"length, found {payload['shape']!r} and {payload['strides']!r}")
+        isinstance(x, int) for x in payload["shape"] + payload["strides"]
+    ):
+        raise ValueError(
+            "malformed handle in a pickled stridex.View: shape and strides must be int lists of one "
+            f"length, found {payload['shape']!r} and {payload['strides']!r}"
+        )
     return kind
 
 
@@ -168,8 +189,14 @@ def _rebuild(payload: Payload) -> _stridex.View:
     kind = _check_payload(payload)
     if kind == "empty":
         empty = bytearray(1)
-        return _stridex.from_pointer(_stridex.view(empty).ptr, payload["shape"], payload["dtype"],
-                                     strides=payload["strides"], owner=empty, readonly=payload["readonly"])
+        return _stridex.from_pointer(
+            _stridex.view(empty).ptr,
+            payload["shape"],
+            payload["dtype"],
+            strides=payload["strides"],
+            owner=empty,
+            readonly=payload["readonly"],
+        )
     local = _broker.current()
     if payload["pid"] == os.getpid() and local is not None and local.address == payload["broker"]:
         return local.take_local(payload["ticket"])
@@ -177,17 +204,38 @@ def _rebuild(payload: Payload) -> _stridex.View:
         # No fds to wait for: claimed in the exporter's ticket table, with no round trip; the owner
         # that releases it is made only once the claim is ours.
         _importer.claim_ticket(payload["broker"], payload["pid"], payload["ticket"], payload["slot"], payload["serial"])
-        return _stridex._ipc_import_handle(payload["handle"], payload["device_uuid"], payload["offset"],
-                                           payload["extent"], payload["shape"], payload["strides"], payload["dtype"],
-                                           payload["readonly"], payload["event"],
-                                           _Release(payload["broker"], payload["ticket"]))
+        return _stridex._ipc_import_handle(
+            payload["handle"],
+            payload["device_uuid"],
+            payload["offset"],
+            payload["extent"],
+            payload["shape"],
+            payload["strides"],
+            payload["dtype"],
+            payload["readonly"],
+            payload["event"],
+            _Release(payload["broker"], payload["ticket"]),
+        )
     if kind == "cuda_ipc":
         # The table was full: opened over the socket, the handle opened while the exporter answers.
         keep = _Release(payload["broker"], payload["ticket"])
-        fds, view = _importer.open_ticket(payload["broker"], payload["pid"], payload["ticket"], lambda: (
-            _stridex._ipc_import_handle(payload["handle"], payload["device_uuid"], payload["offset"],
-                                        payload["extent"], payload["shape"], payload["strides"], payload["dtype"],
-                                        payload["readonly"], payload["event"], keep)))
+        fds, view = _importer.open_ticket(
+            payload["broker"],
+            payload["pid"],
+            payload["ticket"],
+            lambda: _stridex._ipc_import_handle(
+                payload["handle"],
+                payload["device_uuid"],
+                payload["offset"],
+                payload["extent"],
+                payload["shape"],
+                payload["strides"],
+                payload["dtype"],
+                payload["readonly"],
+                payload["event"],
+                keep,
+            ),
+        )
         for fd in fds:
             os.close(fd)
         assert view is not None
@@ -202,9 +250,18 @@ def _rebuild(payload: Payload) -> _stridex.View:
             return import_host(fds[0], payload, payload)
         if kind == "cuda_vmm":
             try:
-                return _stridex._ipc_import_fds(fds, payload["chunk_size"], payload["device_uuid"], payload["offset"],
-                                                payload["shape"], payload["strides"], payload["dtype"],
-                                                payload["readonly"], payload["event"], None)
+                return _stridex._ipc_import_fds(
+                    fds,
+                    payload["chunk_size"],
+                    payload["device_uuid"],
+                    payload["offset"],
+                    payload["shape"],
+                    payload["strides"],
+                    payload["dtype"],
+                    payload["readonly"],
+                    payload["event"],
+                    None,
+                )
             finally:
                 # Mapped (or failed): the chunks no longer need the exporter, nor does its event.
                 _importer.release_ticket(payload["broker"], payload["ticket"])

@@ -125,8 +125,10 @@ class Broker:
         with self._cond:
             t = self._pop(ticket)
         if t is None:
-            raise BufferError("this pickle of a stridex.View was already loaded, or its ticket released "
-                              "(each pickle of a View is loaded once)")
+            raise BufferError(
+                "this pickle of a stridex.View was already loaded, or its ticket released "
+                "(each pickle of a View is loaded once)"
+            )
         return t.view
 
     def release(self, ticket: bytes) -> None:
@@ -155,8 +157,11 @@ class Broker:
 
     def _blocking(self) -> int:
         # Not yet sent, rather than not yet opened: exit must not cut the reply off mid-way.
-        return self._busy + sum(1 for t in self._tickets.values()
-                                if (t.opened and t.kind in _DIES_WITH_EXPORTER) or (t.in_flight and not t.sent))
+        return self._busy + sum(
+            1
+            for t in self._tickets.values()
+            if (t.opened and t.kind in _DIES_WITH_EXPORTER) or (t.in_flight and not t.sent)
+        )
 
     def _begin(self) -> bool:
         """A server thread starts work on tickets; False once exit closed the broker."""
@@ -188,8 +193,9 @@ class Broker:
     def _serve(self, conn: socket.socket) -> None:
         opened: set[bytes] = set()
         try:
-            _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                                  struct.calcsize("3i")))
+            _pid, uid, _gid = struct.unpack(
+                "3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            )
             if uid != os.getuid():
                 return
             while True:
@@ -312,9 +318,11 @@ def wait_at_exit() -> None:
         return
     timeout = _exit_timeout()
     if not b.wait(timeout):
-        print(f"stridex.ipc: exiting with Views still in use by other processes after waiting {timeout:g} s "
-              f"({b.pending()}); their memory goes now (set STRIDEX_IPC_EXIT_TIMEOUT to wait longer)",
-              file=sys.stderr)
+        print(
+            f"stridex.ipc: exiting with Views still in use by other processes after waiting {timeout:g} s "
+            f"({b.pending()}); their memory goes now (set STRIDEX_IPC_EXIT_TIMEOUT to wait longer)",
+            file=sys.stderr,
+        )
     # Views of tickets nobody will open (plain pickles never loaded) go now, while the interpreter
     # can still release them.
     b.clear()

@@ -30,8 +30,13 @@ _registered = False
 
 
 def _meta(v: _stridex.View) -> Header:
-    return {"shape": list(v.shape), "dtype": v.dtype.name, "readonly": v.readonly, "nbytes": v.nbytes,
-            "device": str(v.device)}
+    return {
+        "shape": list(v.shape),
+        "dtype": v.dtype.name,
+        "readonly": v.readonly,
+        "nbytes": v.nbytes,
+        "device": str(v.device),
+    }
 
 
 def _bytes_view(v: _stridex.View) -> _stridex.View:

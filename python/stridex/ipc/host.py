@@ -22,8 +22,10 @@ from .. import _stridex
 if TYPE_CHECKING:
     import numpy
 
-_NOT_SHAREABLE_HINT = ("allocate it with stridex.ipc.shared_empty() or in a multiprocessing.shared_memory "
-                       "block, or ask for a copy with stridex.ipc.to_shared(view)")
+_NOT_SHAREABLE_HINT = (
+    "allocate it with stridex.ipc.shared_empty() or in a multiprocessing.shared_memory "
+    "block, or ask for a copy with stridex.ipc.to_shared(view)"
+)
 
 
 class _Mapping:
@@ -43,7 +45,7 @@ def _mapping_of(address: int) -> _Mapping | None:
     with open("/proc/self/maps") as f:
         for line in f:
             dash = line.index("-")
-            if int(line[:dash], 16) <= address < int(line[dash + 1:line.index(" ")], 16):
+            if int(line[:dash], 16) <= address < int(line[dash + 1 : line.index(" ")], 16):
                 return _Mapping(line)
     return None
 
@@ -82,16 +84,22 @@ def export_host(view: _stridex.View) -> tuple[int, dict[str, Any]]:
         raise BufferError(f"host memory at {start:#x} is not in any mapping of this process")
     if "s" not in m.perms:
         what = "anonymous" if not m.path or m.path.startswith("[") else f"copy-on-write ({m.path})"
-        raise BufferError(f"cannot share this host View with another process: its memory at {start:#x} is private "
-                          f"to this process ({what} memory, e.g. from malloc or NumPy); " + _NOT_SHAREABLE_HINT)
+        raise BufferError(
+            f"cannot share this host View with another process: its memory at {start:#x} is private "
+            f"to this process ({what} memory, e.g. from malloc or NumPy); " + _NOT_SHAREABLE_HINT
+        )
     if end > m.end:
-        raise BufferError(f"cannot share this host View: its bytes [{start:#x}, {end:#x}) run past the shared "
-                          f"mapping that holds them (which ends at {m.end:#x})")
+        raise BufferError(
+            f"cannot share this host View: its bytes [{start:#x}, {end:#x}) run past the shared "
+            f"mapping that holds them (which ends at {m.end:#x})"
+        )
     writable = "w" in m.perms and not view.readonly
     fd = _fd_of(m, writable)
     if fd is None:
-        raise BufferError(f"cannot share this host View: the file behind its shared mapping ({m.path or 'anonymous'}) "
-                          "cannot be opened (anonymous MAP_SHARED memory has no file to pass); " + _NOT_SHAREABLE_HINT)
+        raise BufferError(
+            f"cannot share this host View: the file behind its shared mapping ({m.path or 'anonymous'}) "
+            "cannot be opened (anonymous MAP_SHARED memory has no file to pass); " + _NOT_SHAREABLE_HINT
+        )
     payload = {"file_offset": m.offset + (start - m.start), "length": end - start, "lo": lo, "writable": writable}
     return fd, payload
 
@@ -116,13 +124,19 @@ class HostMapping:
 def import_host(fd: int, payload: dict[str, Any], meta: dict[str, Any]) -> _stridex.View:
     """A View of the exporter's host memory, mapped from `fd` (the payload was checked already)."""
     keeper = HostMapping(fd, payload["file_offset"], payload["length"], payload["writable"])
-    return _stridex.from_pointer(keeper.address - payload["lo"], meta["shape"], meta["dtype"],
-                                 strides=meta["strides"], owner=keeper,
-                                 readonly=meta["readonly"] or not payload["writable"])
+    return _stridex.from_pointer(
+        keeper.address - payload["lo"],
+        meta["shape"],
+        meta["dtype"],
+        strides=meta["strides"],
+        owner=keeper,
+        readonly=meta["readonly"] or not payload["writable"],
+    )
 
 
-def shared_empty(shape: SupportsIndex | Iterable[SupportsIndex],
-                 dtype: _stridex.Dtype | str | numpy.dtype[Any] | type) -> _stridex.View:
+def shared_empty(
+    shape: SupportsIndex | Iterable[SupportsIndex], dtype: _stridex.Dtype | str | numpy.dtype[Any] | type
+) -> _stridex.View:
     """A writable, C-contiguous host View in a fresh shared-memory block: it pickles to other
     processes as the same memory. The block is unlinked at once and lives while any View of it
     (in any process) does."""

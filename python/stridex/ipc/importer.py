@@ -34,14 +34,17 @@ def _connection(address: bytes, pid: int) -> tuple[socket.socket, threading.RLoc
                 s.connect(address)
             except OSError as e:
                 s.close()
-                raise BufferError(f"cannot reach the process that pickled this stridex.View (pid {pid}): {e}; "
-                                  "it must stay alive until the View is unpickled") from None
+                raise BufferError(
+                    f"cannot reach the process that pickled this stridex.View (pid {pid}): {e}; "
+                    "it must stay alive until the View is unpickled"
+                ) from None
             entry = _connections[address] = (s, threading.RLock())
         return entry
 
 
-def open_ticket(address: bytes, pid: int, ticket: bytes,
-                meanwhile: Callable[[], _T] | None = None) -> tuple[list[int], _T | None]:
+def open_ticket(
+    address: bytes, pid: int, ticket: bytes, meanwhile: Callable[[], _T] | None = None
+) -> tuple[list[int], _T | None]:
     """Asks the exporter for a ticket's fds (the caller owns and closes them). `meanwhile` (work
     that needs no fds: opening a CUDA IPC handle) runs between the request and the reply, so the
     exporter's round trip overlaps it; its result comes back with the fds, or is dropped when the
@@ -86,8 +89,9 @@ def claim_ticket(address: bytes, pid: int, ticket: bytes, slot: int, serial: int
                 for fd in fds:
                     os.close(fd)
         if not table.claim(slot, serial):
-            raise BufferError(f"process {pid} refused the View: unknown ticket: the View was already unpickled "
-                              "once, or released")
+            raise BufferError(
+                f"process {pid} refused the View: unknown ticket: the View was already unpickled once, or released"
+            )
         try:
             s.send(b"C" + ticket)
         except OSError as e:

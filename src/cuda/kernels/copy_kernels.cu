@@ -20,11 +20,26 @@ namespace {
 
 template <int Bytes>
 struct UnitOf;
-template <> struct UnitOf<1> { using type = uint8_t; };
-template <> struct UnitOf<2> { using type = uint16_t; };
-template <> struct UnitOf<4> { using type = uint32_t; };
-template <> struct UnitOf<8> { using type = uint64_t; };
-template <> struct UnitOf<16> { using type = uint4; };
+template <>
+struct UnitOf<1> {
+    using type = uint8_t;
+};
+template <>
+struct UnitOf<2> {
+    using type = uint16_t;
+};
+template <>
+struct UnitOf<4> {
+    using type = uint32_t;
+};
+template <>
+struct UnitOf<8> {
+    using type = uint64_t;
+};
+template <>
+struct UnitOf<16> {
+    using type = uint4;
+};
 
 // Offsets of the outer index `index` over axes [0, last), C order.
 __device__ __forceinline__ void outer_offsets(const int64_t* shape, const int64_t* ds, const int64_t* ss, int last,
@@ -159,7 +174,8 @@ __device__ __forceinline__ void tiled(const TiledArgs& p) {
                     } else if constexpr (Vec > 1) {
                         for (int v = 0; v < Vec; ++v)
                             if (j + v < p.nj)
-                                w[k][r] |= static_cast<Word>(*reinterpret_cast<const T*>(s + v * p.src_j)) << (8 * Bytes * v);
+                                w[k][r] |= static_cast<Word>(*reinterpret_cast<const T*>(s + v * p.src_j))
+                                           << (8 * Bytes * v);
                     }
                 }
             }
@@ -217,7 +233,8 @@ using stridex::kernels::TiledArgs;
 
 // Entry points by name (cuModuleGetFunction): extern "C", one per unit size.
 #define STRIDEX_STRIDED(B) \
-    extern "C" __global__ void __launch_bounds__(stridex::kernels::kThreads) stridex_strided_##B(const StridedArgs p) { \
+    extern "C" __global__ void __launch_bounds__(stridex::kernels::kThreads) \
+        stridex_strided_##B(const StridedArgs p) { \
         stridex::kernels::strided<B>(p); \
     }
 STRIDEX_STRIDED(1)
@@ -227,7 +244,7 @@ STRIDEX_STRIDED(8)
 STRIDEX_STRIDED(16)
 
 #define STRIDEX_TILED(B, V, R) \
-    extern "C" __global__ void __launch_bounds__(stridex::kernels::kTile * stridex::kernels::kTileRows) \
+    extern "C" __global__ void __launch_bounds__(stridex::kernels::kTile* stridex::kernels::kTileRows) \
         stridex_tiled_##B##_##V(const TiledArgs p) { \
         stridex::kernels::tiled<B, V, R>(p); \
     }

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "cupy_api.hpp"   // the CuPy C API table (declarations only)
+#include "cupy_api.hpp"  // the CuPy C API table (declarations only)
 #include "py_owner.hpp"  // interpreter_finalizing (inline; nothing of _stridex is linked)
 #include "stream_recorder.hpp"
 #include "stridex/dlpack.hpp"
@@ -37,8 +37,8 @@ struct TestTensor {
     dlpack::DLManagedTensorVersioned versioned{};
     dlpack::DLManagedTensor legacy{};
     bool is_versioned = true;
-    Py_buffer buffer{};          // keeps the exporting object alive
-    PyObject* counter = nullptr; // a DeleterCounter (strong), or nullptr
+    Py_buffer buffer{};           // keeps the exporting object alive
+    PyObject* counter = nullptr;  // a DeleterCounter (strong), or nullptr
     std::vector<std::int64_t> shape, strides;
 };
 
@@ -184,12 +184,15 @@ nb::tuple make_capsule(nb::handle array, bool versioned, nb::object name, nb::ob
     spec.device = device;
     nb::object counter = nb::cast(DeleterCounter{});
     TestTensor* t = make_tensor(array, spec, counter.ptr());
-    const char* capsule_name =
-        name.is_none() ? (versioned ? dlpack::kVersionedCapsule : dlpack::kLegacyCapsule) : stored_name(nb::cast<std::string>(name));
+    const char* capsule_name = name.is_none() ? (versioned ? dlpack::kVersionedCapsule : dlpack::kLegacyCapsule)
+                                              : stored_name(nb::cast<std::string>(name));
     void* pointer = versioned ? static_cast<void*>(&t->versioned) : static_cast<void*>(&t->legacy);
     PyObject* capsule = PyCapsule_New(pointer, capsule_name, &capsule_destructor);
     if (!capsule) {
-        if (versioned) delete_versioned(&t->versioned); else delete_legacy(&t->legacy);
+        if (versioned)
+            delete_versioned(&t->versioned);
+        else
+            delete_legacy(&t->legacy);
         throw nb::python_error();
     }
     PyCapsule_SetContext(capsule, t);
@@ -209,7 +212,7 @@ struct ExchangeBase {
     nb::object array;
     std::int32_t device_type = 1, device_id = 0;
     std::uint64_t flags = 0;
-    bool refuse = false;  // answer BufferError
+    bool refuse = false;             // answer BufferError
     TestTensor* borrowed = nullptr;  // what dltensor_from_py_object_no_sync lends, alive with the object
     ExchangeBase() = default;
     ExchangeBase(const ExchangeBase&) = delete;
@@ -272,7 +275,7 @@ int current_work_stream(std::int32_t, std::int32_t, void** out) noexcept {
     return 0;
 }
 
-dlpack::DLPackExchangeAPI g_api_v1{{{1, 3}, nullptr}, nullptr, &from_py_object, nullptr, &borrow_from_py_object,
+dlpack::DLPackExchangeAPI g_api_v1{{{1, 3}, nullptr},   nullptr, &from_py_object, nullptr, &borrow_from_py_object,
                                    &current_work_stream};
 // A future major version: its layout after the header is unknown to stridex, so every slot is
 // poison; only prev_api may be followed.
@@ -281,19 +284,20 @@ dlpack::DLPackExchangeAPI g_api_v2{{{2, 0}, &g_api_v1.header}, nullptr, nullptr,
 template <class T>
 void bind_exchange_producer(nb::module_& m, const char* name, nb::object api_attribute, const char* attribute) {
     nb::class_<T>(m, name, "A test producer offering the DLPack C exchange API over a buffer-protocol array.")
-        .def("__init__",
-             [](T* self, nb::object array, nb::object device, std::uint64_t flags, bool refuse) {
-                 new (self) T();
-                 self->array = array;
-                 if (!device.is_none()) {
-                     auto d = ints(device);
-                     self->device_type = static_cast<std::int32_t>(d.at(0));
-                     self->device_id = static_cast<std::int32_t>(d.at(1));
-                 }
-                 self->flags = flags;
-                 self->refuse = refuse;
-             },
-             "array"_a, "device"_a = nb::none(), "flags"_a = 0, "refuse"_a = false)
+        .def(
+            "__init__",
+            [](T* self, nb::object array, nb::object device, std::uint64_t flags, bool refuse) {
+                new (self) T();
+                self->array = array;
+                if (!device.is_none()) {
+                    auto d = ints(device);
+                    self->device_type = static_cast<std::int32_t>(d.at(0));
+                    self->device_id = static_cast<std::int32_t>(d.at(1));
+                }
+                self->flags = flags;
+                self->refuse = refuse;
+            },
+            "array"_a, "device"_a = nb::none(), "flags"_a = 0, "refuse"_a = false)
         .def_prop_ro("array", [](const T& s) { return s.array; });
     nb::handle(nb::type<T>()).attr(attribute) = api_attribute;
 }
@@ -442,14 +446,17 @@ NB_MODULE(stridex_testing, m) {
     nb::class_<DeleterCounter>(m, "DeleterCounter").def_ro("calls", &DeleterCounter::calls);
     m.def("delete_on_native_thread", &delete_on_native_thread, "capsule"_a,
           "Runs a versioned capsule's deleter on a native thread without the GIL (the capsule is consumed).");
-    m.def("fake_cupy_api", [](nb::handle ndarray_type, int major, int minor) {
-        if (!PyType_Check(ndarray_type.ptr())) throw nb::type_error("expected cupy.ndarray");
-        g_fake_cupy_api.ndarray_type = reinterpret_cast<PyTypeObject*>(ndarray_type.ptr());
-        g_fake_cupy_api.version_major = major;
-        g_fake_cupy_api.version_minor = minor;
-        return nb::steal(PyCapsule_New(&g_fake_cupy_api, kCupyApiCapsule, nullptr));
-    }, "ndarray_type"_a, "major"_a = 14, "minor"_a = 3,
-          "A CuPy >= 14.3 public C API capsule over cupy.ndarray, answering from Python attributes.");
+    m.def(
+        "fake_cupy_api",
+        [](nb::handle ndarray_type, int major, int minor) {
+            if (!PyType_Check(ndarray_type.ptr())) throw nb::type_error("expected cupy.ndarray");
+            g_fake_cupy_api.ndarray_type = reinterpret_cast<PyTypeObject*>(ndarray_type.ptr());
+            g_fake_cupy_api.version_major = major;
+            g_fake_cupy_api.version_minor = minor;
+            return nb::steal(PyCapsule_New(&g_fake_cupy_api, kCupyApiCapsule, nullptr));
+        },
+        "ndarray_type"_a, "major"_a = 14, "minor"_a = 3,
+        "A CuPy >= 14.3 public C API capsule over cupy.ndarray, answering from Python attributes.");
     m.def("fake_cupy_api_calls", [] { return nb::make_tuple(g_fake_cupy.metadata_calls, g_fake_cupy.stream_calls); });
     m.def("make_capsule", &make_capsule, "array"_a, nb::kw_only(), "versioned"_a = true, "name"_a = nb::none(),
           "version"_a = nb::none(), "flags"_a = 0, "null_strides"_a = false, "null_shape"_a = false,
@@ -467,26 +474,38 @@ NB_MODULE(stridex_testing, m) {
                                                 "__c_dlpack_exchange_api__");
     bind_exchange_producer<ExchangeProducerChained>(m, "ExchangeProducerChained", capsule_v2,
                                                     "__dlpack_c_exchange_api__");
-    m.def("set_work_stream", [](std::intptr_t s) { g_exchange.work_stream = s; },
-          "What the test exchange API's current_work_stream reports (0 = NULL).");
-    m.def("exchange_calls", [] {
-        return nb::make_tuple(g_exchange.from_py_calls, g_exchange.work_stream_calls);
-    }, "(managed_tensor_from_py_object_no_sync calls, current_work_stream calls) so far.");
-    m.def("borrow_calls", [] { return g_exchange.borrow_calls; }, "dltensor_from_py_object_no_sync calls so far.");
+    m.def(
+        "set_work_stream", [](std::intptr_t s) { g_exchange.work_stream = s; },
+        "What the test exchange API's current_work_stream reports (0 = NULL).");
+    m.def(
+        "exchange_calls", [] { return nb::make_tuple(g_exchange.from_py_calls, g_exchange.work_stream_calls); },
+        "(managed_tensor_from_py_object_no_sync calls, current_work_stream calls) so far.");
+    m.def(
+        "borrow_calls", [] { return g_exchange.borrow_calls; }, "dltensor_from_py_object_no_sync calls so far.");
 
-    m.def("capture_orders", [](bool on) {
-        g_recording.capture_orders = on;
-        update_recorder();
-    }, "on"_a, "While on, stream orderings are recorded (captured_orders) instead of reaching the CUDA driver.");
-    m.def("captured_orders", [] {
-        nb::list out;
-        for (const OrderRecord& r : g_recording.orders)
-            out.append(nb::make_tuple(r.producer, r.consumer, r.device.name()));
-        g_recording.orders.clear();
-        return out;
-    }, "[(producer, consumer, device)]: `consumer` was made to wait for the work queued on `producer`. Clears the log.");
-    m.def("fake_cuda_pointers", [](bool on) {
-        g_recording.fake_cuda_pointers = on;
-        update_recorder();
-    }, "on"_a, "While on, __cuda_array_interface__ pointers are taken to be memory of cuda:0.");
+    m.def(
+        "capture_orders",
+        [](bool on) {
+            g_recording.capture_orders = on;
+            update_recorder();
+        },
+        "on"_a, "While on, stream orderings are recorded (captured_orders) instead of reaching the CUDA driver.");
+    m.def(
+        "captured_orders",
+        [] {
+            nb::list out;
+            for (const OrderRecord& r : g_recording.orders)
+                out.append(nb::make_tuple(r.producer, r.consumer, r.device.name()));
+            g_recording.orders.clear();
+            return out;
+        },
+        "[(producer, consumer, device)]: `consumer` was made to wait for the work queued on `producer`. Clears the "
+        "log.");
+    m.def(
+        "fake_cuda_pointers",
+        [](bool on) {
+            g_recording.fake_cuda_pointers = on;
+            update_recorder();
+        },
+        "on"_a, "While on, __cuda_array_interface__ pointers are taken to be memory of cuda:0.");
 }

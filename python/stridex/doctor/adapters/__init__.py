@@ -28,4 +28,19 @@ ADAPTERS: dict[str, type[Adapter]] = {
     "ctypes": CtypesAdapter,
 }
 
-__all__ = ["ADAPTERS", "Adapter", "NumpyAdapter", "TorchAdapter", "CupyAdapter", "JaxAdapter", "WarpAdapter", "NumbaAdapter", "CudaCoreAdapter", "TensorflowAdapter", "MlxAdapter", "PaddleAdapter", "MemoryviewAdapter", "CtypesAdapter"]
+__all__ = [
+    "ADAPTERS",
+    "Adapter",
+    "NumpyAdapter",
+    "TorchAdapter",
+    "CupyAdapter",
+    "JaxAdapter",
+    "WarpAdapter",
+    "NumbaAdapter",
+    "CudaCoreAdapter",
+    "TensorflowAdapter",
+    "MlxAdapter",
+    "PaddleAdapter",
+    "MemoryviewAdapter",
+    "CtypesAdapter",
+]

@@ -27,8 +27,14 @@ def _dtype_of(view: memoryview) -> str:
 
 
 def _buffer_meta(view: memoryview, ptr: int | None) -> Meta:
-    return Meta(ptr, tuple(view.shape or ()), tuple(s // view.itemsize for s in view.strides or ()),
-                _dtype_of(view), "cpu", view.readonly)
+    return Meta(
+        ptr,
+        tuple(view.shape or ()),
+        tuple(s // view.itemsize for s in view.strides or ()),
+        _dtype_of(view),
+        "cpu",
+        view.readonly,
+    )
 
 
 def _values(view: memoryview) -> np.ndarray:
@@ -83,8 +89,12 @@ class CtypesAdapter(Adapter):
     dtypes = frozenset({"float32", "bool"})
     makes_strided = makes_negative = False
     consumer = False
-    why_not = {"cuda": "host memory only", "bfloat16": "no bfloat16 type",
-               "strided": "arrays are always C-contiguous", "negative": "arrays are always C-contiguous"}
+    why_not = {
+        "cuda": "host memory only",
+        "bfloat16": "no bfloat16 type",
+        "strided": "arrays are always C-contiguous",
+        "negative": "arrays are always C-contiguous",
+    }
 
     def cannot_make(self, case: Case, device: str) -> str | None:
         # A ctypes array is always a whole array: no case that slices its base can be made.
@@ -109,6 +119,7 @@ class CtypesAdapter(Adapter):
     def to_host(self, arr: Any) -> np.ndarray:
         def tolist(a: Any) -> Any:  # ctypes' own element access, nested like the array
             return [tolist(x) for x in a] if isinstance(a, ctypes.Array) else a
+
         shape = memoryview(arr).shape or ()
         values = np.array(arr.value if not shape else tolist(arr)).reshape(shape)
         return values if values.dtype == np.bool_ else values.astype(np.float64)

@@ -89,8 +89,9 @@ class CudaCoreAdapter(Adapter):
         return DeviceBuffer(Meta(0, shape, c_strides(shape), case.dtype, device, False), device)
 
     def snapshot_async(self, arr: Any, stream: Any, out: Any = None) -> Any:
-        CudaDriver.get().copy_async(out.meta.ptr, self.meta(arr).ptr, out.nbytes, self.stream_handle(stream),
-                                    arr.device)
+        CudaDriver.get().copy_async(
+            out.meta.ptr, self.meta(arr).ptr, out.nbytes, self.stream_handle(stream), arr.device
+        )
         return out
 
 

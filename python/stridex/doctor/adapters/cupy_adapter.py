@@ -50,8 +50,14 @@ class CupyAdapter(Adapter):
         return arr
 
     def meta(self, arr: Any) -> Meta:
-        return Meta(int(arr.data.ptr), tuple(arr.shape), tuple(s // arr.itemsize for s in arr.strides),
-                    arr.dtype.name, f"cuda:{arr.device.id}", False)
+        return Meta(
+            int(arr.data.ptr),
+            tuple(arr.shape),
+            tuple(s // arr.itemsize for s in arr.strides),
+            arr.dtype.name,
+            f"cuda:{arr.device.id}",
+            False,
+        )
 
     def to_host(self, arr: Any) -> np.ndarray:
         with self.m.cuda.Device(arr.device.id):

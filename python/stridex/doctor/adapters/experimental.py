@@ -56,8 +56,9 @@ class MlxAdapter(Adapter):
         return a.astype(mx.bfloat16) if case.dtype == "bfloat16" else a
 
     def meta(self, arr: Any) -> Meta:
-        return Meta(None, tuple(arr.shape), c_strides(tuple(arr.shape)), str(arr.dtype).removeprefix("mlx.core."),
-                    "cpu", True)
+        return Meta(
+            None, tuple(arr.shape), c_strides(tuple(arr.shape)), str(arr.dtype).removeprefix("mlx.core."), "cpu", True
+        )
 
     def to_host(self, arr: Any) -> np.ndarray:
         mx = self.m

@@ -18,8 +18,11 @@ class JaxAdapter(Adapter):
     makes_strided = holds_strided = makes_negative = holds_negative = False
     immutable = True  # arrays are read-only by nature; there is no flag to compare
     stream_kind = "implicit"  # jax picks its own stream when it imports
-    why_not = {"strided": "arrays are always compact (it copies non-compact input)",
-               "negative": "arrays are always compact", "stream": "no user streams to write on"}
+    why_not = {
+        "strided": "arrays are always compact (it copies non-compact input)",
+        "negative": "arrays are always compact",
+        "stream": "no user streams to write on",
+    }
 
     def __init__(self, info: FrameworkInfo) -> None:
         super().__init__(info)

@@ -22,8 +22,11 @@ class NumbaAdapter(Adapter):
     dtypes = frozenset({"float32", "bool"})
     stream_kind = "explicit"
     makes_stream = True
-    why_not = {"cpu": "GPU memory only", "bfloat16": "device arrays take NumPy dtypes; no bfloat16",
-               "readonly": "no read-only device arrays"}
+    why_not = {
+        "cpu": "GPU memory only",
+        "bfloat16": "device arrays take NumPy dtypes; no bfloat16",
+        "readonly": "no read-only device arrays",
+    }
 
     def devices(self) -> set[str] | None:
         try:

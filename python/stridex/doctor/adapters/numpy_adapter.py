@@ -37,8 +37,14 @@ class NumpyAdapter(Adapter):
         return arr
 
     def meta(self, arr: Any) -> Meta:
-        return Meta(arr.__array_interface__["data"][0], tuple(arr.shape),
-                    tuple(s // arr.itemsize for s in arr.strides), arr.dtype.name, "cpu", not arr.flags.writeable)
+        return Meta(
+            arr.__array_interface__["data"][0],
+            tuple(arr.shape),
+            tuple(s // arr.itemsize for s in arr.strides),
+            arr.dtype.name,
+            "cpu",
+            not arr.flags.writeable,
+        )
 
     def to_host(self, arr: Any) -> np.ndarray:
         return host_values(arr)

@@ -18,8 +18,11 @@ class TorchAdapter(Adapter):
     makes_negative = holds_negative = False
     stream_kind = "explicit"
     makes_stream = True
-    why_not = {"negative": "tensors cannot have negative strides", "readonly": "no read-only tensors",
-               "stream": "CPU tensors have no streams"}
+    why_not = {
+        "negative": "tensors cannot have negative strides",
+        "readonly": "no read-only tensors",
+        "stream": "CPU tensors have no streams",
+    }
 
     def devices(self) -> set[str] | None:
         try:
@@ -43,8 +46,9 @@ class TorchAdapter(Adapter):
 
     def meta(self, arr: Any) -> Meta:
         dev = "cpu" if arr.device.type == "cpu" else f"{arr.device.type}:{arr.device.index}"
-        return Meta(arr.data_ptr(), tuple(arr.shape), tuple(arr.stride()), str(arr.dtype).removeprefix("torch."),
-                    dev, False)
+        return Meta(
+            arr.data_ptr(), tuple(arr.shape), tuple(arr.stride()), str(arr.dtype).removeprefix("torch."), dev, False
+        )
 
     def to_host(self, arr: Any) -> np.ndarray:
         cpu = arr.detach().to("cpu")

@@ -21,8 +21,12 @@ class WarpAdapter(Adapter):
     has_0d = False
     stream_kind = "explicit"
     makes_stream = True
-    why_not = {"negative": "slicing takes no negative steps", "0-d": "arrays have at least one dimension",
-               "readonly": "no read-only arrays", "stream": "CPU arrays have no streams"}
+    why_not = {
+        "negative": "slicing takes no negative steps",
+        "0-d": "arrays have at least one dimension",
+        "readonly": "no read-only arrays",
+        "stream": "CPU arrays have no streams",
+    }
 
     def __init__(self, info: FrameworkInfo) -> None:
         super().__init__(info)
@@ -50,8 +54,14 @@ class WarpAdapter(Adapter):
 
     def meta(self, arr: Any) -> Meta:
         itemsize = self.m.types.type_size_in_bytes(arr.dtype)
-        return Meta(arr.ptr if arr.ptr is not None else None, tuple(arr.shape),
-                    tuple(s // itemsize for s in arr.strides), arr.dtype.__name__, str(arr.device), False)
+        return Meta(
+            arr.ptr if arr.ptr is not None else None,
+            tuple(arr.shape),
+            tuple(s // itemsize for s in arr.strides),
+            arr.dtype.__name__,
+            str(arr.device),
+            False,
+        )
 
     def to_host(self, arr: Any) -> np.ndarray:
         return host_values(arr.numpy())
