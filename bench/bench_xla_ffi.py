@@ -123,7 +123,8 @@ def main():
     measures = {"1 call/jit": 1, f"per call, K={args.chain}": args.chain}
     fns = {(m, c): jitted(call, k) for m, k in measures.items() for c, call in calls.items()}
     for (m, c), fn in fns.items():  # each must run and be right before it is timed
-        expected = measures[m]
+        # The CUDA handlers launch nothing (no toolkit needed to build them): y stays as it was.
+        expected = measures[m] if args.platform == "cpu" else 0
         got = float(np.asarray(fn(y))[0])
         assert got == expected, f"{c} ({m}): y[0] is {got}, expected {expected}"
     samples = {key: [] for key in fns}

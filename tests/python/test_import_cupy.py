@@ -231,8 +231,11 @@ def test_managed_memory_is_cuda_managed_as_dlpack_says():
 
 
 @needs_cupy
+@needs_shortcut("cupy_layout")
 def test_strides_that_are_not_whole_elements_are_refused():
-    # __dlpack__ would floor-divide them (6 // 4 = 1 element) and describe other memory.
+    # __dlpack__ would floor-divide them (6 // 4 = 1 element) and describe other memory. Only the
+    # array's own byte strides show it: with cupy_layout off, stridex sees what CuPy's __dlpack__
+    # says (docs/import.md, "Framework shortcuts").
     base = cupy.zeros(16, dtype=cupy.float32)
     x = cupy.ndarray((3,), cupy.float32, memptr=base.data, strides=(6,))
     with pytest.raises(BufferError, match="not a multiple of the item size"):

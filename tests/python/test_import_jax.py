@@ -274,6 +274,7 @@ def test_arrays_on_two_devices_are_refused_as_jax_refuses_them():
 # ---- GPU ----------------------------------------------------------------------------------------
 
 
+@needs_shortcut("jaxlib_export")
 def test_gpu_arrays_same_view_for_every_stream(jax_gpu, to_dlpack_calls, monkeypatch):
     torch = pytest.importorskip("torch")
     side = torch.cuda.Stream()
