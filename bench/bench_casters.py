@@ -27,9 +27,9 @@ import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import timeit
+
+from _cmake_build import build_project
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -49,26 +49,7 @@ def optional(name):
 
 
 def build_modules():
-    generator = ["-G", "Ninja"] if subprocess.run(["which", "ninja"], capture_output=True).returncode == 0 else []
-    for command in (
-        [
-            "cmake",
-            "-S",
-            os.path.join(HERE, "casters"),
-            "-B",
-            BUILD,
-            *generator,
-            "-DCMAKE_BUILD_TYPE=Release",
-            f"-DPython_EXECUTABLE={sys.executable}",
-        ],
-        ["cmake", "--build", BUILD, "--parallel", str(os.cpu_count() or 2)],
-    ):
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode != 0:
-            sys.exit(
-                f"building bench/casters failed: {' '.join(command)}\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
-            )
-    sys.path.insert(0, BUILD)
+    build_project(os.path.join(HERE, "casters"), BUILD)
     nb = importlib.import_module("casters_nb")
     try:
         pb = importlib.import_module("casters_pb")

@@ -26,9 +26,9 @@ import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import timeit
+
+from _cmake_build import build_project
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -41,26 +41,7 @@ import stridex.jax  # noqa: E402
 
 
 def build_module():
-    generator = ["-G", "Ninja"] if subprocess.run(["which", "ninja"], capture_output=True).returncode == 0 else []
-    for command in (
-        [
-            "cmake",
-            "-S",
-            os.path.join(HERE, "xla_ffi"),
-            "-B",
-            BUILD,
-            *generator,
-            "-DCMAKE_BUILD_TYPE=Release",
-            f"-DPython_EXECUTABLE={sys.executable}",
-        ],
-        ["cmake", "--build", BUILD, "--parallel", str(os.cpu_count() or 2)],
-    ):
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode != 0:
-            sys.exit(
-                f"building bench/xla_ffi failed: {' '.join(command)}\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
-            )
-    sys.path.insert(0, BUILD)
+    build_project(os.path.join(HERE, "xla_ffi"), BUILD)
     return importlib.import_module("xla_ffi_bench")
 
 
