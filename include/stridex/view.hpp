@@ -1,12 +1,14 @@
 // stridex::View: one strided array, anywhere — the only array type stridex has.
 //
 // A View is a data pointer plus byte offset, a Layout (shape and strides in elements), a Dtype, a
-// Device, a read-only flag, the CUDA stream the data is ready on, and an Owner that keeps the
-// memory alive. Copies are cheap (no allocation up to 8 dimensions) and share the owner.
+// Device, a read-only flag, the CUDA stream the data is ready on (and, for memory another process
+// wrote, the event it is ready after: pending.hpp), and an Owner that keeps the memory alive.
+// Copies are cheap (no allocation up to 8 dimensions) and share the owner.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 
@@ -15,6 +17,7 @@
 #include "stridex/error.hpp"
 #include "stridex/layout.hpp"
 #include "stridex/owner.hpp"
+#include "stridex/pending.hpp"
 
 namespace stridex {
 
@@ -129,10 +132,20 @@ public:
     Owner take_owner() && noexcept { return std::move(owner_); }
     // The stream the data is ready on (kNoStream: nothing pending), in the encoding above.
     std::intptr_t stream() const noexcept { return stream_.encoded(); }
-    void set_stream(StreamValue stream) noexcept { stream_ = stream; }
+    // Replaces the stream and drops the Pending below: whoever says the data is ready on a stream
+    // made that stream wait for all the View's pending work first (cuda::order(view, stream)).
+    void set_stream(StreamValue stream) noexcept {
+        stream_ = stream;
+        pending_.reset();
+    }
     // The same from an encoded int: Error(value) for 0 and values below -1 (StreamValue), and the
-    // View keeps the stream it had.
-    void set_stream(std::intptr_t encoded) { stream_ = StreamValue(encoded); }
+    // View keeps the stream (and Pending) it had.
+    void set_stream(std::intptr_t encoded) { set_stream(StreamValue(encoded)); }
+    // Work the data is ready only after besides its stream (an imported IPC View's event;
+    // pending.hpp), or null. Shared by copies of the View and kept by derived views (index, slice,
+    // reshape, ...): they all wait for the same work, and a stream waits for it once.
+    const std::shared_ptr<const Pending>& pending() const noexcept { return pending_; }
+    void set_pending(std::shared_ptr<const Pending> pending) noexcept { pending_ = std::move(pending); }
 
     // Sub-byte dtypes (int4, float4_e2m1fn, ...) are stored packed (two 4-bit values a byte) unless
     // the producer flagged them padded (one value a byte). Packed views are C-contiguous only: their
@@ -200,6 +213,7 @@ private:
     Writability writability_ = Writability::writable;
     bool subbyte_padded_ = false;
     Owner owner_;
+    std::shared_ptr<const Pending> pending_;  // last: the hot paths never touch it
 };
 
 namespace detail {

@@ -52,15 +52,15 @@ bool is_pinned(const View& v) {
 // Blocks the host until a view's pending work is done: only before the host itself reads or writes
 // the memory (host copies, staging). Where the DMA engine takes pinned memory, the copy's stream
 // waits for the view's instead (wait_for, no host block: docs/copy.md).
-void host_wait(const View& v) {
-    if (v.stream() == kNoStream || !v.device().is_cuda_family()) return;
-    cuda::Stream::borrow(StreamRef(v.stream()), is_gpu(v.device()) ? v.device().id : 0).synchronize();
-}
+void host_wait(const View& v) { cuda::wait_on_host(v); }
 
 // Makes `stream` of device `ordinal` wait for the work pending on `view` (an event recorded in
-// the context of the view's device, waited on in the copy's; events may cross devices).
+// the context of the view's device, waited on in the copy's; events may cross devices), and for
+// its Pending (an imported IPC View's event) too.
 void wait_for(const View& view, StreamRef stream, int ordinal) {
-    if (view.stream() == kNoStream || !view.device().is_cuda_family()) return;
+    if (!view.device().is_cuda_family()) return;
+    if (const auto& pending = view.pending()) pending->order_before(stream.encoded(), Device::cuda(ordinal));
+    if (view.stream() == kNoStream) return;
     const int from = is_gpu(view.device()) ? view.device().id : ordinal;
     if (from == ordinal) {
         cuda::order(StreamRef(view.stream()), stream, Device::cuda(ordinal));

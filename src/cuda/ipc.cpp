@@ -10,6 +10,7 @@
 #include <mutex>
 #include <utility>
 
+#include "ipc_event.hpp"
 #include "stridex/cuda/pointer.hpp"
 #include "stridex/cuda/stream.hpp"
 #include "stridex/cuda/vmm.hpp"
@@ -32,7 +33,9 @@ CUevent record_event(Driver& d, const View& view, IpcHandle& handle) {
     CUevent event = nullptr;
     d.call("cuEventCreate", d.api().event_create, &event, cu::kEventInterprocess | cu::kEventDisableTiming);
     try {
-        const StreamRef stream = view.stream() == kNoStream ? StreamRef::legacy() : StreamRef(view.stream());
+        // A re-exported IPC View: its stream waits for its own exporter's event first (ready_stream).
+        const StreamRef ready = ready_stream(view);
+        const StreamRef stream = ready.is_none() ? StreamRef::legacy() : ready;
         d.call("cuEventRecord", d.api().event_record, event, stream.handle());
         d.call("cuIpcGetEventHandle", d.api().ipc_get_event_handle, &handle, event);
     } catch (...) {
@@ -65,16 +68,6 @@ Layout checked_layout(const Shape& shape, std::uint64_t offset, std::uint64_t ex
     return layout;
 }
 
-// Makes the device's legacy stream wait for the exporter's event (no host block). The opened
-// event can be destroyed at once: a wait captures the event's state when it is enqueued.
-void wait_event(Driver& d, const IpcHandle& handle) {
-    CUevent event = nullptr;
-    d.call("cuIpcOpenEventHandle", d.api().ipc_open_event_handle, &event, handle);
-    const CUresult r = d.raw().stream_wait_event(StreamRef::legacy().handle(), event, 0u);
-    d.try_call(d.raw().event_destroy, event);
-    if (r != result::success) d.fail_call("cuStreamWaitEvent", r);
-}
-
 // An Owner running both the mapping's release and the caller's `keep`.
 template <class Release>
 Owner owner_with(Release release, Owner keep) {
@@ -84,10 +77,13 @@ Owner owner_with(Release release, Owner keep) {
     });
 }
 
-View make_view(std::uint64_t data, Layout layout, const Shape& shape, int ordinal, bool waited, Owner owner) {
+// The View is ready after the exporter's event, when it sent one: carried as its Pending and waited
+// for by each consumer's stream when it takes the View (ipc_event.hpp), never here.
+View make_view(std::uint64_t data, Layout layout, const Shape& shape, int ordinal, std::shared_ptr<const Pending> event,
+               Owner owner) {
     View v(reinterpret_cast<void*>(static_cast<std::uintptr_t>(data)), 0, std::move(layout), shape.dtype,
            Device::cuda(ordinal), shape.readonly, std::move(owner));
-    v.set_stream(waited ? StreamRef::kLegacy : kNoStream);
+    v.set_pending(std::move(event));
     return v;
 }
 
@@ -268,14 +264,15 @@ View import_handle(const IpcHandle& handle, const DeviceUuid& device, std::uint6
     const CUdeviceptr base = acquire_handle(d, ordinal, handle);
     OpenKey key{ordinal, std::string(handle.reserved, sizeof handle.reserved)};
     Owner owner;
+    std::shared_ptr<const Pending> opened_event;
     try {
-        if (event) wait_event(d, *event);
+        if (event) opened_event = open_event(d, *event, ordinal);
         owner = owner_with([&d, key]() noexcept { release_handle(d, key); }, std::move(keep));
     } catch (...) {
         release_handle(d, key);
         throw;
     }
-    return make_view(base + offset, std::move(layout), shape, ordinal, event.has_value(), std::move(owner));
+    return make_view(base + offset, std::move(layout), shape, ordinal, std::move(opened_event), std::move(owner));
 }
 
 View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const DeviceUuid& device, std::uint64_t offset,
@@ -293,6 +290,7 @@ View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const Device
     // Reserve, then import and map each chunk; the mapping keeps the physical memory, so each
     // imported handle is released at once. On failure, undo in reverse.
     CUdeviceptr base = 0;
+    std::shared_ptr<const Pending> opened_event;
     d.call("cuMemAddressReserve", api.mem_address_reserve, &base, extent, 0, 0, 0ull);
     std::size_t mapped = 0;
     try {
@@ -307,7 +305,7 @@ View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const Device
         }
         const MemAccessDesc access{{cu::kMemLocationTypeDevice, ordinal}, cu::kMemAccessReadWrite};
         d.call("cuMemSetAccess", api.mem_set_access, base, extent, &access, std::size_t{1});
-        if (event) wait_event(d, *event);
+        if (event) opened_event = open_event(d, *event, ordinal);
     } catch (...) {
         for (std::size_t i = mapped; i-- > 0;) d.try_call(api.mem_unmap, base + i * chunk_size, chunk_size);
         d.try_call(api.mem_address_free, base, extent);
@@ -326,7 +324,7 @@ View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const Device
             }
         },
         std::move(keep));
-    return make_view(base + offset, std::move(layout), shape, ordinal, event.has_value(), std::move(owner));
+    return make_view(base + offset, std::move(layout), shape, ordinal, std::move(opened_event), std::move(owner));
 }
 
 std::size_t open_handles() {

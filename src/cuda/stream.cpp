@@ -86,4 +86,29 @@ void order(StreamRef producer, StreamRef consumer, Device device) {
     d.call("cuStreamWaitEvent", d.api().stream_wait_event, consumer.handle(), event, 0u);
 }
 
+// ---- a View's pending work, at the point of use --------------------------------------------------
+
+void order(const View& view, StreamRef consumer) {
+    if (consumer.is_none() || !view.device().is_cuda_family()) return;
+    if (const auto& pending = view.pending()) pending->order_before(consumer.encoded(), view.device());
+    order(StreamRef(view.stream()), consumer, view.device());
+}
+
+StreamRef ready_stream(const View& view) {
+    const StreamRef stream(view.stream());
+    if (!view.pending() || !view.device().is_cuda_family()) return stream;
+    const StreamRef on = stream.is_none() ? StreamRef::legacy() : stream;
+    view.pending()->order_before(on.encoded(), view.device());
+    return on;
+}
+
+void wait_on_host(const View& view) {
+    if (!view.device().is_cuda_family()) return;
+    if (const auto& pending = view.pending()) pending->synchronize();
+    if (view.stream() == kNoStream) return;
+    // Pinned memory (cuda_host) names no GPU: its streams are device 0's.
+    const int ordinal = view.device().type == DeviceType::kCUDA ? view.device().id : 0;
+    Stream::borrow(StreamRef(view.stream()), ordinal).synchronize();
+}
+
 }  // namespace stridex::cuda

@@ -69,7 +69,7 @@ int import_tensor(PyObject* obj, PyObject* stream, std::uint64_t flags, DLManage
     *out = nullptr;
     return import_then(obj, stream, flags, [&](View& view) {
         *out = dlpack::export_versioned(view);
-        *ready = view.stream();
+        *ready = cuda::ready_stream(view).encoded();  // a stream value only: a Pending resolves onto it
     });
 }
 
@@ -101,7 +101,7 @@ int import_array(PyObject* obj, PyObject* stream, std::uint64_t flags, StridexAr
         dlpack::describe(view, out->tensor, out->dims);
         // The flags and stream an exported tensor and import_tensor's *ready would carry.
         out->flags = dlpack::flags_of(view);
-        out->stream = view.stream();
+        out->stream = cuda::ready_stream(view).encoded();
         keep = std::move(view).take_owner();  // last: the View is destroyed next
     });
     if (rc != 0) return rc;  // `keep` releases what it holds

@@ -78,10 +78,12 @@ int managed_tensor_allocator(DLTensor* prototype, DLManagedTensorVersioned** out
     }
 }
 
-// Makes the legacy default stream (current_work_stream's answer) wait for a view's pending work.
+// Makes the legacy default stream (current_work_stream's answer) wait for a view's pending work,
+// its Pending (an IPC event) included: the exchange API's no-sync contract is that the consumer
+// orders that stream before its own, so the protocol itself names the legacy stream here.
 void ready_on_work_stream(const View& v) {
-    if (v.stream() == kNoStream || !v.device().is_cuda_family()) return;
-    cuda::order(cuda::StreamRef(v.stream()), cuda::StreamRef::legacy(), v.device());
+    if ((v.stream() == kNoStream && !v.pending()) || !v.device().is_cuda_family()) return;
+    cuda::order(v, cuda::StreamRef::legacy());
 }
 
 int not_a_view(PyObject* o) noexcept {

@@ -193,12 +193,11 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
                        v.subbyte_padded());
         return dlpack_capsule(out, versioned, 0);
     }
-    if (source.is_cuda_family() && v.stream() != kNoStream) {
+    if (source.is_cuda_family() && (v.stream() != kNoStream || v.pending())) {
         if (!stream && source.host_accessible())
             host_sync(v);  // None: maybe a host reader (torch reads pinned memory as CPU memory)
-        else
-            cuda::order(cuda::StreamRef(v.stream()), cuda::StreamRef(stream.value_or(cuda::StreamRef::kLegacy)),
-                        source);
+        else               // the consumer's stream waits for the View's stream and its Pending (an IPC event)
+            cuda::order(v, cuda::StreamRef(stream.value_or(cuda::StreamRef::kLegacy)));
     }
     return dlpack_capsule(v, versioned, 0);
 }
@@ -353,8 +352,10 @@ PyObject* cuda_array_interface_get(PyObject* self, void*) noexcept {
                                    " has no typestr; use __dlpack__");
         nb::dict d = interface_dict(pv, *typestr);
         // The stream the data is ready on: consumers wait on it. Never 0 (forbidden), which a
-        // View cannot hold (StreamValue).
-        d["stream"] = v.stream() == kNoStream ? nb::none() : nb::object(nb::int_(v.stream()));
+        // View cannot hold (StreamValue). A View ready after an IPC event says the legacy default
+        // stream, which waits for the event now: the consumer is taking the View (ready_stream).
+        const std::intptr_t ready = cuda::ready_stream(v).encoded();
+        d["stream"] = ready == kNoStream ? nb::none() : nb::object(nb::int_(ready));
         return d.release().ptr();
     } catch (...) {
         set_python_error_from_current_exception();
@@ -460,10 +461,9 @@ PyObject* dlpack_capsule(const View& view, bool versioned, std::uint64_t extra_f
 }
 
 void host_sync(const View& view) {
-    if (view.stream() == kNoStream || !view.device().is_cuda_family()) return;
-    const cuda::Stream stream = cuda::Stream::borrow(cuda::StreamRef(view.stream()), view.device().id);
+    if ((view.stream() == kNoStream && !view.pending()) || !view.device().is_cuda_family()) return;
     nb::gil_scoped_release release;  // other Python threads may run while the GPU finishes
-    stream.synchronize();
+    cuda::wait_on_host(view);
 }
 
 void bind_export(nb::module_& m) {

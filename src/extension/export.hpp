@@ -32,7 +32,7 @@ inline PyView& py_view(PyObject* o) {
 PyObject* dlpack_capsule(const View& view, bool versioned, std::uint64_t extra_flags);
 
 // Host memory with pending CUDA work (pinned or managed memory a kernel still writes): blocks the
-// host until `view.stream()` is done. The one host-blocking sync of export, for host consumers
+// host until `view.stream()` and its Pending (an IPC event) are done. The one host-blocking sync of export, for host consumers
 // (buffer protocol, array interface, a host copy), which no event can order. No-op otherwise.
 void host_sync(const View& view);
 

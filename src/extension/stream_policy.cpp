@@ -228,10 +228,15 @@ void order_consumer_stream(View& view, const StreamRequest& request, std::intptr
         return;
     }
     if (request.kind == StreamRequest::Kind::no_sync) {
+        // No ordering now: a Pending (a stridex.View ready after an IPC event) stays with the View,
+        // for whichever door the caller later takes it through.
+        std::shared_ptr<const Pending> pending = view.pending();
         view.set_stream(ready);
+        view.set_pending(std::move(pending));
         return;
     }
     const std::intptr_t consumer = request.consumer();
+    if (const auto& pending = view.pending()) pending->order_before(consumer, device);
     if (ready != kNoStream && ready != consumer) order_streams(ready, consumer, device);
     view.set_stream(consumer);
 }

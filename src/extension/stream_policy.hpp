@@ -73,9 +73,10 @@ struct DlpackStream {
 // Throws only on allocation failure.
 void dlpack_stream(const StreamRequest& request, const Device* device, const ProducerRow& row, DlpackStream& out);
 
-// Makes the caller's stream wait for `ready` when the View's memory is stream-ordered and the
-// caller asked for ordering, then records the stream the View is ready on: the caller's stream,
-// or for NO_SYNC `ready` itself (the producer's stream, kNoStream when unknown).
+// Makes the caller's stream wait for `ready` (and for the View's Pending, an IPC event, where it
+// carries one) when the View's memory is stream-ordered and the caller asked for ordering, then
+// records the stream the View is ready on: the caller's stream, or for NO_SYNC `ready` itself (the
+// producer's stream, kNoStream when unknown), the Pending kept.
 void order_consumer_stream(View& view, const StreamRequest& request, std::intptr_t ready);
 
 // ---- CUDA queries the importers need (through stridex::cuda) ----------------------------------

@@ -10,6 +10,7 @@
 #include "bindings.hpp"
 #include "export.hpp"
 #include "py_owner.hpp"
+#include "stream_policy.hpp"
 
 namespace nb = nanobind;
 
@@ -201,6 +202,25 @@ void bind_view(nb::module_& m) {
             },
             nb::sig("def stream(self) -> int | None"),
             "The CUDA stream the data is ready on (DLPack encoding), or None when nothing is pending.")
+        .def_prop_ro(
+            "pending_event", [](const PyView& s) { return s.view.pending() != nullptr; },
+            nb::sig("def pending_event(self) -> bool"),
+            "True when the data is ready only after another process's event (a View unpickled from another "
+            "process): each consumer's stream waits for it when it takes the View (docs/distributed.md).")
+        .def(
+            "_pending_event_waited",
+            [](const PyView& s, nb::handle stream) -> nb::object {
+                const auto& pending = s.view.pending();
+                if (!pending) return nb::none();
+                if (stream.is_none()) return nb::bool_(pending->waited());
+                const std::intptr_t consumer = stream_int_arg(stream.ptr(), "View._pending_event_waited(): stream",
+                                                              /*allow_no_sync=*/false);
+                return nb::bool_(pending->waited_by(consumer, s.view.device()));
+            },
+            nb::arg("stream").none() = nb::none(),
+            nb::sig("def _pending_event_waited(self, stream: int | None = None) -> bool | None"),
+            "None without a pending event; else whether `stream` (None: any stream of this process) or the "
+            "host waited for it. For the stream sanitizer.")
         .def("__len__",
              [](const PyView& s) {
                  if (s.view.ndim() == 0) fail(ErrorKind::type, "len() of a 0-d view");

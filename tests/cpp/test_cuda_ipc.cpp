@@ -84,13 +84,17 @@ TEST(CudaIpc, ImportOpensAHandleOnceWaitsOnTheEventAndClosesAfterTheLastView) {
                                                std::nullopt, Owner());
     const auto log = fake->take_log();
     EXPECT_TRUE(logged(log, "ipc_open 0x500000000 ctx0"));
-    EXPECT_TRUE(logged(log, "wait legacy on e2"));  // the opened event, on the importer's legacy stream
-    EXPECT_EQ(fake->open_ipc_handles(), 1u);        // opened once for both Views
+    EXPECT_TRUE(logged(log, "ipc_open_event e1 -> e2"));  // opened, carried by the View, waited for by nobody yet
+    EXPECT_FALSE(logged(log, "wait "));
+    EXPECT_EQ(fake->open_ipc_handles(), 1u);  // opened once for both Views
     EXPECT_EQ(ipc::open_handles(), 1u);
     EXPECT_EQ(reinterpret_cast<CUdeviceptr>(a->ptr()), kBase + 0x100000000000 + 256);
     EXPECT_EQ(a->device(), Device::cuda(0));
-    EXPECT_EQ(a->stream(), 1);  // ready on the legacy stream, which waited
+    EXPECT_EQ(a->stream(), stridex::kNoStream);  // ready after the event: its Pending, not a stream
+    ASSERT_NE(a->pending(), nullptr);
+    EXPECT_FALSE(a->pending()->waited());
     EXPECT_EQ(b->stream(), stridex::kNoStream);
+    EXPECT_EQ(b->pending(), nullptr);
     a.reset();
     EXPECT_EQ(fake->open_ipc_handles(), 1u);
     b.reset();

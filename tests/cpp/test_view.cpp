@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -196,6 +197,57 @@ TEST(View, MdspanRefusesNegativeStrides) {
 #if defined(STRIDEX_TEST_CCCL) && !defined(STRIDEX_HAS_CUDA_STD_MDSPAN)
 #error "CCCL was found by CMake but <cuda/std/mdspan> did not compile in"
 #endif
+
+// ---- Pending: work a View is ready after besides its stream (pending.hpp) -------------------------
+
+// A Pending that only counts what is asked of it: the core carries it and never calls it.
+class CountingPending final : public Pending {
+public:
+    mutable int orders = 0, syncs = 0;
+    void order_before(std::intptr_t, Device) const override { ++orders; }
+    void synchronize() const override { ++syncs; }
+    bool waited_by(std::intptr_t, Device) const noexcept override { return orders > 0; }
+    bool waited() const noexcept override { return orders > 0; }
+};
+
+View pending_view(const std::shared_ptr<const Pending>& pending) {
+    static float data[12];
+    const std::int64_t shape[] = {3, 4};
+    View v(data, 0, Layout::contiguous(shape), dtypes::float32, Device::cuda(0), false, Owner());
+    v.set_pending(pending);
+    return v;
+}
+
+TEST(ViewPending, CopiesShareItDerivedViewsKeepItAndNothingCallsIt) {
+    const auto pending = std::make_shared<const CountingPending>();
+    const View v = pending_view(pending);
+    const View copy = v;  // NOLINT(performance-unnecessary-copy-initialization): the copy is the test
+    EXPECT_EQ(copy.pending(), pending);
+    EXPECT_EQ(v.slice(1, Slice{1, 3, 1}).pending(), pending);
+    EXPECT_EQ(v.index(0, 2).pending(), pending);
+    EXPECT_EQ(v.transpose().pending(), pending);
+    const std::int64_t flat[] = {12};
+    EXPECT_EQ(v.reshape(flat).pending(), pending);
+    EXPECT_EQ(v.as_readonly().pending(), pending);
+    EXPECT_EQ(v.with_writability(Writability::immutable).pending(), pending);
+    EXPECT_EQ(v.stream(), kNoStream);
+    EXPECT_EQ(pending.use_count(), 3);               // this test's, v's and copy's: every derived View above is gone
+    EXPECT_EQ(pending->orders + pending->syncs, 0);  // carried, never waited for by the core
+}
+
+TEST(ViewPending, SetStreamReplacesItAndAFailedOneKeepsIt) {
+    const auto pending = std::make_shared<const CountingPending>();
+    View v = pending_view(pending);
+    EXPECT_THROW(v.set_stream(std::intptr_t{0}), Error);
+    EXPECT_EQ(v.pending(), pending);  // refused: the View keeps what it had
+    View w = v;
+    w.set_stream(StreamValue(kDefaultStream));
+    EXPECT_EQ(w.pending(), nullptr);  // ready on that stream now: whoever said so ordered it first
+    EXPECT_EQ(w.stream(), kDefaultStream);
+    EXPECT_EQ(v.pending(), pending);  // the copy's replacement is its own
+    v.set_pending(nullptr);
+    EXPECT_EQ(pending.use_count(), 1);
+}
 
 }  // namespace
 }  // namespace stridex

@@ -11,8 +11,9 @@
 //     at a fresh reservation. The physical memory is then reference-counted by the driver, so it
 //     outlives the exporting process.
 //   * Pending work is ordered with an interprocess event (CU_EVENT_INTERPROCESS) recorded on the
-//     View's stream (or the legacy default stream when it says none); the importer makes its
-//     legacy default stream wait for it. The host never blocks.
+//     View's stream (or the legacy default stream when it says none); the imported View carries
+//     the opened event as its Pending (stridex/pending.hpp), and each consumer's stream waits for
+//     it when the consumer takes the View. Nothing waits at import; the host never blocks.
 //   * Devices are named by UUID: CUDA_VISIBLE_DEVICES may number them differently in each process.
 //
 // The fds and the release protocol are the Python layer's (python/stridex/ipc/): a fd crosses a
@@ -87,8 +88,8 @@ private:
 
 // The View on the importing side. `offset` is Export::offset(); the layout must lie within the
 // `extent` shared bytes (Error(value) otherwise: a malformed
-// handle never becomes an out-of-bounds View). With an event, the legacy default stream of the
-// device waits for it and the View says stream 1; without, stream -1.
+// handle never becomes an out-of-bounds View). The View says stream -1; with an event, it carries
+// the opened event as its Pending (View::pending), which no stream has waited for yet.
 // `keep` is added to the View's owner (the Python layer's release message).
 View import_handle(const IpcHandle& handle, const DeviceUuid& device, std::uint64_t offset, std::uint64_t extent,
                    const Shape& shape, const std::optional<IpcHandle>& event, Owner keep);

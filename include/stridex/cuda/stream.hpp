@@ -107,4 +107,19 @@ private:
 // soon as cuStreamWaitEvent returns.
 void order(StreamRef producer, StreamRef consumer, Device device);
 
+// The doors by which a consumer takes a View: all its pending work, its stream and the work it
+// carries as a Pending (an imported IPC View's event; stridex/pending.hpp), ordered before the
+// consumer at the point of use, never earlier (docs/distributed.md, "Ordering").
+//
+// `consumer` (of the View's device) waits for all of it; nothing when `consumer` is kNone (the
+// consumer said it takes care of ordering) or the memory is no CUDA memory. No host block.
+void order(const View& view, StreamRef consumer);
+// For consumers that read only a stream value (the CUDA array interface's `stream`, the caster API's
+// and C API's descriptions): the View's stream, or the legacy default stream when it has none but
+// carries a Pending, which that stream then waits for now; kNone when nothing is pending.
+StreamRef ready_stream(const View& view);
+// Blocks the host until all of `view`'s pending work is done: only before the CPU itself touches
+// the memory (host copies, the array interface, the buffer protocol).
+void wait_on_host(const View& view);
+
 }  // namespace stridex::cuda

@@ -10,8 +10,10 @@ of the *same* memory, with its shape, strides, dtype, device and read-only flag:
 
 Anything else (NumPy's private heap, pinned host memory, non-IPC CUDA pools) raises BufferError
 naming why; :func:`to_shared` copies host memory into shared memory when the caller wants a copy.
-Pending CUDA work travels as an interprocess event: the importer's legacy default stream waits
-for it, never the host. The exporter keeps the memory alive until every importer released it
+Pending CUDA work travels as an interprocess event: the imported View carries it, and each
+consumer's stream waits for it when the consumer takes the View (``__dlpack__(stream=...)``,
+``stridex.view(v, stream=...)``, ``stridex.copy``, the casters); the host never waits, except
+for a host reader. The exporter keeps the memory alive until every importer released it
 (see broker.py, importer.py and docs/distributed.md).
 """
 

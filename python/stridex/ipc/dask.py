@@ -96,9 +96,10 @@ def cuda_serialize_view(v: _stridex.View) -> tuple[Header, list[_stridex.View]]:
     if v.device.type != "cuda":
         raise NotImplementedError("host stridex.Views travel through the 'dask' serializer family")
     packed = _packed_device(v)
-    if packed.stream not in (None, 1):
+    if packed.stream not in (None, 1) or packed.pending_event:
         # UCX is not stream-ordered: it synchronizes the legacy default stream before it sends, so
-        # the View's pending work is ordered before that stream (an event, no host block).
+        # the View's pending work (a View unpickled from another process: its exporter's event) is
+        # ordered before that stream (an event wait, no host block).
         packed = _stridex.view(packed, stream=1)
     header = _meta(v)
     return header, [_bytes_view(packed)] if v.nbytes else []
@@ -110,7 +111,12 @@ def cuda_deserialize_view(header: Header, frames: Sequence[object]) -> _stridex.
         return _to_device(bytearray(1), {**header, "nbytes": 0})
     frame = frames[0]
     base = frame if isinstance(frame, _stridex.View) else _stridex.view(frame)
-    return _stridex.from_pointer(base.ptr, shape, dtype, owner=frame, readonly=readonly)
+    out = _stridex.from_pointer(base.ptr, shape, dtype, owner=frame, readonly=readonly)
+    if base.pending_event:
+        # A View frame ready only after another process's event: the new View is ready on the
+        # legacy default stream, which waits for that event now (no host block).
+        out = out._with_stream(_stridex.view(base, stream=1).stream)
+    return out
 
 
 def register() -> None:

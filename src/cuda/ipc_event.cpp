@@ -1,0 +1,108 @@
+// The interprocess event of an imported IPC View, waited for at the point of use (ipc_event.hpp).
+//
+// Why not at import: a wait enqueued when the View is unpickled has to go on some stream before
+// anyone knows the consumer's, and the legacy default stream it used to go on then holds every
+// later legacy-stream user of the process (and, under CUDA's lazy module loading, the host) behind
+// the exporter's pending work. Carried as the View's Pending instead, it is waited for by the
+// stream that reads the data, when it reads it.
+#include "ipc_event.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "stridex/cuda/stream.hpp"
+
+namespace stridex::cuda::ipc {
+
+namespace {
+
+class IpcEvent final : public Pending {
+public:
+    IpcEvent(Driver& d, CUevent event, int ordinal) noexcept : d_(d), event_(event), ordinal_(ordinal) {}
+    ~IpcEvent() override {
+        try {
+            const ContextGuard guard(d_, ordinal_);
+            d_.try_call(d_.raw().event_destroy, event_);
+        } catch (...) {  // the driver is gone (exit): it destroyed every event itself
+        }
+    }
+
+    void order_before(std::intptr_t consumer, Device device) const override {
+        const Waiter waiter{consumer, on(device)};
+        // Only the default streams are remembered: they live as long as their context, while a
+        // stream handle may be destroyed and its value reused by a new stream that never waited. A
+        // second wait of another stream costs one cuStreamWaitEvent and nothing on the GPU.
+        const bool remembered = consumer == StreamRef::kLegacy || consumer == StreamRef::kPerThread;
+        {
+            const std::lock_guard lock(mutex_);
+            if (done_ || (remembered && std::find(waiters_.begin(), waiters_.end(), waiter) != waiters_.end())) return;
+        }
+        const CUstream stream = StreamRef(consumer).handle();  // Error(value) for -1 and 0
+        {
+            // The legacy and per-thread streams are the consumer device's context's; an event may be
+            // waited for in another device's context (cuStreamWaitEvent takes events across devices).
+            const ContextGuard guard(d_, waiter.ordinal);
+            d_.call("cuStreamWaitEvent", d_.api().stream_wait_event, stream, event_, 0u);
+        }
+        const std::lock_guard lock(mutex_);
+        if (std::find(waiters_.begin(), waiters_.end(), waiter) == waiters_.end()) waiters_.push_back(waiter);
+    }
+
+    void synchronize() const override {
+        {
+            const std::lock_guard lock(mutex_);
+            if (done_) return;
+        }
+        {
+            const ContextGuard guard(d_, ordinal_);
+            d_.call("cuEventSynchronize", d_.api().event_synchronize, event_);
+        }
+        const std::lock_guard lock(mutex_);
+        done_ = true;
+    }
+
+    bool waited_by(std::intptr_t consumer, Device device) const noexcept override {
+        const std::lock_guard lock(mutex_);
+        return done_ || std::find(waiters_.begin(), waiters_.end(), Waiter{consumer, on(device)}) != waiters_.end();
+    }
+
+    bool waited() const noexcept override {
+        const std::lock_guard lock(mutex_);
+        return done_ || !waiters_.empty();
+    }
+
+private:
+    struct Waiter {
+        std::intptr_t stream;
+        int ordinal;
+        friend bool operator==(const Waiter&, const Waiter&) = default;
+    };
+    // The GPU whose context a consumer's default streams belong to (pinned and managed memory name
+    // none: the event's own).
+    int on(Device device) const noexcept { return device.type == DeviceType::kCUDA ? device.id : ordinal_; }
+
+    Driver& d_;
+    CUevent event_;
+    int ordinal_;
+    mutable std::mutex mutex_;
+    mutable std::vector<Waiter> waiters_;  // a few streams at most: a vector beats a set
+    mutable bool done_ = false;            // the host waited: nothing is pending any more
+};
+
+}  // namespace
+
+std::shared_ptr<const Pending> open_event(Driver& d, const IpcHandle& handle, int ordinal) {
+    const ContextGuard guard(d, ordinal);
+    CUevent event = nullptr;
+    d.call("cuIpcOpenEventHandle", d.api().ipc_open_event_handle, &event, handle);
+    try {
+        return std::make_shared<const IpcEvent>(d, event, ordinal);
+    } catch (...) {
+        d.try_call(d.raw().event_destroy, event);
+        throw;
+    }
+}
+
+}  // namespace stridex::cuda::ipc
