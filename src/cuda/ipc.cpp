@@ -68,6 +68,19 @@ Layout checked_layout(const Shape& shape, std::uint64_t offset, std::uint64_t ex
     return layout;
 }
 
+// VMM imports only: makes the device's legacy stream wait for the exporter's event now (no host
+// block). A VMM ticket is released right after the import, so that the memory may outlive its
+// exporter, and CUDA leaves a wait on an opened event undefined once its exporter destroyed it:
+// the wait cannot be left for the point of use (docs/distributed.md, "Ordering at the point of
+// use"). The opened event can be destroyed at once: a wait captures its state when enqueued.
+void wait_event_now(Driver& d, const IpcHandle& handle) {
+    CUevent event = nullptr;
+    d.call("cuIpcOpenEventHandle", d.api().ipc_open_event_handle, &event, handle);
+    const CUresult r = d.raw().stream_wait_event(StreamRef::legacy().handle(), event, 0u);
+    d.try_call(d.raw().event_destroy, event);
+    if (r != result::success) d.fail_call("cuStreamWaitEvent", r);
+}
+
 // An Owner running both the mapping's release and the caller's `keep`.
 template <class Release>
 Owner owner_with(Release release, Owner keep) {
@@ -77,12 +90,14 @@ Owner owner_with(Release release, Owner keep) {
     });
 }
 
-// The View is ready after the exporter's event, when it sent one: carried as its Pending and waited
-// for by each consumer's stream when it takes the View (ipc_event.hpp), never here.
+// A legacy handle's View is ready after the exporter's event, when it sent one: carried as its
+// Pending and waited for by each consumer's stream when it takes the View (ipc_event.hpp). A VMM
+// View whose legacy stream waited already says stream 1.
 View make_view(std::uint64_t data, Layout layout, const Shape& shape, int ordinal, std::shared_ptr<const Pending> event,
-               Owner owner) {
+               bool waited, Owner owner) {
     View v(reinterpret_cast<void*>(static_cast<std::uintptr_t>(data)), 0, std::move(layout), shape.dtype,
            Device::cuda(ordinal), shape.readonly, std::move(owner));
+    v.set_stream(waited ? StreamRef::kLegacy : kNoStream);
     v.set_pending(std::move(event));
     return v;
 }
@@ -272,7 +287,8 @@ View import_handle(const IpcHandle& handle, const DeviceUuid& device, std::uint6
         release_handle(d, key);
         throw;
     }
-    return make_view(base + offset, std::move(layout), shape, ordinal, std::move(opened_event), std::move(owner));
+    return make_view(base + offset, std::move(layout), shape, ordinal, std::move(opened_event), false,
+                     std::move(owner));
 }
 
 View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const DeviceUuid& device, std::uint64_t offset,
@@ -290,7 +306,6 @@ View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const Device
     // Reserve, then import and map each chunk; the mapping keeps the physical memory, so each
     // imported handle is released at once. On failure, undo in reverse.
     CUdeviceptr base = 0;
-    std::shared_ptr<const Pending> opened_event;
     d.call("cuMemAddressReserve", api.mem_address_reserve, &base, extent, 0, 0, 0ull);
     std::size_t mapped = 0;
     try {
@@ -305,7 +320,7 @@ View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const Device
         }
         const MemAccessDesc access{{cu::kMemLocationTypeDevice, ordinal}, cu::kMemAccessReadWrite};
         d.call("cuMemSetAccess", api.mem_set_access, base, extent, &access, std::size_t{1});
-        if (event) opened_event = open_event(d, *event, ordinal);
+        if (event) wait_event_now(d, *event);
     } catch (...) {
         for (std::size_t i = mapped; i-- > 0;) d.try_call(api.mem_unmap, base + i * chunk_size, chunk_size);
         d.try_call(api.mem_address_free, base, extent);
@@ -324,7 +339,7 @@ View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const Device
             }
         },
         std::move(keep));
-    return make_view(base + offset, std::move(layout), shape, ordinal, std::move(opened_event), std::move(owner));
+    return make_view(base + offset, std::move(layout), shape, ordinal, nullptr, event.has_value(), std::move(owner));
 }
 
 std::size_t open_handles() {

@@ -224,6 +224,10 @@ TEST(CudaIpc, VmmChunksTravelAsFdsAndMapInOrderAtAFreshReservation) {
             const auto log = fake->take_log();
             EXPECT_TRUE(logged(log, "reserve 6M"));
             EXPECT_TRUE(logged(log, "access +0M 6M dev0"));
+            // The exporter's event may go with the ticket right after: waited for now, not carried.
+            EXPECT_TRUE(logged(log, "wait legacy on e"));
+            EXPECT_EQ(v->stream(), 1);
+            EXPECT_EQ(v->pending(), nullptr);
             EXPECT_EQ(v->device(), Device::cuda(0));
             // Same physical memory: a byte written through the exporter's address reads through ours.
             fake->bytes_at(reinterpret_cast<CUdeviceptr>(src.ptr()))[0] = std::byte{42};

@@ -9,8 +9,9 @@ def _handle(torch, stridex, held, cmd, args):
     """One command. A function of its own, so the Views it received die when it returns."""
     if cmd == "sum":  # read at once, on torch's default (legacy) stream
         (v,) = args
-        t = torch.from_dlpack(v)
-        return float(t.double().sum()), str(t.device), v.stream
+        pending = v.pending_event, v._pending_event_waited()  # as unpickled: nothing waited yet
+        t = torch.from_dlpack(v)  # the legacy stream waits for the producer's event here
+        return float(t.double().sum()), str(t.device), (v.stream, *pending, v._pending_event_waited(1))
     if cmd == "fill":
         v, value = args
         torch.from_dlpack(v).fill_(value)

@@ -11,9 +11,11 @@
 //     at a fresh reservation. The physical memory is then reference-counted by the driver, so it
 //     outlives the exporting process.
 //   * Pending work is ordered with an interprocess event (CU_EVENT_INTERPROCESS) recorded on the
-//     View's stream (or the legacy default stream when it says none); the imported View carries
-//     the opened event as its Pending (stridex/pending.hpp), and each consumer's stream waits for
-//     it when the consumer takes the View. Nothing waits at import; the host never blocks.
+//     View's stream (or the legacy default stream when it says none). A legacy handle's View
+//     carries the opened event as its Pending (stridex/pending.hpp), and each consumer's stream
+//     waits for it when the consumer takes the View: nothing waits at import. A VMM import's
+//     legacy default stream waits at import (its ticket, and so the exporter's event, is released
+//     right after). The host never blocks.
 //   * Devices are named by UUID: CUDA_VISIBLE_DEVICES may number them differently in each process.
 //
 // The fds and the release protocol are the Python layer's (python/stridex/ipc/): a fd crosses a
@@ -94,7 +96,9 @@ private:
 View import_handle(const IpcHandle& handle, const DeviceUuid& device, std::uint64_t offset, std::uint64_t extent,
                    const Shape& shape, const std::optional<IpcHandle>& event, Owner keep);
 // The same for VMM chunks: fds in chunk order, each `chunk_size` bytes, mapped at a fresh
-// reservation with read-write access for the device. The caller keeps (and closes) the fds.
+// reservation with read-write access for the device. The caller keeps (and closes) the fds and
+// may release the exporter's event on return: with an event, the device's legacy default stream
+// waits for it here and the View says stream 1 (no Pending); without, stream -1.
 View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const DeviceUuid& device, std::uint64_t offset,
                 const Shape& shape, const std::optional<IpcHandle>& event, Owner keep);
 
