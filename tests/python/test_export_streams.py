@@ -49,6 +49,10 @@ def pending_ones(stream):
 
 
 def test_consumer_stream_waits_without_a_host_block():
+    # The sum's kernel loaded now: under CUDA's lazy loading its first launch may synchronize the
+    # context, which would wait for the producer on the host (docs/distributed.md, "Measured").
+    torch.ones(N, device="cuda").sum()
+    torch.cuda.synchronize()
     producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
     _, v = pending_ones(producer)
     with torch.cuda.stream(consumer):
