@@ -53,6 +53,8 @@ def test_shared_memory_view_aliases_both_ways(worker, shm):
 def test_view_exported_by_the_child_aliases_here(worker):
     v = worker("make_shared")
     assert np.asarray(v).tolist() == [10, 20, 30, 40]
+    # Host memory: no event travels, so nothing is pending (only CUDA imports carry one).
+    assert v.pending_event is False and v._pending_event_waited() is None and v._pending_event_waited(7) is None
     np.asarray(v)[0] = 7
     assert worker("read_held", 0) == [7, 20, 30, 40]
     assert worker("drop") == "ok"

@@ -111,12 +111,7 @@ def cuda_deserialize_view(header: Header, frames: Sequence[object]) -> _stridex.
         return _to_device(bytearray(1), {**header, "nbytes": 0})
     frame = frames[0]
     base = frame if isinstance(frame, _stridex.View) else _stridex.view(frame)
-    out = _stridex.from_pointer(base.ptr, shape, dtype, owner=frame, readonly=readonly)
-    if base.pending_event:
-        # A View frame ready only after another process's event: the new View is ready on the
-        # legacy default stream, which waits for that event now (no host block).
-        out = out._with_stream(_stridex.view(base, stream=1).stream)
-    return out
+    return _stridex.from_pointer(base.ptr, shape, dtype, owner=frame, readonly=readonly)
 
 
 def register() -> None:
