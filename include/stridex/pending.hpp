@@ -22,8 +22,9 @@ public:
     virtual ~Pending() = default;
 
     // Makes `consumer` (a stream value other than kNoStream; 1 and 2 mean `device`'s default
-    // streams) wait for the work, with no host block. Each stream waits once: a stream that waited
-    // has the work ordered before all it runs later, so a second call for it enqueues nothing.
+    // streams) wait for the work, with no host block. An implementation may skip a stream it knows
+    // waited (the work is then ordered before all that stream runs later), but only for streams
+    // that cannot be destroyed and their handle reused, such as a device's default streams.
     virtual void order_before(std::intptr_t consumer, Device device) const = 0;
     // Blocks the host until the work is done: host readers only (the CPU touches the memory).
     virtual void synchronize() const = 0;
