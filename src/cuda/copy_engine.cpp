@@ -280,8 +280,8 @@ std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream) {
     wait_for(src, run, ordinal);
     wait_for(dst, run, ordinal);
     // Pool memory used on a stream other than its allocation stream is freed after this copy.
-    cuda::note_use(src.owner(), handle);
-    cuda::note_use(dst.owner(), handle);
+    cuda::note_use(src.owner(), handle, ordinal);
+    cuda::note_use(dst.owner(), handle, ordinal);
     bool pending = true;
     if (src.size() == 0) {
         pending = false;

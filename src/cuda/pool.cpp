@@ -187,17 +187,19 @@ void release_device(void* context) noexcept {
     Driver& d = *b->driver;
     if (!d.usable()) return;
     try {
-        const ContextGuard guard(d, b->ordinal);
         const DriverTable& api = d.raw();
         bool ordered = true;
         // Every other stream that used the block becomes a predecessor of the free: an event on
-        // it, waited for by the allocation stream (queued, never waited on by the host).
+        // it (made in its device's context), waited for by the allocation stream (queued, never
+        // waited on by the host).
         for (const Use& u : b->others) {
+            const ContextGuard on(d, u.ordinal);
             CUevent e = d.acquire_event(u.ordinal);
             ordered = ordered && d.try_call(api.event_record, e, u.stream) == result::success &&
                       d.try_call(api.stream_wait_event, b->home, e, 0u) == result::success;
             d.release_event(u.ordinal, e);
         }
+        const ContextGuard guard(d, b->ordinal);
         const CUresult r = ordered ? d.try_call(api.mem_free_async, b->ptr, b->home) : result::invalid_handle;
         if (r == result::success || r == result::deinitialized) return;  // deinitialized: exit, nothing to free
         // The allocation stream is gone (destroyed by its owner) or an event could not be ordered:
@@ -347,12 +349,15 @@ Allocation allocate_device(std::size_t bytes, int ordinal, CUstream stream) {
         pool.live.fetch_add(1, std::memory_order_relaxed);
     }
     void* data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(block->ptr));
+    Owner owner;
     try {
-        return {data, Owner::from_callback(&release_device, block.get())};
+        owner = Owner::from_callback(&release_device, block.get());
     } catch (...) {
         release_device(block.release());
         throw;
     }
+    (void)block.release();  // the owner frees it now
+    return {data, std::move(owner)};
 }
 
 Allocation allocate_pinned(std::size_t bytes) {
@@ -379,33 +384,31 @@ Allocation allocate_pinned(std::size_t bytes) {
     raise_max(pool.peak, pool.in_use.fetch_add(size, std::memory_order_relaxed) + size);
     pool.live.fetch_add(1, std::memory_order_relaxed);
     auto block = std::unique_ptr<PinnedBlock>(new PinnedBlock{&d, &pool, p, size, ::getpid(), {}, {}});
+    Owner owner;
     try {
-        return {p, Owner::from_callback(&release_pinned, block.get())};
+        owner = Owner::from_callback(&release_pinned, block.get());
     } catch (...) {
         release_pinned(block.release());
         throw;
     }
+    (void)block.release();  // the owner returns it to the pool now
+    return {p, std::move(owner)};
 }
 
-void note_use(const Owner& owner, CUstream stream) noexcept {
+void note_use(const Owner& owner, CUstream stream, int ordinal) noexcept {
     if (void* c = owner.callback_context(&release_device)) {
         auto* b = static_cast<DeviceBlock*>(c);
         if (b->home == stream) return;
         const std::lock_guard lock(b->mutex);
         for (const Use& u : b->others)
             if (u.stream == stream) return;
-        b->others.push_back({stream, b->ordinal});
+        b->others.push_back({stream, ordinal});
     } else if (void* c2 = owner.callback_context(&release_pinned)) {
         auto* b = static_cast<PinnedBlock*>(c2);
-        CUdevice device = 0;
-        Driver& d = *b->driver;
-        if (d.try_call(d.raw().ctx_get_device, &device) != result::success) return;
         const std::lock_guard lock(b->mutex);
         for (const Use& u : b->uses)
             if (u.stream == stream) return;
-        // The current context is the copy's device (the copy engine holds a ContextGuard), and
-        // CUdevice values are ordinals for the driver stridex loads.
-        b->uses.push_back({stream, device});
+        b->uses.push_back({stream, ordinal});
     }
 }
 

@@ -75,9 +75,9 @@ Allocation allocate_device(std::size_t bytes, int ordinal, CUstream stream);
 // `bytes` of portable pinned host memory from the pinned pool.
 Allocation allocate_pinned(std::size_t bytes);
 
-// Tells the pool that work on `stream` uses the memory `owner` keeps alive, so that its release
-// waits for that work (an event, no host block). No effect for memory of any other origin.
-void note_use(const Owner& owner, CUstream stream) noexcept;
+// Tells the pool that work on `stream` (of GPU `ordinal`) uses the memory `owner` keeps alive, so
+// that its release waits for that work (an event, no host block). No effect for other memory.
+void note_use(const Owner& owner, CUstream stream, int ordinal) noexcept;
 
 PoolStats device_pool_stats(int ordinal);
 PoolStats pinned_pool_stats();
