@@ -445,6 +445,7 @@ PoolStats device_pool_stats(int ordinal) {
 
 PoolStats pinned_pool_stats() {
     Driver& d = driver();
+    (void)d.api();  // Error(cuda) saying why when there is no usable driver
     PinnedPool& p = pools_of(d).pinned;
     PoolStats s;
     s.created = p.reserved.load(std::memory_order_relaxed) > 0 || p.peak_reserved.load(std::memory_order_relaxed) > 0;
