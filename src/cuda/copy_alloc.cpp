@@ -34,7 +34,9 @@ View allocate(std::span<const std::int64_t> shape, Dtype dtype, Device device, O
               std::intptr_t stream, const Allocator* allocator) {
     std::vector<int> identity(shape.size());
     std::iota(identity.begin(), identity.end(), 0);
-    if (device == Device::cpu() && allocator == nullptr) {
+    // Small cpu results: the core's aligned allocation (large ones: the pageable pool, below).
+    if (device == Device::cpu() && allocator == nullptr &&
+        dtype.storage_bytes(Layout::contiguous(shape).size(), subbyte_padded) < (std::int64_t{1} << 20)) {
         View v = allocate_host(shape, dtype, subbyte_padded);
         if (order == Order::C) return v;
         return View(v.data(), 0, dense_layout(shape, order, identity), dtype, v.device(), /*readonly=*/false, v.owner(),

@@ -8,6 +8,7 @@
 // B). None lets a later writer on B overtake work queued on A before the free, and the release
 // below makes every other stream that used the memory a predecessor of the free (note_use), so the
 // same holds for readers on those streams.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -270,11 +271,87 @@ void free_cached_pinned(Driver& d, PinnedPool& pool, bool only_completed) {
     }
 }
 
+// Fresh pageable results of 1 MiB and more (View.to('cpu') of a GPU array): first-touch page
+// faults, not the copy, bound a transfer into fresh memory, so freed blocks are kept (up to
+// kPageableCache bytes) and handed out again, already faulted in. Blocks are mmap'ed with
+// MADV_HUGEPAGE, so a fresh one faults in 2 MiB pages. Host memory is never used by queued GPU work
+// once its View is gone (copies into or out of pageable memory complete before returning), so a
+// block is reusable at once.
+constexpr std::size_t kPageableMin = std::size_t{1} << 20;
+constexpr std::size_t kPageableCache = std::size_t{1} << 30;
+
+struct PageablePool {
+    std::mutex mutex;
+    std::multimap<std::size_t, void*> free;  // by size class (multiples of 2 MiB)
+    std::atomic<std::uint64_t> in_use{0}, peak{0}, reserved{0}, peak_reserved{0}, live{0};
+};
+
+PageablePool& pageable_pool() {
+    static auto* pool = new PageablePool();  // never destroyed: releases at exit use it
+    return *pool;
+}
+
+struct PageableBlock {
+    void* ptr;
+    std::size_t bytes;
+};
+
+void release_pageable(void* context) noexcept {
+    const std::unique_ptr<PageableBlock> b(static_cast<PageableBlock*>(context));
+    PageablePool& pool = pageable_pool();
+    pool.in_use.fetch_sub(b->bytes, std::memory_order_relaxed);
+    pool.live.fetch_sub(1, std::memory_order_relaxed);
+    {
+        const std::lock_guard lock(pool.mutex);
+        std::uint64_t cached = 0;
+        for (const auto& [size, p] : pool.free) cached += size;
+        if (cached + b->bytes <= kPageableCache) {
+            pool.free.emplace(b->bytes, b->ptr);
+            return;
+        }
+    }
+    ::munmap(b->ptr, b->bytes);
+    pool.reserved.fetch_sub(b->bytes, std::memory_order_relaxed);
+}
+
+Allocation allocate_pageable(std::size_t bytes) {
+    constexpr std::size_t kStep = std::size_t{2} << 20;
+    const std::size_t size = (bytes + kStep - 1) / kStep * kStep;
+    PageablePool& pool = pageable_pool();
+    void* p = nullptr;
+    {
+        const std::lock_guard lock(pool.mutex);
+        if (auto it = pool.free.find(size); it != pool.free.end()) {
+            p = it->second;
+            pool.free.erase(it);
+        }
+    }
+    if (!p) {
+        p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) fail(ErrorKind::memory, "cpu: out of memory allocating ", bytes, " bytes");
+        (void)::madvise(p, size, MADV_HUGEPAGE);  // a hint: without transparent huge pages, 4 KiB pages
+        raise_max(pool.peak_reserved, pool.reserved.fetch_add(size, std::memory_order_relaxed) + size);
+    }
+    raise_max(pool.peak, pool.in_use.fetch_add(size, std::memory_order_relaxed) + size);
+    pool.live.fetch_add(1, std::memory_order_relaxed);
+    auto block = std::make_unique<PageableBlock>(PageableBlock{p, size});
+    Owner owner;
+    try {
+        owner = Owner::from_callback(&release_pageable, block.get());
+    } catch (...) {
+        release_pageable(block.release());
+        throw;
+    }
+    (void)block.release();
+    return {p, std::move(owner)};
+}
+
 class PoolAllocator final : public Allocator {
 public:
     Allocation allocate(std::size_t bytes, Device device, std::intptr_t stream) const override {
         switch (device.type) {
             case DeviceType::kCPU: {
+                if (bytes >= kPageableMin) return allocate_pageable(bytes);
                 View v = allocate_host(std::vector<std::int64_t>{static_cast<std::int64_t>(bytes)}, dtypes::uint8);
                 return {v.data(), std::move(v).take_owner()};
             }
@@ -482,10 +559,31 @@ void forget_pools(Driver& d) noexcept {
 }
 }  // namespace detail
 
-void trim_pinned_pool() {
+void trim_host_pools() {
+    PageablePool& pageable = pageable_pool();
+    {
+        const std::lock_guard lock(pageable.mutex);
+        for (const auto& [size, p] : pageable.free) {
+            ::munmap(p, size);
+            pageable.reserved.fetch_sub(size, std::memory_order_relaxed);
+        }
+        pageable.free.clear();
+    }
     Driver& d = driver();
     if (!d.usable()) return;
     free_cached_pinned(d, pools_of(d).pinned, /*only_completed=*/true);
+}
+
+PoolStats pageable_pool_stats() {
+    PageablePool& p = pageable_pool();
+    PoolStats s;
+    s.in_use = p.in_use.load(std::memory_order_relaxed);
+    s.peak_in_use = p.peak.load(std::memory_order_relaxed);
+    s.reserved = p.reserved.load(std::memory_order_relaxed);
+    s.peak_reserved = p.peak_reserved.load(std::memory_order_relaxed);
+    s.allocations = p.live.load(std::memory_order_relaxed);
+    s.created = s.peak_reserved > 0;
+    return s;
 }
 
 }  // namespace stridex::cuda

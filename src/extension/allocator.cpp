@@ -74,12 +74,15 @@ void bind_memory(nb::module_& m) {
         [](nb::handle device) {
             const Device d = device_arg(device.ptr(), "memory_stats(): device", /*ints_are_cuda_ordinals=*/true);
             if (d.type == DeviceType::kCUDAHost) return stats_dict(d.name(), cuda::pinned_pool_stats());
+            if (d == Device::cpu()) return stats_dict(d.name(), cuda::pageable_pool_stats());
             if (d.type != DeviceType::kCUDA)
-                fail(ErrorKind::value, "memory_stats(): stridex pools memory of cuda:N and cuda_host, not ", d.name());
+                fail(ErrorKind::value, "memory_stats(): stridex pools memory of cpu, cuda:N and cuda_host, not ",
+                     d.name());
             return stats_dict(d.name(), cuda::device_pool_stats(d.id));
         },
         nb::arg("device") = 0, nb::sig("def memory_stats(device: _DeviceLike | int = 0) -> dict[str, typing.Any]"),
-        "Bytes of stridex's pool of `device` (cuda:N, or cuda_host for the pinned pool): in_use and peak_in_use "
+        "Bytes of stridex's pool of `device` (cuda:N, cuda_host for the pinned pool, cpu for large pageable results): "
+        "in_use and peak_in_use "
         "(handed out by stridex), reserved and peak_reserved (held from the driver), allocations (live), created, "
         "shareable (pool memory crosses processes) and not_shareable (why not).");
     m.def(
@@ -87,19 +90,21 @@ void bind_memory(nb::module_& m) {
         [](nb::handle device) {
             if (device.is_none()) {
                 for (int i = 0; i < cuda::device_count(); ++i) cuda::trim_device_pool(i);
-                cuda::trim_pinned_pool();
+                cuda::trim_host_pools();
                 return;
             }
             const Device d = device_arg(device.ptr(), "empty_cache(): device", /*ints_are_cuda_ordinals=*/true);
-            if (d.type == DeviceType::kCUDAHost)
-                cuda::trim_pinned_pool();
+            if (d.type == DeviceType::kCUDAHost || d == Device::cpu())
+                cuda::trim_host_pools();
             else if (d.type == DeviceType::kCUDA)
                 cuda::trim_device_pool(d.id);
             else
-                fail(ErrorKind::value, "empty_cache(): stridex pools memory of cuda:N and cuda_host, not ", d.name());
+                fail(ErrorKind::value, "empty_cache(): stridex pools memory of cpu, cuda:N and cuda_host, not ",
+                     d.name());
         },
         nb::arg("device") = nb::none(), nb::sig("def empty_cache(device: _DeviceLike | int | None = None) -> None"),
-        "Returns the memory stridex's pools cache (freed, unused) to the driver: of `device` (cuda:N or cuda_host), "
+        "Returns the memory stridex's pools cache (freed, unused) to the driver: of `device` (cuda:N; cuda_host or "
+        "cpu: the host pools), "
         "or of every pool (None). Memory still in use, or whose last use has not completed, stays.");
 }
 

@@ -196,7 +196,7 @@ TEST(PinnedPool, ReusesABlockOnlyAfterTheStreamsThatUsedItCompleted) {
     EXPECT_EQ(s.reserved, 8192u);
     busy.owner.reset();
     again.owner.reset();
-    stridex::cuda::trim_pinned_pool();
+    stridex::cuda::trim_host_pools();
     EXPECT_EQ(fake->live_pinned(), 0u);
     EXPECT_EQ(stridex::cuda::pinned_pool_stats().reserved, 0u);
 }

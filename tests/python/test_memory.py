@@ -177,10 +177,31 @@ def test_an_allocator_breaking_the_protocol_is_a_typed_error():
 
 
 def test_memory_stats_names_the_pooled_devices():
-    with pytest.raises(ValueError, match="stridex pools memory of cuda:N and cuda_host, not cpu"):
-        stridex.memory_stats("cpu")
-    with pytest.raises(ValueError, match="stridex pools memory of cuda:N and cuda_host, not cpu"):
-        stridex.empty_cache("cpu")
+    with pytest.raises(ValueError, match="stridex pools memory of cpu, cuda:N and cuda_host, not cuda_managed"):
+        stridex.memory_stats("cuda_managed")
+    with pytest.raises(ValueError, match="stridex pools memory of cpu, cuda:N and cuda_host, not cuda_managed"):
+        stridex.empty_cache("cuda_managed")
+
+
+def test_large_cpu_results_come_from_the_pageable_pool_and_are_reused():
+    stridex.empty_cache("cpu")
+    base = stridex.memory_stats("cpu")
+    src = stridex.view(np.arange(1 << 19, dtype=np.float32))  # 2 MiB
+    a = src[::-1].copy()
+    ptr = a.ptr
+    s = stridex.memory_stats("cpu")
+    assert s["in_use"] == base["in_use"] + (2 << 20) and s["allocations"] == base["allocations"] + 1
+    np.testing.assert_array_equal(np.asarray(a), np.arange(1 << 19, dtype=np.float32)[::-1])
+    del a
+    b = stridex.empty((1 << 19,), "float32")
+    assert b.ptr == ptr  # the cached block, already faulted in
+    del b
+    assert stridex.memory_stats("cpu")["reserved"] >= 2 << 20
+    stridex.empty_cache("cpu")
+    assert stridex.memory_stats("cpu")["reserved"] == 0
+    small = stridex.empty((16,), "float32")  # small results: the core's aligned allocation
+    assert stridex.memory_stats("cpu")["allocations"] == base["allocations"]
+    del small
 
 
 @pytest.mark.skipif(stridex.cuda_available(), reason="checks the message given without a CUDA driver")

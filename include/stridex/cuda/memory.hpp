@@ -46,7 +46,8 @@ public:
 };
 
 // stridex's own allocator (the default): the device pools for cuda:N, the pinned pool for
-// cuda_host, cuMemAllocManaged for cuda_managed, allocate_host's aligned memory for cpu.
+// cuda_host, cuMemAllocManaged for cuda_managed, for cpu the pageable pool from 1 MiB and
+// allocate_host's aligned memory below.
 const Allocator& pool_allocator() noexcept;
 
 }  // namespace stridex
@@ -83,8 +84,12 @@ PoolStats device_pool_stats(int ordinal);
 PoolStats pinned_pool_stats();
 // Returns the cached (unused) memory of GPU `ordinal`'s pool to the driver (cuMemPoolTrimTo 0).
 void trim_device_pool(int ordinal);
-// Frees the pinned pool's cached blocks whose last use has completed.
-void trim_pinned_pool();
+// Frees the host pools' cached blocks: the pinned pool's whose last use has completed, and every
+// cached block of the pageable pool (fresh cpu results of 1 MiB and more, kept for reuse).
+void trim_host_pools();
+// The pageable pool (cpu results of 1 MiB and more: mmap'ed with MADV_HUGEPAGE, up to 1 GiB of
+// freed blocks kept faulted-in for the next result).
+PoolStats pageable_pool_stats();
 
 // For ipc.hpp: the pool memory an owner keeps alive, when it is a device pool's.
 struct PoolMemory {
