@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "stridex/copy.hpp"
@@ -460,7 +461,12 @@ Allocation allocate_pinned(std::size_t bytes) {
     }
     raise_max(pool.peak, pool.in_use.fetch_add(size, std::memory_order_relaxed) + size);
     pool.live.fetch_add(1, std::memory_order_relaxed);
-    auto block = std::unique_ptr<PinnedBlock>(new PinnedBlock{&d, &pool, p, size, ::getpid(), {}, {}});
+    auto block = std::make_unique<PinnedBlock>();
+    block->driver = &d;
+    block->pool = &pool;
+    block->ptr = p;
+    block->bytes = size;
+    block->pid = ::getpid();
     Owner owner;
     try {
         owner = Owner::from_callback(&release_pinned, block.get());
@@ -554,7 +560,13 @@ void forget_pools(Driver& d) noexcept {
     if (it == registry().end()) return;
     Pools* expected = it->second.get();
     g_last.compare_exchange_strong(expected, nullptr);
-    (void)it->second.release();  // leaked: blocks still alive point at its counters
+    // Kept (reachable, never destroyed): blocks still alive point at its counters.
+    static auto* retired = new (std::nothrow) std::vector<std::unique_ptr<Pools>>();
+    try {
+        if (retired) retired->push_back(std::move(it->second));
+    } catch (...) {  // no memory for the record: leak it instead
+        (void)it->second.release();
+    }
     registry().erase(it);
 }
 }  // namespace detail
