@@ -23,7 +23,9 @@ from typing import Any, Protocol
 
 from . import _stridex
 
-_LEGACY, _PER_THREAD = 1, 2
+# Encoded streams (docs/protocols.md): -1 (no stream: the call completes its copy itself) and 1 both
+# mean the legacy default stream to an allocator.
+_NONE, _LEGACY = -1, 1
 
 
 class Allocator(Protocol):
@@ -56,7 +58,7 @@ class TorchAllocator:
             t = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
         elif device.startswith("cuda:"):
             dev = torch.device("cuda", _ordinal(device))
-            if stream == _LEGACY:
+            if stream in (_NONE, _LEGACY):
                 s = torch.cuda.default_stream(dev)
             else:
                 s = torch.cuda.ExternalStream(stream, device=dev)
@@ -89,7 +91,7 @@ class CupyAllocator:
         if not device.startswith("cuda:"):
             raise ValueError(f"allocator='cupy' allocates cuda:N and cuda_host memory, not {device}")
         with cupy.cuda.Device(_ordinal(device)):
-            if stream == _LEGACY:
+            if stream in (_NONE, _LEGACY):
                 ctx: Any = cupy.cuda.Stream.null
             else:
                 ctx = cupy.cuda.ExternalStream(stream)
@@ -119,7 +121,7 @@ class RmmAllocator:
 
         class _Handle:  # the CUDA stream protocol RMM's Stream accepts
             def __cuda_stream__(self) -> tuple[int, int]:
-                return (0, 0 if stream == _LEGACY else stream)
+                return (0, 0 if stream in (_NONE, _LEGACY) else stream)
 
         buf = rmm.DeviceBuffer(size=nbytes, stream=Stream(_Handle()))
         return buf.ptr, buf
