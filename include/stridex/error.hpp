@@ -21,6 +21,7 @@ enum class ErrorKind : unsigned char {
     index,        // an index out of range                               -> IndexError
     cuda,         // a CUDA driver failure or CUDA unavailable           -> RuntimeError
     unsupported,  // valid by the specification, not handled by stridex  -> BufferError
+    memory,       // an allocation failed (device or pinned memory)       -> MemoryError
 };
 
 std::string_view to_string(ErrorKind kind) noexcept;

@@ -24,6 +24,10 @@ from ._stridex import cuda_available, device_count, dtype, from_pointer, pointer
 from ._stridex import Shortcut, set_shortcuts, shortcuts  # the framework shortcuts and their switch
 from ._shortcuts import shortcuts_disabled
 
+# Memory (issue 25, docs/memory.md): the caller's allocator and the pools' introspection.
+from ._memory import get_allocator, set_allocator, using_allocator
+from ._stridex import empty_cache, memory_stats
+
 # Views pickle as handles to shared memory (stridex.ipc); multiprocessing and Dask distributed
 # learn about them only once they are imported, and stridex imports neither.
 from . import _post_import
@@ -52,4 +56,10 @@ __all__ = [
     "set_shortcuts",
     "shortcuts",
     "shortcuts_disabled",
+    # Memory (issue 25)
+    "empty_cache",
+    "get_allocator",
+    "memory_stats",
+    "set_allocator",
+    "using_allocator",
 ]

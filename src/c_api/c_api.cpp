@@ -43,6 +43,7 @@ int status_of(ErrorKind kind) noexcept {
         case ErrorKind::index: return STRIDEX_ERROR_INDEX;
         case ErrorKind::cuda: return STRIDEX_ERROR_CUDA;
         case ErrorKind::unsupported: return STRIDEX_ERROR_UNSUPPORTED;
+        case ErrorKind::memory: return STRIDEX_ERROR_MEMORY;
     }
     return STRIDEX_ERROR_UNKNOWN;
 }

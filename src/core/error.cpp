@@ -13,6 +13,7 @@ std::string_view to_string(ErrorKind kind) noexcept {
         case ErrorKind::index: return "index";
         case ErrorKind::cuda: return "cuda";
         case ErrorKind::unsupported: return "unsupported";
+        case ErrorKind::memory: return "memory";
     }
     return "unknown";
 }

@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "copy_internal.hpp"
+#include "stridex/cuda/memory.hpp"
+#include "stridex/cuda/stream.hpp"
 
 namespace stridex {
 
@@ -28,10 +30,13 @@ View wrap(void* data, Layout layout, Dtype dtype, Device device, bool padded, Ow
 
 }  // namespace
 
-View allocate(std::span<const std::int64_t> shape, Dtype dtype, Device device, Order order, bool subbyte_padded) {
+View allocate(std::span<const std::int64_t> shape, Dtype dtype, Device device, Order order, bool subbyte_padded,
+              std::intptr_t stream, const Allocator* allocator) {
     std::vector<int> identity(shape.size());
     std::iota(identity.begin(), identity.end(), 0);
-    if (device == Device::cpu()) {
+    // Small cpu results: the core's aligned allocation (large ones: the pageable pool, below).
+    if (device == Device::cpu() && allocator == nullptr &&
+        dtype.storage_bytes(Layout::contiguous(shape).size(), subbyte_padded) < (std::int64_t{1} << 20)) {
         View v = allocate_host(shape, dtype, subbyte_padded);
         if (order == Order::C) return v;
         return View(v.data(), 0, dense_layout(shape, order, identity), dtype, v.device(), /*readonly=*/false, v.owner(),
@@ -44,56 +49,10 @@ View allocate(std::span<const std::int64_t> shape, Dtype dtype, Device device, O
              static_cast<char>(order), " was asked");
     const auto bytes = static_cast<std::size_t>(
         std::max<std::int64_t>(dtype.storage_bytes(layout.size(), subbyte_padded), 1));
-    cuda::Driver& d = cuda::driver();
-    switch (device.type) {
-        case DeviceType::kCUDA: {
-            const int ordinal = device.id;
-            const cuda::ContextGuard guard(d, ordinal);
-            cuda::CUdeviceptr p = 0;
-            d.call("cuMemAlloc", d.api().mem_alloc, &p, bytes);
-            // cuMemFree waits for work still using the memory, so no stream needs to be tracked.
-            Owner owner = Owner::from_action([p, ordinal]() noexcept {
-                try {
-                    cuda::Driver& drv = cuda::driver();
-                    const cuda::ContextGuard g(drv, ordinal);
-                    drv.try_call(drv.raw().mem_free, p);
-                } catch (...) {  // the driver is gone (interpreter exit): nothing left to free
-                }
-            });
-            return wrap(reinterpret_cast<void*>(p), std::move(layout), dtype, device, subbyte_padded, std::move(owner));
-        }
-        case DeviceType::kCUDAHost: {
-            const cuda::ContextGuard guard(d, 0);
-            void* p = nullptr;
-            // Portable: pinned for every context, so any GPU's DMA engine reads it at full speed.
-            d.call("cuMemHostAlloc", d.api().mem_host_alloc, &p, bytes, cuda::cu::kMemHostAllocPortable);
-            Owner owner = Owner::from_action([p]() noexcept {
-                try {
-                    cuda::Driver& drv = cuda::driver();
-                    drv.try_call(drv.raw().mem_free_host, p);
-                } catch (...) {
-                }
-            });
-            return wrap(p, std::move(layout), dtype, device, subbyte_padded, std::move(owner));
-        }
-        case DeviceType::kCUDAManaged: {
-            const cuda::ContextGuard guard(d, 0);
-            cuda::CUdeviceptr p = 0;
-            d.call("cuMemAllocManaged", d.api().mem_alloc_managed, &p, bytes, cuda::cu::kMemAttachGlobal);
-            Owner owner = Owner::from_action([p]() noexcept {
-                try {
-                    cuda::Driver& drv = cuda::driver();
-                    const cuda::ContextGuard g(drv, 0);
-                    drv.try_call(drv.raw().mem_free, p);
-                } catch (...) {
-                }
-            });
-            return wrap(reinterpret_cast<void*>(p), std::move(layout), dtype, device, subbyte_padded, std::move(owner));
-        }
-        default:
-            fail(ErrorKind::unsupported, "stridex allocates on cpu, cuda:N, cuda_host and cuda_managed, not ",
-                 device.name());
-    }
+    // Device memory comes from the pool of its GPU on the stream that will write it, pinned memory
+    // from the pinned pool (memory.hpp), unless the caller names another allocator.
+    Allocation a = (allocator ? *allocator : pool_allocator()).allocate(bytes, device, stream);
+    return wrap(a.data, std::move(layout), dtype, device, subbyte_padded, std::move(a.owner));
 }
 
 namespace detail {
@@ -108,10 +67,12 @@ std::vector<int> k_order(const View& v) {
     return axes;
 }
 
-View allocate_like(const View& src, Device device, Order order) {
-    if (order != Order::K) return allocate(src.shape(), src.dtype(), device, order, src.subbyte_padded());
-    if (src.is_packed_subbyte()) return allocate(src.shape(), src.dtype(), device, Order::C, /*subbyte_padded=*/false);
-    View out = allocate(src.shape(), src.dtype(), device, Order::C, src.subbyte_padded());
+View allocate_like(const View& src, Device device, Order order, std::intptr_t stream, const Allocator* allocator) {
+    if (order != Order::K)
+        return allocate(src.shape(), src.dtype(), device, order, src.subbyte_padded(), stream, allocator);
+    if (src.is_packed_subbyte())
+        return allocate(src.shape(), src.dtype(), device, Order::C, /*subbyte_padded=*/false, stream, allocator);
+    View out = allocate(src.shape(), src.dtype(), device, Order::C, src.subbyte_padded(), stream, allocator);
     return View(out.data(), 0, dense_layout(src.shape(), Order::K, k_order(src)), src.dtype(), device,
                 /*readonly=*/false, out.owner(), src.subbyte_padded());
 }
@@ -121,21 +82,10 @@ View allocate_like(const View& src, Device device, Order order) {
 
 namespace stridex::cuda::copy_engine {
 
-Scratch::Scratch(std::int64_t bytes, int ordinal, CUstream stream) : ordinal_(ordinal), stream_(stream) {
-    Driver& d = driver();
-    // Stream-ordered: the memory is reused as soon as the queued work that reads it has run.
-    d.call("cuMemAllocAsync", d.api().mem_alloc_async, &ptr_,
-           static_cast<std::size_t>(std::max<std::int64_t>(bytes, 1)), stream);
-}
-
-Scratch::~Scratch() {
-    try {
-        Driver& d = driver();
-        const ContextGuard guard(d, ordinal_);
-        d.try_call(d.raw().mem_free_async, ptr_, stream_);
-    } catch (...) {
-    }
-}
+// From the device's pool, stream-ordered: the memory is reused as soon as the queued work that
+// reads it has run (the owner frees it on `stream` when the Scratch goes).
+Scratch::Scratch(std::int64_t bytes, int ordinal, CUstream stream)
+    : memory_(allocate_device(static_cast<std::size_t>(std::max<std::int64_t>(bytes, 1)), ordinal, stream)) {}
 
 View scratch_view(const Scratch& scratch, const View& like, int ordinal) {
     return View(scratch.get(), 0, Layout::contiguous(like.shape()), like.dtype(), Device::cuda(ordinal),

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "copy_internal.hpp"
+#include "stridex/cuda/memory.hpp"
 #include "stridex/cuda/pointer.hpp"
 
 namespace stridex {
@@ -278,6 +279,9 @@ std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream) {
     const cuda::CUstream handle = run.handle();
     wait_for(src, run, ordinal);
     wait_for(dst, run, ordinal);
+    // Pool memory used on a stream other than its allocation stream is freed after this copy.
+    cuda::note_use(src.owner(), handle, ordinal);
+    cuda::note_use(dst.owner(), handle, ordinal);
     bool pending = true;
     if (src.size() == 0) {
         pending = false;
@@ -298,8 +302,8 @@ std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream) {
     return stream;
 }
 
-View copy_to(const View& src, Device device, Order order, std::intptr_t stream) {
-    View out = detail::allocate_like(src, device, order);
+View copy_to(const View& src, Device device, Order order, std::intptr_t stream, const Allocator* allocator) {
+    View out = detail::allocate_like(src, device, order, stream, allocator);
     out.set_stream(copy(out, src, stream));
     return out;
 }
@@ -311,14 +315,14 @@ Order parse_order(std::string_view letter) {
     fail(ErrorKind::value, "order must be 'C', 'F' or 'K', found '", excerpt(letter), "'");
 }
 
-View contiguous(const View& src, std::intptr_t stream) {
+View contiguous(const View& src, std::intptr_t stream, const Allocator* allocator) {
     if (src.layout().is_c_contiguous()) return src;
-    return copy_to(src, src.device(), Order::C, stream);
+    return copy_to(src, src.device(), Order::C, stream, allocator);
 }
 
-View to_device(const View& src, Device device, std::intptr_t stream) {
+View to_device(const View& src, Device device, std::intptr_t stream, const Allocator* allocator) {
     if (device == src.device()) return src;
-    return copy_to(src, device, Order::K, stream);
+    return copy_to(src, device, Order::K, stream, allocator);
 }
 
 }  // namespace stridex

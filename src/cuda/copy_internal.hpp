@@ -5,13 +5,14 @@
 
 #include "stridex/cuda/copy.hpp"
 #include "stridex/cuda/driver.hpp"
+#include "stridex/cuda/memory.hpp"
 #include "stridex/cuda/stream.hpp"
 #include "stridex/detail/copy_plan.hpp"
 
 namespace stridex::detail {
 // copy_alloc.cpp: a fresh dense View of src's shape and dtype on `device`; order K keeps src's
 // order of axes (by decreasing stride magnitude).
-View allocate_like(const View& src, Device device, Order order);
+View allocate_like(const View& src, Device device, Order order, std::intptr_t stream, const Allocator* allocator);
 }  // namespace stridex::detail
 
 namespace stridex::cuda::copy_engine {
@@ -29,15 +30,12 @@ void launch(const stridex::detail::CopyPlan& plan, std::byte* dst, const std::by
 class Scratch {
 public:
     Scratch(std::int64_t bytes, int ordinal, CUstream stream);
-    ~Scratch();
     Scratch(const Scratch&) = delete;
     Scratch& operator=(const Scratch&) = delete;
-    std::byte* get() const noexcept { return reinterpret_cast<std::byte*>(ptr_); }
+    std::byte* get() const noexcept { return static_cast<std::byte*>(memory_.data); }
 
 private:
-    CUdeviceptr ptr_ = 0;
-    int ordinal_;
-    CUstream stream_;
+    Allocation memory_;
 };
 // A C-contiguous View of `like`'s shape and dtype over scratch memory (no owner: the Scratch
 // outlives every use, which is queued on its stream).

@@ -128,6 +128,21 @@ std::unique_ptr<Driver> load_driver(const char* library) {
     r.bind(t.module_load_data, "cuModuleLoadData", "cuModuleLoadData");
     r.bind(t.module_get_function, "cuModuleGetFunction", "cuModuleGetFunction");
     r.bind(t.launch_kernel, "cuLaunchKernel", "cuLaunchKernel");
+    // Stream-ordered memory pools (memory.hpp, issue 25).
+    r.bind(t.mem_pool_create, "cuMemPoolCreate", "cuMemPoolCreate");
+    r.bind(t.mem_pool_destroy, "cuMemPoolDestroy", "cuMemPoolDestroy");
+    r.bind(t.mem_pool_set_attribute, "cuMemPoolSetAttribute", "cuMemPoolSetAttribute");
+    r.bind(t.mem_pool_get_attribute, "cuMemPoolGetAttribute", "cuMemPoolGetAttribute");
+    r.bind(t.mem_pool_trim_to, "cuMemPoolTrimTo", "cuMemPoolTrimTo");
+    r.bind(t.mem_alloc_from_pool_async, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync");
+    r.bind(t.stream_is_capturing, "cuStreamIsCapturing", "cuStreamIsCapturing");
+    r.bind(t.event_query, "cuEventQuery", "cuEventQuery");
+    r.bind(t.mem_pool_export_to_shareable_handle, "cuMemPoolExportToShareableHandle",
+           "cuMemPoolExportToShareableHandle");
+    r.bind(t.mem_pool_import_from_shareable_handle, "cuMemPoolImportFromShareableHandle",
+           "cuMemPoolImportFromShareableHandle");
+    r.bind(t.mem_pool_export_pointer, "cuMemPoolExportPointer", "cuMemPoolExportPointer");
+    r.bind(t.mem_pool_import_pointer, "cuMemPoolImportPointer", "cuMemPoolImportPointer");
     if (!t.init)
         return Driver::unavailable(std::string("CUDA driver ") + library + " has no cuInit: not a CUDA driver");
     return std::make_unique<Driver>(t, library);

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "ipc_event.hpp"
+#include "stridex/cuda/memory.hpp"
 #include "stridex/cuda/pointer.hpp"
 #include "stridex/cuda/stream.hpp"
 #include "stridex/cuda/vmm.hpp"
@@ -209,6 +210,11 @@ Export Export::of(const View& view) {
             close_fds(out.fds_);
             throw;
         }
+    } else if (pool_memory_of(view.owner())) {
+        // Issue 25: pool memory needs cuMemPoolExportPointer and the pool's fd, not yet carried.
+        fail_unshareable(view, "it is memory of stridex's stream-ordered pool (a fresh result of empty, copy, "
+                               "contiguous or to), which does not cross processes yet; allocate it with "
+                               "allocator='torch' or 'cupy', or use a VirtualBuffer(shareable=True)");
     } else {
         const PointerInfo info = pointer_info(lo);
         if (info.memory_type != MemoryType::device || info.base == 0)

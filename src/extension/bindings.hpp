@@ -18,6 +18,7 @@ void bind_device_ptr(nanobind::module_& m);      // bind_device_ptr.cpp: DeviceP
 void bind_virtual_buffer(nanobind::module_& m);  // bind_virtual_buffer.cpp: VirtualBuffer
 void bind_ipc(nanobind::module_& m);             // bind_ipc.cpp: CUDA exports and imports for stridex.ipc
 void bind_ipc_tickets(nanobind::module_& m);     // bind_ipc_tickets.cpp: the shared ticket words
+void bind_memory(nanobind::module_& m);          // allocator.cpp: default allocator, memory_stats, empty_cache
 void bind_copy(nanobind::module_& m);            // copy.cpp: stridex.copy, stridex.empty, View.copy/contiguous/to
 
 }  // namespace stridex::python

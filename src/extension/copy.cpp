@@ -3,8 +3,10 @@
 // while copying.
 #include <nanobind/stl/string.h>
 
+#include <optional>
 #include <vector>
 
+#include "allocator.hpp"
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "export.hpp"
@@ -58,21 +60,27 @@ nb::object copy_into(nb::handle dst, nb::handle src, nb::handle stream) {
 // A fresh View has no Python owner: its memory is stridex's own.
 nb::object fresh(View v) { return wrap_view(std::move(v), nb::none()); }
 
-nb::object copy_of(const PyView& self, Device target, Order order, nb::handle stream) {
+// The memory comes from the call's allocator (allocator.hpp): stridex's pools unless
+// allocator=, like= or the process default names another.
+nb::object copy_of(const PyView& self, Device target, Order order, nb::handle stream, nb::handle allocator,
+                   nb::handle like) {
     const std::intptr_t s = engine_stream(parse_stream(stream.ptr()));
+    std::optional<PyAllocator> holder;
+    const Allocator* a = choose_allocator(allocator, like, holder);
     View out;
     {
         nb::gil_scoped_release release;
-        out = copy_to(self.view, target, order, s);
+        out = copy_to(self.view, target, order, s, a);
     }
     return fresh(std::move(out));
 }
 
-nb::object copy_of(const PyView& self, nb::handle device, const std::string& order, nb::handle stream) {
+nb::object copy_of(const PyView& self, nb::handle device, const std::string& order, nb::handle stream,
+                   nb::handle allocator, nb::handle like) {
     const Device target = device.is_none()
                               ? self.view.device()
                               : device_arg(device.ptr(), "View.copy(): device", /*ints_are_cuda_ordinals=*/false);
-    return copy_of(self, target, parse_order(order), stream);
+    return copy_of(self, target, parse_order(order), stream, allocator, like);
 }
 
 }  // namespace
@@ -86,49 +94,65 @@ void bind_copy(nb::module_& m) {
           "is ready on (dst.stream, None when the copy completed); any other array's data is ready on `stream`.");
     m.def(
         "empty",
-        [](nb::handle shape, nb::handle dtype, nb::handle device, const std::string& order) {
+        [](nb::handle shape, nb::handle dtype, nb::handle device, const std::string& order, nb::handle stream,
+           nb::handle allocator, nb::handle like) {
             const std::vector<std::int64_t> extents = int64_list_arg(shape.ptr(), "empty(): shape");
             const Dtype dt = dtype_arg(dtype.ptr(), "empty(): dtype");
             // 'K' (the source's axis order) has no source here: C, as NumPy's empty_like without one.
             const Order o = parse_order(order) == Order::F ? Order::F : Order::C;
-            return fresh(allocate(extents, dt,
-                                  device_arg(device.ptr(), "empty(): device", /*ints_are_cuda_ordinals=*/false), o));
+            const Device where = device_arg(device.ptr(), "empty(): device", /*ints_are_cuda_ordinals=*/false);
+            const std::intptr_t s = engine_stream(parse_stream(stream.ptr()));
+            std::optional<PyAllocator> holder;
+            const Allocator* a = choose_allocator(allocator, like, holder);
+            View v = allocate(extents, dt, where, o, /*subbyte_padded=*/false, s, a);
+            // Device memory is ready on its allocation stream (nothing to wait for on the host).
+            if (where.type == DeviceType::kCUDA) v.set_stream(s == kNoStream ? kDefaultStream : s);
+            return fresh(std::move(v));
         },
         nb::arg("shape"), nb::arg("dtype"), nb::kw_only(), nb::arg("device") = "cpu", nb::arg("order") = "C",
+        nb::arg("stream") = nb::none(), nb::arg("allocator") = nb::none(), nb::arg("like") = nb::none(),
         nb::sig("def empty(shape: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex], dtype: "
-                "_DtypeLike, *, device: _DeviceLike = 'cpu', order: typing.Literal['C', 'F', 'K'] = 'C') "
-                "-> View"),
-        "A fresh, uninitialised, writable View on cpu, cuda:N, cuda_host (pinned) or cuda_managed memory.");
+                "_DtypeLike, *, device: _DeviceLike = 'cpu', order: typing.Literal['C', 'F', 'K'] = 'C', "
+                "stream: object = None, allocator: object = None, like: object = None) -> View"),
+        "A fresh, uninitialised, writable View on cpu, cuda:N, cuda_host (pinned) or cuda_managed memory. Device "
+        "memory comes from stridex's pool of the GPU, allocated on `stream` (None: the legacy default stream), "
+        "unless `allocator` ('stridex', 'torch', 'cupy', 'rmm' or an allocator object), `like` (an array whose "
+        "framework allocates) or stridex.set_allocator names another (docs/memory.md).");
 
     nb::handle cls = nb::type<PyView>();
     cls.attr("copy") = nb::cpp_function(
-        [](const PyView& self, nb::handle device, const std::string& order, nb::handle stream) {
-            return copy_of(self, device, order, stream);
-        },
+        [](const PyView& self, nb::handle device, const std::string& order, nb::handle stream, nb::handle allocator,
+           nb::handle like) { return copy_of(self, device, order, stream, allocator, like); },
         nb::is_method(), nb::name("copy"), nb::scope(cls), nb::arg("device") = nb::none(), nb::arg("order") = "C",
-        nb::kw_only(), nb::arg("stream") = nb::none(),
+        nb::kw_only(), nb::arg("stream") = nb::none(), nb::arg("allocator") = nb::none(), nb::arg("like") = nb::none(),
         nb::sig("def copy(self, device: _DeviceLike | None = None, order: typing.Literal['C', 'F', 'K'] = 'C', *, "
-                "stream: object = None) -> View"),
+                "stream: object = None, allocator: object = None, like: object = None) -> View"),
         "A fresh copy on `device` (this view's by default) in element order 'C', 'F' or 'K' (the source's axis "
-        "order). Queued on `stream` (None: legacy default stream); the result records the stream it is ready on.");
+        "order). Queued on `stream` (None: legacy default stream), its memory allocated on that stream (by "
+        "`allocator` or `like`'s framework when given, see stridex.empty); the result records the stream it is "
+        "ready on.");
     cls.attr("contiguous") = nb::cpp_function(
-        [](nb::handle self, nb::handle stream) -> nb::object {
+        [](nb::handle self, nb::handle stream, nb::handle allocator, nb::handle like) -> nb::object {
             const PyView& v = py_view(self.ptr());
             if (v.view.layout().is_c_contiguous()) return nb::borrow(self);
-            return copy_of(v, v.view.device(), Order::C, stream);
+            return copy_of(v, v.view.device(), Order::C, stream, allocator, like);
         },
         nb::is_method(), nb::name("contiguous"), nb::scope(cls), nb::kw_only(), nb::arg("stream") = nb::none(),
-        nb::sig("def contiguous(self, *, stream: object = None) -> View"),
+        nb::arg("allocator") = nb::none(), nb::arg("like") = nb::none(),
+        nb::sig("def contiguous(self, *, stream: object = None, allocator: object = None, like: object = None) -> "
+                "View"),
         "This view if it is C-contiguous, else a C-contiguous copy on the same device.");
     cls.attr("to") = nb::cpp_function(
-        [](nb::handle self, nb::handle device, nb::handle stream) -> nb::object {
+        [](nb::handle self, nb::handle device, nb::handle stream, nb::handle allocator, nb::handle like) -> nb::object {
             const PyView& v = py_view(self.ptr());
             const Device target = device_arg(device.ptr(), "View.to(): device", /*ints_are_cuda_ordinals=*/false);
             if (target == v.view.device()) return nb::borrow(self);
-            return copy_of(v, target, Order::K, stream);
+            return copy_of(v, target, Order::K, stream, allocator, like);
         },
         nb::is_method(), nb::name("to"), nb::scope(cls), nb::arg("device"), nb::kw_only(),
-        nb::arg("stream") = nb::none(), nb::sig("def to(self, device: _DeviceLike, *, stream: object = None) -> View"),
+        nb::arg("stream") = nb::none(), nb::arg("allocator") = nb::none(), nb::arg("like") = nb::none(),
+        nb::sig("def to(self, device: _DeviceLike, *, stream: object = None, allocator: object = None, like: object "
+                "= None) -> View"),
         "This view if it is on `device` already, else a copy there (keeping the source's axis order).");
 
     // The copy module's protocol. Without these, copy.copy and copy.deepcopy fall back to
@@ -140,11 +164,14 @@ void bind_copy(nb::module_& m) {
         "copy.copy(view): a new View of the same memory (same dtype, shape, strides, device, read-only flag and "
         "stream), keeping the memory's owner alive. No data is copied.");
     cls.attr("__deepcopy__") = nb::cpp_function(
-        [](const PyView& self, nb::handle) { return copy_of(self, self.view.device(), Order::K, nb::none()); },
+        [](const PyView& self, nb::handle) {
+            return copy_of(self, self.view.device(), Order::K, nb::none(), nb::none(), nb::none());
+        },
         nb::is_method(), nb::name("__deepcopy__"), nb::scope(cls), nb::arg("memo"),
         nb::sig("def __deepcopy__(self, memo: dict[int, typing.Any], /) -> View"),
         "copy.deepcopy(view): a copy of the data on the same device, as view.copy(order='K'): fresh writable memory, "
-        "queued on the legacy default stream after the view's pending work (the result records the stream).");
+        "queued on the legacy default stream after the view's pending work (the result records the stream), its "
+        "memory from the default allocator (stridex.set_allocator).");
 }
 
 }  // namespace stridex::python

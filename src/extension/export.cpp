@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 
+#include "allocator.hpp"
 #include "arguments.hpp"
 #include "attributes.hpp"
 #include "bindings.hpp"
@@ -178,8 +179,11 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
         const std::intptr_t on = target.is_cuda_device_or_managed() ? stream.value_or(kDefaultStream) : kNoStream;
         View out;
         try {
+            // The process default allocator (stridex.set_allocator): the protocol has no argument for it.
+            std::optional<PyAllocator> holder;
+            const Allocator* allocator = choose_allocator(nb::none(), nb::none(), holder);
             nb::gil_scoped_release release;
-            out = copy_to(v, target, Order::C, on);
+            out = copy_to(v, target, Order::C, on, allocator);
         } catch (const Error& e) {
             // Unservable here (no driver, no such GPU, ...): the protocol's refusal is BufferError.
             fail(ErrorKind::buffer, "__dlpack__: copying ", source.name(), " memory to ", target.name(), ": ",

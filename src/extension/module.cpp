@@ -18,5 +18,6 @@ NB_MODULE(_stridex, m) {
     bind_cuda(m);
     bind_ipc(m);
     bind_ipc_tickets(m);
+    bind_memory(m);
     bind_copy(m);
 }

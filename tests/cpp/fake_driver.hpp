@@ -14,6 +14,7 @@
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -455,6 +456,14 @@ public:
             if (a >= start && a + bytes <= start + m.size) return bytes_at(a);
         for (auto& r : ranges_)
             if (a >= r.base && a + bytes <= r.base + r.size) return reinterpret_cast<std::byte*>(a);
+        // Pool blocks (issue 25) get host bytes on first use.
+        auto block = pool_blocks_.upper_bound(a);
+        if (block != pool_blocks_.begin() && a + bytes <= std::prev(block)->first + std::prev(block)->second.second) {
+            --block;
+            auto& backing = pool_bytes_[block->first];
+            backing.resize(block->second.second);
+            return backing.data() + (a - block->first);
+        }
         return nullptr;
     }
     std::string name_of(CUdeviceptr a) const {
@@ -500,7 +509,170 @@ public:
         return result::success;
     }
 
+    // ---- stream-ordered memory pools and pinned memory (memory.hpp, issue 25) ----
+    // Device pools hand out addresses from 0x5e0000000000 (device memory is not backed by bytes),
+    // keep freed blocks in a cache reused for the same size (the same pointer comes back), and
+    // fail with out of memory past `device_capacity` bytes in use plus cache (a trim empties the
+    // cache). Pinned blocks are real host memory.
+    bool pool_fd_supported = true;
+    std::size_t device_capacity = 1024 * MiB;
+    std::size_t pinned_capacity = 1024 * MiB;
+    std::vector<CUstream> capturing;        // streams cuStreamIsCapturing reports active
+    std::vector<CUstream> invalid_streams;  // streams the allocation/free calls refuse (destroyed)
+    std::vector<CUevent> busy_events;       // events cuEventQuery reports not ready
+    std::size_t live_pool_blocks() const { return pool_blocks_.size(); }
+    std::size_t live_pinned() const { return pinned_.size(); }
+    std::uint64_t pool_threshold() const { return pools_.empty() ? 0 : pools_.begin()->second.threshold; }
+
+    bool invalid_stream(CUstream s) const {
+        return std::find(invalid_streams.begin(), invalid_streams.end(), s) != invalid_streams.end();
+    }
+    CUresult mem_pool_create(CUmemoryPool* p, const MemPoolProps* props) {
+        if (!props || props->alloc_type != cu::kMemAllocationTypePinned ||
+            props->location.type != cu::kMemLocationTypeDevice || !valid_ordinal(props->location.id))
+            return violation("cuMemPoolCreate props");
+        const bool fd = props->handle_types == cu::kMemHandleTypePosixFileDescriptor;
+        if (fd && !pool_fd_supported) return result::not_supported;
+        if (CUresult r = injected("cuMemPoolCreate")) return r;
+        *p = reinterpret_cast<CUmemoryPool>(std::uintptr_t{0xb000} + 0x10 * (pools_.size() + 1));
+        pools_[*p] = {props->location.id, fd, 0, 0, 0, 0, {}};
+        log.push_back("pool_create dev" + std::to_string(props->location.id) + (fd ? " fd" : " none"));
+        return result::success;
+    }
+    CUresult mem_pool_set_attribute(CUmemoryPool p, int attribute, void* value) {
+        if (!pools_.count(p)) return violation("cuMemPoolSetAttribute of an unknown pool");
+        if (attribute != cu::kMemPoolReleaseThreshold) return violation("unexpected pool attribute set");
+        pools_[p].threshold = *static_cast<std::uint64_t*>(value);
+        return result::success;
+    }
+    CUresult mem_pool_get_attribute(CUmemoryPool p, int attribute, void* value) {
+        if (!pools_.count(p)) return violation("cuMemPoolGetAttribute of an unknown pool");
+        const PoolState& s = pools_[p];
+        auto* out = static_cast<std::uint64_t*>(value);
+        switch (attribute) {
+            case cu::kMemPoolReservedMemCurrent: *out = s.used + s.cached_bytes(); break;
+            case cu::kMemPoolReservedMemHigh: *out = s.high; break;
+            case cu::kMemPoolUsedMemCurrent: *out = s.used; break;
+            default: return violation("unexpected pool attribute read");
+        }
+        return result::success;
+    }
+    CUresult mem_pool_trim_to(CUmemoryPool p, std::size_t keep) {
+        if (!pools_.count(p) || keep != 0) return violation("cuMemPoolTrimTo");
+        log.push_back("pool_trim " + std::to_string(pools_[p].cache.size()) + " blocks");
+        pools_[p].cache.clear();
+        return result::success;
+    }
+    CUresult alloc_from_pool(CUdeviceptr* ptr, std::size_t bytes, CUmemoryPool p, CUstream s) {
+        if (CUresult r = need_context("cuMemAllocFromPoolAsync")) return r;
+        if (!pools_.count(p)) return violation("cuMemAllocFromPoolAsync from an unknown pool");
+        if (invalid_stream(s)) return result::invalid_handle;
+        if (CUresult r = injected("cuMemAllocFromPoolAsync")) return r;
+        PoolState& st = pools_[p];
+        for (auto it = st.cache.begin(); it != st.cache.end(); ++it)
+            if (it->second == bytes) {
+                *ptr = it->first;
+                st.cache.erase(it);
+                return pool_handed(p, *ptr, bytes, s);
+            }
+        if (st.used + st.cached_bytes() + bytes > device_capacity) {
+            log.push_back("alloc_pool " + sz(bytes) + " on " + stream_name(s) + " -> out of memory");
+            return result::out_of_memory;
+        }
+        *ptr = next_pool_va_;
+        next_pool_va_ += (bytes + 0xffff) & ~std::size_t{0xffff};
+        return pool_handed(p, *ptr, bytes, s);
+    }
+    CUresult pool_handed(CUmemoryPool p, CUdeviceptr ptr, std::size_t bytes, CUstream s) {
+        PoolState& st = pools_[p];
+        st.used += bytes;
+        st.high = std::max<std::uint64_t>(st.high, st.used + st.cached_bytes());
+        pool_blocks_[ptr] = {p, bytes};
+        log.push_back("alloc_pool " + sz(bytes) + " on " + stream_name(s) + " -> p" + hex(ptr));
+        return result::success;
+    }
+    CUresult alloc_async(CUdeviceptr* ptr, std::size_t bytes, CUstream s) {
+        if (CUresult r = need_context("cuMemAllocAsync")) return r;
+        *ptr = next_pool_va_;
+        next_pool_va_ += (bytes + 0xffff) & ~std::size_t{0xffff};
+        pool_blocks_[*ptr] = {nullptr, bytes};
+        log.push_back("alloc_graph " + sz(bytes) + " on " + stream_name(s) + " -> p" + hex(*ptr));
+        return result::success;
+    }
+    CUresult free_async(CUdeviceptr ptr, CUstream s) {
+        if (CUresult r = need_context("cuMemFreeAsync")) return r;
+        if (invalid_stream(s)) return result::invalid_handle;
+        return pool_free(ptr, "free_async p" + hex(ptr) + " on " + stream_name(s));
+    }
+    CUresult free_sync(CUdeviceptr ptr) {
+        if (CUresult r = need_context("cuMemFree")) return r;
+        return pool_free(ptr, "free p" + hex(ptr) + " (synchronous)");
+    }
+    CUresult pool_free(CUdeviceptr ptr, std::string what) {
+        auto it = pool_blocks_.find(ptr);
+        if (it == pool_blocks_.end()) return violation("free of unknown pool memory p" + hex(ptr));
+        if (CUmemoryPool p = it->second.first) {
+            pools_[p].used -= it->second.second;
+            pools_[p].cache.emplace_back(ptr, it->second.second);
+        }
+        pool_blocks_.erase(it);
+        log.push_back(std::move(what));
+        return result::success;
+    }
+    CUresult is_capturing(CUstream s, int* status) {
+        *status = std::find(capturing.begin(), capturing.end(), s) != capturing.end() ? 1 : 0;
+        return result::success;
+    }
+    CUresult event_query(CUevent e) {
+        return std::find(busy_events.begin(), busy_events.end(), e) != busy_events.end() ? result::not_ready
+                                                                                         : result::success;
+    }
+    CUresult host_alloc(void** p, std::size_t bytes, unsigned flags) {
+        if (flags != cu::kMemHostAllocPortable) return violation("cuMemHostAlloc flags");
+        if (CUresult r = injected("cuMemHostAlloc")) return r;
+        std::size_t held = 0;
+        for (auto& b : pinned_) held += b->size();
+        if (held + bytes > pinned_capacity) return result::out_of_memory;
+        pinned_.push_back(std::make_unique<std::vector<std::byte>>(bytes));
+        *p = pinned_.back()->data();
+        log.push_back("host_alloc " + sz(bytes));
+        return result::success;
+    }
+    CUresult free_host(void* p) {
+        for (auto it = pinned_.begin(); it != pinned_.end(); ++it)
+            if ((*it)->data() == p) {
+                log.push_back("free_host " + sz((*it)->size()));
+                pinned_.erase(it);
+                return result::success;
+            }
+        return violation("cuMemFreeHost of unknown memory");
+    }
+    CUresult mem_get_info(std::size_t* free_bytes, std::size_t* total) {
+        std::size_t used = 0;
+        for (auto& [p, s] : pools_) used += s.used + s.cached_bytes();
+        *total = device_capacity;
+        *free_bytes = device_capacity - std::min(used, device_capacity);
+        return result::success;
+    }
+
 private:
+    struct PoolState {
+        int device;
+        bool fd;
+        std::uint64_t threshold, used, high, spare;
+        std::vector<std::pair<CUdeviceptr, std::size_t>> cache;
+        std::uint64_t cached_bytes() const {
+            std::uint64_t n = 0;
+            for (auto& c : cache) n += c.second;
+            return n;
+        }
+    };
+    std::map<CUmemoryPool, PoolState> pools_;
+    std::map<CUdeviceptr, std::pair<CUmemoryPool, std::size_t>> pool_blocks_;  // nullptr pool: a graph's
+    std::vector<std::unique_ptr<std::vector<std::byte>>> pinned_;
+    std::map<CUdeviceptr, std::vector<std::byte>> pool_bytes_;
+    CUdeviceptr next_pool_va_ = 0x5e0000000000;
+
     struct Range {
         CUdeviceptr base;
         std::size_t size;
@@ -631,6 +803,22 @@ inline DriverTable FakeDriver::table() const {
     t.mem_import_from_shareable_handle = [](CUmemGenericAllocationHandle* h, void* o, int type) {
         return g_fake->import_shareable(h, o, type);
     };
+    // Memory pools and pinned memory (issue 25).
+    t.mem_pool_create = [](CUmemoryPool* p, const MemPoolProps* props) { return g_fake->mem_pool_create(p, props); };
+    t.mem_pool_set_attribute = [](CUmemoryPool p, int a, void* v) { return g_fake->mem_pool_set_attribute(p, a, v); };
+    t.mem_pool_get_attribute = [](CUmemoryPool p, int a, void* v) { return g_fake->mem_pool_get_attribute(p, a, v); };
+    t.mem_pool_trim_to = [](CUmemoryPool p, std::size_t k) { return g_fake->mem_pool_trim_to(p, k); };
+    t.mem_alloc_from_pool_async = [](CUdeviceptr* d, std::size_t n, CUmemoryPool p, CUstream s) {
+        return g_fake->alloc_from_pool(d, n, p, s);
+    };
+    t.mem_alloc_async = [](CUdeviceptr* d, std::size_t n, CUstream s) { return g_fake->alloc_async(d, n, s); };
+    t.mem_free_async = [](CUdeviceptr d, CUstream s) { return g_fake->free_async(d, s); };
+    t.mem_free = [](CUdeviceptr d) { return g_fake->free_sync(d); };
+    t.stream_is_capturing = [](CUstream s, int* st) { return g_fake->is_capturing(s, st); };
+    t.event_query = [](CUevent e) { return g_fake->event_query(e); };
+    t.mem_host_alloc = [](void** p, std::size_t n, unsigned f) { return g_fake->host_alloc(p, n, f); };
+    t.mem_free_host = [](void* p) { return g_fake->free_host(p); };
+    t.mem_get_info = [](std::size_t* f, std::size_t* t2) { return g_fake->mem_get_info(f, t2); };
     return t;
 }
 

@@ -22,22 +22,31 @@
 
 namespace stridex {
 
+class Allocator;  // stridex/cuda/memory.hpp
+
 class Array : public View {
 public:
     Array() = default;  // an empty placeholder (a 0-d View of nothing)
 
     // 64-byte-aligned host memory (Device::cpu()).
     static Array host(std::span<const std::int64_t> shape, Dtype dtype);
-    // Page-locked host memory (cuMemHostAlloc, Device::cuda_host()): host-addressable, and copied
-    // to and from GPUs by DMA.
+    // Page-locked host memory (stridex's pinned pool, Device::cuda_host()): host-addressable, and
+    // copied to and from GPUs by DMA.
     static Array pinned(std::span<const std::int64_t> shape, Dtype dtype);
-    // Device memory of GPU `ordinal` (cuMemAlloc in its primary context, Device::cuda(ordinal)).
-    static Array cuda(std::span<const std::int64_t> shape, Dtype dtype, int ordinal);
+    // Device memory of GPU `ordinal` (Device::cuda(ordinal)) from its stream-ordered pool,
+    // allocated on `stream` (the stream that will write it; the encoded value of view.hpp) and
+    // freed on it when the last View goes (docs/memory.md).
+    static Array cuda(std::span<const std::int64_t> shape, Dtype dtype, int ordinal,
+                      std::intptr_t stream = kDefaultStream);
+    // The same from the caller's allocator (memory.hpp), for any device it allocates on.
+    static Array allocate(std::span<const std::int64_t> shape, Dtype dtype, Device device, const Allocator& allocator,
+                          std::intptr_t stream = kDefaultStream);
 
     static Array host(std::initializer_list<std::int64_t> shape, Dtype dtype) { return host(span(shape), dtype); }
     static Array pinned(std::initializer_list<std::int64_t> shape, Dtype dtype) { return pinned(span(shape), dtype); }
-    static Array cuda(std::initializer_list<std::int64_t> shape, Dtype dtype, int ordinal) {
-        return cuda(span(shape), dtype, ordinal);
+    static Array cuda(std::initializer_list<std::int64_t> shape, Dtype dtype, int ordinal,
+                      std::intptr_t stream = kDefaultStream) {
+        return cuda(span(shape), dtype, ordinal, stream);
     }
 
     // Memory allocated elsewhere, freed by `deleter(context)` exactly once (also when adopt itself

@@ -34,11 +34,15 @@ enum class Order : char { C = 'C', F = 'F', K = 'K' };
 // View.copy).
 Order parse_order(std::string_view letter);
 
-// A fresh, writable, dense view of `shape` on `device`: cpu (allocate_host), cuda:N (cuMemAlloc),
-// cuda_host (pinned, cuMemHostAlloc, portable) or cuda_managed (cuMemAllocManaged), freed when the
-// last View of it goes. Contents uninitialised. Other devices: Error(unsupported).
+class Allocator;  // stridex/cuda/memory.hpp
+
+// A fresh, writable, dense view of `shape` on `device`: cpu (allocate_host), cuda:N (the GPU's
+// stream-ordered pool, allocated on `stream`), cuda_host (the pinned pool, portable) or
+// cuda_managed (cuMemAllocManaged), freed when the last View of it goes (docs/memory.md). With an
+// `allocator`, the memory is that allocator's (every device, cpu included). Contents
+// uninitialised. Other devices: Error(unsupported); out of memory: Error(memory).
 View allocate(std::span<const std::int64_t> shape, Dtype dtype, Device device, Order order = Order::C,
-              bool subbyte_padded = false);
+              bool subbyte_padded = false, std::intptr_t stream = kDefaultStream, const Allocator* allocator = nullptr);
 
 // Copies src into dst, element (i, j, ...) to element (i, j, ...). Both must have one shape and
 // one dtype (no casting) -> else Error(value); dst must be writable and must not address one
@@ -52,12 +56,15 @@ View allocate(std::span<const std::int64_t> shape, Dtype dtype, Device device, O
 std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream = kDefaultStream);
 
 // A fresh copy of src on `device` in `order`, ready on the returned View's stream() (see copy()).
-View copy_to(const View& src, Device device, Order order = Order::C, std::intptr_t stream = kDefaultStream);
+// Its memory is allocated on that stream, by `allocator` when given (see allocate).
+View copy_to(const View& src, Device device, Order order = Order::C, std::intptr_t stream = kDefaultStream,
+             const Allocator* allocator = nullptr);
 
-// `src` itself when it is C-contiguous, else copy_to(src, src.device(), Order::C, stream).
-View contiguous(const View& src, std::intptr_t stream = kDefaultStream);
+// `src` itself when it is C-contiguous, else copy_to(src, src.device(), Order::C, stream, allocator).
+View contiguous(const View& src, std::intptr_t stream = kDefaultStream, const Allocator* allocator = nullptr);
 
-// `src` itself when it is on `device` already, else copy_to(src, device, Order::K, stream).
-View to_device(const View& src, Device device, std::intptr_t stream = kDefaultStream);
+// `src` itself when it is on `device` already, else copy_to(src, device, Order::K, stream, allocator).
+View to_device(const View& src, Device device, std::intptr_t stream = kDefaultStream,
+               const Allocator* allocator = nullptr);
 
 }  // namespace stridex

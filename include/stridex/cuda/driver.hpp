@@ -28,6 +28,7 @@ struct CUstream_st;
 struct CUevent_st;
 struct CUmod_st;
 struct CUfunc_st;
+struct CUmemPoolHandle_st;
 
 namespace stridex::cuda {
 
@@ -41,6 +42,7 @@ using CUstream = ::CUstream_st*;
 using CUevent = ::CUevent_st*;
 using CUmodule = ::CUmod_st*;
 using CUfunction = ::CUfunc_st*;
+using CUmemoryPool = ::CUmemPoolHandle_st*;
 
 static_assert(sizeof(CUdeviceptr) == 8 && sizeof(CUresult) == 4, "CUDA driver ABI is LP64");
 
@@ -145,6 +147,33 @@ struct Memcpy2D {
 static_assert(sizeof(Memcpy2D) == 128 && offsetof(Memcpy2D, src_pitch) == 48 &&
               offsetof(Memcpy2D, dst_x_in_bytes) == 56 && offsetof(Memcpy2D, width_in_bytes) == 112);
 
+// ---- ABI: stream-ordered memory pools (CUmemPoolProps, CUmemPoolPtrExportData) --------------
+// Memory pools (memory.hpp, issue 25).
+namespace cu {
+inline constexpr int kMemPoolReuseFollowEventDependencies = 1;    // CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES
+inline constexpr int kMemPoolReuseAllowOpportunistic = 2;         // CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC
+inline constexpr int kMemPoolReuseAllowInternalDependencies = 3;  // CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES
+inline constexpr int kMemPoolReleaseThreshold = 4;                // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD (cuuint64_t)
+inline constexpr int kMemPoolReservedMemCurrent = 5;              // CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
+inline constexpr int kMemPoolReservedMemHigh = 6;                 // CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH
+inline constexpr int kMemPoolUsedMemCurrent = 7;                  // CU_MEMPOOL_ATTR_USED_MEM_CURRENT
+inline constexpr int kMemPoolUsedMemHigh = 8;                     // CU_MEMPOOL_ATTR_USED_MEM_HIGH
+inline constexpr int kStreamCaptureStatusNone = 0;                // CU_STREAM_CAPTURE_STATUS_NONE
+}  // namespace cu
+struct MemPoolProps {      // CUmemPoolProps
+    int alloc_type;        // CUmemAllocationType: kMemAllocationTypePinned
+    int handle_types;      // CUmemAllocationHandleType: POSIX fd when the pool's memory may cross processes
+    MemLocation location;  // the device
+    void* win32_security_attributes;
+    unsigned char reserved[64];  // later fields (maxSize, usage): zero is their default
+};
+struct MemPoolPtrExportData {  // CUmemPoolPtrExportData: 64 opaque bytes
+    unsigned char reserved[64];
+};
+static_assert(sizeof(MemPoolProps) == 88 && offsetof(MemPoolProps, location) == 8 &&
+              offsetof(MemPoolProps, win32_security_attributes) == 16);
+static_assert(sizeof(MemPoolPtrExportData) == 64);
+
 // ---- The table --------------------------------------------------------------------------------
 // Every driver entry point stridex calls, resolved once. Members are the driver functions minus the
 // "cu" prefix, in snake case; each resolves to the variant of CUDA 12.0's ABI (the _v2 functions
@@ -216,6 +245,23 @@ struct DriverTable {
     CUresult (*launch_kernel)(CUfunction, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
                               unsigned block_y, unsigned block_z, unsigned shared_bytes, CUstream, void** params,
                               void** extra);
+    // Stream-ordered memory pools (memory.hpp, issue 25): the device pools, their introspection and
+    // trimming, capture detection for graph allocations, event polling for the pinned pool, and
+    // the export of pool memory to other processes (ipc.hpp).
+    CUresult (*mem_pool_create)(CUmemoryPool*, const MemPoolProps*);
+    CUresult (*mem_pool_destroy)(CUmemoryPool);
+    CUresult (*mem_pool_set_attribute)(CUmemoryPool, int attribute, void* value);
+    CUresult (*mem_pool_get_attribute)(CUmemoryPool, int attribute, void* value);
+    CUresult (*mem_pool_trim_to)(CUmemoryPool, std::size_t min_bytes_to_keep);
+    CUresult (*mem_alloc_from_pool_async)(CUdeviceptr*, std::size_t bytes, CUmemoryPool, CUstream);
+    CUresult (*stream_is_capturing)(CUstream, int* status);  // CUstreamCaptureStatus
+    CUresult (*event_query)(CUevent);
+    CUresult (*mem_pool_export_to_shareable_handle)(void* handle, CUmemoryPool, int handle_type,
+                                                    unsigned long long flags);
+    CUresult (*mem_pool_import_from_shareable_handle)(CUmemoryPool*, void* handle, int handle_type,
+                                                      unsigned long long flags);
+    CUresult (*mem_pool_export_pointer)(MemPoolPtrExportData*, CUdeviceptr);
+    CUresult (*mem_pool_import_pointer)(CUdeviceptr*, CUmemoryPool, MemPoolPtrExportData*);
 };
 
 // A failed driver call: Error(cuda) that also keeps the CUresult, for callers that branch on it.

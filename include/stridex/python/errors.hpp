@@ -21,6 +21,7 @@ inline PyObject* python_exception_for(ErrorKind kind) noexcept {
         case ErrorKind::value: return PyExc_ValueError;
         case ErrorKind::index: return PyExc_IndexError;
         case ErrorKind::cuda: return PyExc_RuntimeError;
+        case ErrorKind::memory: return PyExc_MemoryError;
     }
     return PyExc_RuntimeError;
 }

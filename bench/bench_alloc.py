@@ -1,0 +1,220 @@
+"""Allocating calls against stridex.copy into a preallocated destination, and allocation round trips
+against torch, on one GPU, in one process (issue 25's table).
+
+    python bench/bench_alloc.py [--repeat 15] [--json out.json]
+
+Candidates are timed interleaved and reported as the median with the spread (min-max). Bandwidth
+cases time, with the host clock around a synchronized call, one call and the release of its result
+(the allocating call) or one copy into a destination made beforehand (stridex.copy); GB/s counts
+bytes read plus bytes written on the device, the bytes moved for device -> host. Round trips are
+the host time of N allocate-and-release iterations (device work synchronized once at the end).
+The release case drops a 64 MiB result while another stream runs a ~0.5 s sleeping kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--json", help="write the rows here too")
+    args = parser.parse_args()
+
+    import torch
+
+    import stridex
+
+    if not torch.cuda.is_available() or not stridex.cuda_available():
+        print("bench_alloc: needs a CUDA GPU (torch and stridex)", file=sys.stderr)
+        return 2
+    dev = torch.device("cuda:0")
+    rows: list[dict] = []
+
+    def sync() -> None:
+        torch.cuda.synchronize()
+
+    def timed(fn) -> float:
+        sync()
+        t = time.perf_counter()
+        fn()
+        sync()
+        return time.perf_counter() - t
+
+    def interleaved(cands: dict, timer, repeat: int) -> dict[str, list[float]]:
+        for fn in cands.values():  # warm-up: modules, pools, staging buffers
+            timer(fn)
+        out: dict[str, list[float]] = {k: [] for k in cands}
+        for _ in range(repeat):
+            for k, fn in cands.items():
+                out[k].append(timer(fn))
+        return out
+
+    def ratio_case(label: str, src_t, alloc_fn, moved: int) -> None:
+        sv = stridex.view(src_t)
+        dst = stridex.view(torch.empty(src_t.shape, dtype=src_t.dtype, device=src_t.device))
+
+        def copy_into():
+            stridex.copy(dst, sv)
+
+        def allocating():  # the release is stream-ordered: timed()'s synchronize covers it
+            r = alloc_fn(sv)
+            del r
+
+        t = interleaved({"copy": copy_into, "alloc": allocating}, timed, args.repeat)
+        gb = {k: [moved / s / 1e9 for s in v] for k, v in t.items()}
+        c, a = statistics.median(gb["copy"]), statistics.median(gb["alloc"])
+        rows.append(
+            {
+                "case": label,
+                "copy_GBps": round(c, 1),
+                "alloc_GBps": round(a, 1),
+                "ratio": round(a / c, 3),
+                "alloc_spread": [round(min(gb["alloc"]), 1), round(max(gb["alloc"]), 1)],
+            }
+        )
+        print(f"{label:48s} copy {c:8.1f}  alloc {a:8.1f} GB/s  ratio {a / c:6.1%}", flush=True)
+
+    f32, bf16 = torch.float32, torch.bfloat16
+    big = torch.empty(1 << 28, dtype=f32, device=dev)  # 1 GiB
+    ratio_case("contiguous fp32 1 GiB View.copy()", big, lambda v: v.copy(), 2 * big.nbytes)
+    del big
+    sq = torch.empty(8192, 8192, dtype=f32, device=dev)
+    ratio_case("transpose fp32 8192^2 .T.contiguous()", sq.T, lambda v: v.contiguous(), 2 * sq.nbytes)
+    sqb = torch.empty(8192, 8192, dtype=bf16, device=dev)
+    ratio_case("transpose bf16 8192^2 .T.contiguous()", sqb.T, lambda v: v.contiguous(), 2 * sqb.nbytes)
+    del sq, sqb
+    z = torch.empty(256, 1024, 256, dtype=f32, device=dev)
+    ratio_case("permute(2,0,1) fp32 256x1024x256", z.permute(2, 0, 1), lambda v: v.contiguous(), 2 * z.nbytes)
+    del z
+    nchw = torch.empty(32, 256, 128, 128, dtype=bf16, device=dev)
+    ratio_case(
+        "permute(0,2,3,1) bf16 32x256x128x128", nchw.permute(0, 2, 3, 1), lambda v: v.contiguous(), 2 * nchw.nbytes
+    )
+    del nchw
+    blk = torch.empty(16384, 16384, dtype=f32, device=dev)
+    col = blk[:, :8192]
+    ratio_case("column block [:, :8192] of 16384^2 fp32", col, lambda v: v.contiguous(), 2 * col.numel() * 4)
+    del blk, col
+
+    # Device -> host 256 MiB: View.to('cpu') (fresh pageable) vs copy into existing pinned / pageable.
+    d2h = torch.empty(1 << 26, dtype=f32, device=dev)
+    dv = stridex.view(d2h)
+    pinned = stridex.view(torch.empty(1 << 26, dtype=f32, pin_memory=True))
+    pageable = stridex.view(torch.empty(1 << 26, dtype=f32))
+
+    def to_cpu():
+        r = dv.to("cpu")
+        del r
+
+    def to_host_pool():
+        r = dv.to("cuda_host")
+        sync()
+        del r
+
+    t = interleaved(
+        {
+            "pinned": lambda: stridex.copy(pinned, dv),
+            "pageable": lambda: stridex.copy(pageable, dv),
+            "to_cpu": to_cpu,
+            "to_cuda_host": to_host_pool,
+        },
+        timed,
+        args.repeat,
+    )
+    gb = {k: statistics.median([d2h.nbytes / s / 1e9 for s in v]) for k, v in t.items()}
+    for k, v in gb.items():
+        print(f"D2H 256 MiB {k:32s} {v:8.1f} GB/s  ({v / gb['pinned']:6.1%} of pinned)", flush=True)
+        rows.append({"case": f"D2H 256 MiB {k}", "GBps": round(v, 1), "of_pinned": round(v / gb["pinned"], 3)})
+    # Host -> device from pageable memory, into a fresh result (View.to('cuda:0')) and into existing.
+    host_src = stridex.view(torch.empty(1 << 26, dtype=f32))
+    pin_src = stridex.view(torch.empty(1 << 26, dtype=f32, pin_memory=True))
+    t = interleaved(
+        {
+            "pinned": lambda: stridex.copy(dv, pin_src),
+            "pageable": lambda: stridex.copy(dv, host_src),
+            "to_cuda": lambda: host_src.to("cuda:0"),
+        },
+        timed,
+        args.repeat,
+    )
+    gb = {k: statistics.median([d2h.nbytes / s / 1e9 for s in v]) for k, v in t.items()}
+    for k, v in gb.items():
+        print(f"H2D 256 MiB {k:32s} {v:8.1f} GB/s  ({v / gb['pinned']:6.1%} of pinned)", flush=True)
+        rows.append({"case": f"H2D 256 MiB {k}", "GBps": round(v, 1), "of_pinned": round(v / gb["pinned"], 3)})
+
+    # Round trips, in µs per iteration.
+    def per_iter(fn, n: int) -> float:
+        sync()
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        sync()
+        return (time.perf_counter() - t) / n * 1e6
+
+    def rt_case(label: str, cands: dict, n: int) -> None:
+        t = interleaved({k: (lambda f=f: per_iter(f, n)) for k, f in cands.items()}, lambda f: f(), args.repeat)
+        med = {k: statistics.median(v) for k, v in t.items()}
+        for k, v in med.items():
+            print(f"{label:40s} {k:8s} {v:8.2f} us  [{min(t[k]):.2f}-{max(t[k]):.2f}]", flush=True)
+        rows.append({"case": label, **{f"{k}_us": round(v, 2) for k, v in med.items()}})
+
+    def sx_empty():
+        v = stridex.empty((1 << 20,), "uint8", device="cuda:0")
+        del v
+
+    def th_empty():
+        t = torch.empty(1 << 20, dtype=torch.uint8, device=dev)
+        del t
+
+    rt_case("1 MiB allocate + release", {"stridex": sx_empty, "torch": th_empty}, 2000)
+    small = torch.randn(512, 512, device=dev)
+    sv_small = stridex.view(small)
+    svT = sv_small.T
+
+    def sx_t():
+        r = svT.contiguous()
+        del r
+
+    def th_t():
+        r = small.T.contiguous()
+        del r
+
+    rt_case("512x512 fp32 .T.contiguous() + release", {"stridex": sx_t, "torch": th_t}, 2000)
+
+    # Releasing a result while another stream sleeps.
+    x = stridex.view(torch.empty(4096, 4096, dtype=f32, device=dev))
+    other = torch.cuda.Stream()
+    rel: list[float] = []
+    busy_after: list[bool] = []
+    for _ in range(args.repeat):
+        r = x.T.contiguous()
+        sync()
+        with torch.cuda.stream(other):
+            torch.cuda._sleep(1_000_000_000)
+        t0 = time.perf_counter()
+        del r
+        rel.append((time.perf_counter() - t0) * 1e6)
+        busy_after.append(not other.query())
+        other.synchronize()
+    print(
+        f"release of a 64 MiB result while another stream sleeps: median {statistics.median(rel):.1f} us "
+        f"[{min(rel):.1f}-{max(rel):.1f}], other stream still busy afterwards: {sum(busy_after)}/{len(busy_after)}",
+        flush=True,
+    )
+    rows.append({"case": "release while another stream sleeps", "median_us": round(statistics.median(rel), 1)})
+    print("pool:", stridex.memory_stats(0), flush=True)
+    print("pinned pool:", stridex.memory_stats("cuda_host"), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,610 @@
+// Stream-ordered device pools, the pinned host pool and stridex's own Allocator (memory.hpp).
+//
+// Reuse across streams: a pool made by cuMemPoolCreate starts with its three reuse attributes on
+// (CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, _ALLOW_OPPORTUNISTIC,
+// _ALLOW_INTERNAL_DEPENDENCIES) and stridex keeps them: each lets the driver hand a block freed on
+// stream A to an allocation on stream B only when the free is known to be ordered before it (an
+// event B already waits on, the free observed complete, or a dependency the driver inserts into
+// B). None lets a later writer on B overtake work queued on A before the free, and the release
+// below makes every other stream that used the memory a predecessor of the free (note_use), so the
+// same holds for readers on those streams.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "stridex/copy.hpp"
+#include "stridex/cuda/copy.hpp"
+#include "stridex/cuda/memory.hpp"
+#include "stridex/cuda/stream.hpp"
+
+namespace stridex::cuda {
+namespace {
+
+// A stream that used a block, with its device (events are made in the device's context).
+struct Use {
+    CUstream stream;
+    int ordinal;
+};
+
+void raise_max(std::atomic<std::uint64_t>& peak, std::uint64_t value) noexcept {
+    std::uint64_t seen = peak.load(std::memory_order_relaxed);
+    while (seen < value && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+    }
+}
+
+struct DevicePool {
+    CUmemoryPool pool = nullptr;
+    bool shareable = false;
+    std::string not_shareable;
+    std::atomic<std::uint64_t> in_use{0}, peak{0}, live{0};
+};
+
+// One block of a device pool (or a graph allocation made on a capturing stream).
+struct DeviceBlock {
+    Driver* driver;
+    DevicePool* pool;  // its pool's counters; the memory belongs to a graph when `graph`
+    CUdeviceptr ptr;
+    std::size_t bytes;
+    int ordinal;
+    pid_t pid;      // the process that allocated it: a forked child must never free it
+    CUstream home;  // the allocation stream, on which the block is freed
+    bool graph;
+    std::mutex mutex;         // guards `others` (copies on several threads)
+    std::vector<Use> others;  // further streams that used it (note_use)
+};
+
+// Pinned blocks by size class: powers of two up to 1 MiB, then multiples of 2 MiB.
+std::size_t pinned_class(std::size_t bytes) noexcept {
+    constexpr std::size_t kSmall = std::size_t{1} << 20, kStep = std::size_t{2} << 20;
+    if (bytes <= 4096) return 4096;
+    if (bytes <= kSmall) return std::bit_ceil(bytes);
+    return (bytes + kStep - 1) / kStep * kStep;
+}
+
+struct PinnedFree {
+    void* ptr;
+    std::vector<std::pair<CUevent, int>> pending;  // events recorded on the streams that used it, by device
+};
+
+struct PinnedPool {
+    std::mutex mutex;
+    std::multimap<std::size_t, PinnedFree> free;  // by size class
+    std::atomic<std::uint64_t> in_use{0}, peak{0}, reserved{0}, peak_reserved{0}, live{0};
+};
+
+struct PinnedBlock {
+    Driver* driver;
+    PinnedPool* pool;
+    void* ptr;
+    std::size_t bytes;  // its size class
+    pid_t pid;
+    std::mutex mutex;
+    std::vector<Use> uses;
+};
+
+// The pools of one Driver (the process's libcuda, or a test's DriverOverride).
+struct Pools {
+    Driver* driver;
+    std::mutex mutex;  // guards creation of device pools
+    std::vector<std::unique_ptr<DevicePool>> devices;
+    std::array<std::atomic<DevicePool*>, 64> fast{};  // created pools by ordinal, read without the lock
+    PinnedPool pinned;
+    explicit Pools(Driver* d) : driver(d) {}
+};
+
+std::mutex& registry_mutex() {
+    static std::mutex m;
+    return m;
+}
+std::map<Driver*, std::unique_ptr<Pools>>& registry() {
+    static auto* r = new std::map<Driver*, std::unique_ptr<Pools>>();  // never destroyed: releases at exit use it
+    return *r;
+}
+std::atomic<Pools*> g_last{nullptr};
+
+Pools& pools_of(Driver& d) {
+    Pools* p = g_last.load(std::memory_order_acquire);
+    if (p && p->driver == &d) return *p;
+    const std::lock_guard lock(registry_mutex());
+    auto& slot = registry()[&d];
+    if (!slot) slot = std::make_unique<Pools>(&d);
+    g_last.store(slot.get(), std::memory_order_release);
+    return *slot;
+}
+
+// Creates GPU `ordinal`'s pool: shareable through POSIX file descriptors where the driver allows
+// it (so pickled results cross processes, docs/distributed.md), else private, saying why. The
+// release threshold UINT64_MAX keeps freed memory cached until trim_device_pool.
+DevicePool& device_pool(Driver& d, int ordinal) {
+    Pools& all = pools_of(d);
+    if (ordinal >= 0 && static_cast<std::size_t>(ordinal) < all.fast.size())
+        if (DevicePool* p = all.fast[static_cast<std::size_t>(ordinal)].load(std::memory_order_acquire)) return *p;
+    if (ordinal < 0 || ordinal >= d.device_count() || static_cast<std::size_t>(ordinal) >= all.fast.size())
+        fail(ErrorKind::value, "no CUDA device ", ordinal, ": this machine has ", d.device_count());
+    const std::lock_guard lock(all.mutex);
+    if (DevicePool* p = all.fast[static_cast<std::size_t>(ordinal)].load(std::memory_order_acquire)) return *p;
+    auto pool = std::make_unique<DevicePool>();
+    const DriverTable& api = d.api();
+    d.require("cuMemPoolCreate", api.mem_pool_create);
+    MemPoolProps props{};
+    props.alloc_type = cu::kMemAllocationTypePinned;
+    props.handle_types = cu::kMemHandleTypePosixFileDescriptor;
+    props.location = {cu::kMemLocationTypeDevice, ordinal};
+    if (const CUresult r = api.mem_pool_create(&pool->pool, &props); r == result::success) {
+        pool->shareable = true;
+    } else {
+        pool->not_shareable = "the driver refused a pool with POSIX file descriptor handles (" + d.describe(r) + ")";
+        props.handle_types = cu::kMemHandleTypeNone;
+        d.call("cuMemPoolCreate", api.mem_pool_create, &pool->pool, &props);
+    }
+    std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
+    d.call("cuMemPoolSetAttribute", api.mem_pool_set_attribute, pool->pool, cu::kMemPoolReleaseThreshold,
+           static_cast<void*>(&keep));
+    DevicePool* raw = pool.get();
+    all.devices.push_back(std::move(pool));
+    all.fast[static_cast<std::size_t>(ordinal)].store(raw, std::memory_order_release);
+    return *raw;
+}
+
+std::uint64_t pool_attribute(Driver& d, CUmemoryPool pool, int attribute) noexcept {
+    std::uint64_t value = 0;
+    if (d.try_call(d.raw().mem_pool_get_attribute, pool, attribute, static_cast<void*>(&value)) != result::success)
+        return 0;
+    return value;
+}
+
+std::string hex(const void* p) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%#llx", static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p)));
+    return buffer;
+}
+
+[[noreturn]] void fail_out_of_memory(Driver& d, const DevicePool& pool, int ordinal, std::size_t bytes) {
+    std::size_t free_bytes = 0, total = 0;
+    (void)d.try_call(d.raw().mem_get_info, &free_bytes, &total);
+    fail(ErrorKind::memory, "cuda:", ordinal, ": out of memory allocating ", bytes, " bytes (stridex's pool holds ",
+         pool_attribute(d, pool.pool, cu::kMemPoolReservedMemCurrent), " bytes, ",
+         pool.in_use.load(std::memory_order_relaxed), " in use; the GPU has ", free_bytes, " of ", total,
+         " bytes free)");
+}
+
+void release_device(void* context) noexcept {
+    const std::unique_ptr<DeviceBlock> b(static_cast<DeviceBlock*>(context));
+    if (::getpid() != b->pid) return;  // a forked child: the parent's block, not ours to free
+    if (!b->graph) {
+        b->pool->in_use.fetch_sub(b->bytes, std::memory_order_relaxed);
+        b->pool->live.fetch_sub(1, std::memory_order_relaxed);
+    }
+    Driver& d = *b->driver;
+    if (!d.usable()) return;
+    try {
+        const DriverTable& api = d.raw();
+        bool ordered = true;
+        // Every other stream that used the block becomes a predecessor of the free: an event on
+        // it (made in its device's context), waited for by the allocation stream (queued, never
+        // waited on by the host).
+        for (const Use& u : b->others) {
+            const ContextGuard on(d, u.ordinal);
+            CUevent e = d.acquire_event(u.ordinal);
+            ordered = ordered && d.try_call(api.event_record, e, u.stream) == result::success &&
+                      d.try_call(api.stream_wait_event, b->home, e, 0u) == result::success;
+            d.release_event(u.ordinal, e);
+        }
+        const ContextGuard guard(d, b->ordinal);
+        const CUresult r = ordered ? d.try_call(api.mem_free_async, b->ptr, b->home) : result::invalid_handle;
+        if (r == result::success || r == result::deinitialized) return;  // deinitialized: exit, nothing to free
+        // The allocation stream is gone (destroyed by its owner) or an event could not be ordered:
+        // the synchronous free waits for the device and still returns the block to its pool.
+        (void)d.try_call(api.mem_free, b->ptr);
+    } catch (...) {  // no context (the driver is shutting down): nothing left to free
+    }
+}
+
+void release_pinned(void* context) noexcept {
+    const std::unique_ptr<PinnedBlock> b(static_cast<PinnedBlock*>(context));
+    if (::getpid() != b->pid) return;
+    PinnedPool& pool = *b->pool;
+    pool.in_use.fetch_sub(b->bytes, std::memory_order_relaxed);
+    pool.live.fetch_sub(1, std::memory_order_relaxed);
+    Driver& d = *b->driver;
+    PinnedFree entry{b->ptr, {}};
+    try {
+        // An event per stream that used the block: it is reused once they all completed.
+        for (const Use& u : b->uses) {
+            const ContextGuard guard(d, u.ordinal);
+            CUevent e = d.acquire_event(u.ordinal);
+            if (d.try_call(d.raw().event_record, e, u.stream) != result::success) {
+                d.release_event(u.ordinal, e);
+                (void)d.try_call(d.raw().ctx_synchronize);  // cannot order it: wait, then the block is free
+                continue;
+            }
+            entry.pending.emplace_back(e, u.ordinal);
+        }
+        const std::lock_guard lock(pool.mutex);
+        pool.free.emplace(b->bytes, std::move(entry));
+    } catch (...) {  // the driver is gone: the block goes with the process
+    }
+}
+
+// True (and the events returned to the driver's pool) when every use of a cached block completed.
+bool completed(Driver& d, PinnedFree& f) noexcept {
+    for (const auto& [event, ordinal] : f.pending)
+        if (d.try_call(d.raw().event_query, event) != result::success) return false;
+    for (const auto& [event, ordinal] : f.pending) d.release_event(ordinal, event);
+    f.pending.clear();
+    return true;
+}
+
+// A cached block of size class `bytes` whose uses completed, or nullptr.
+void* reuse_pinned(Driver& d, PinnedPool& pool, std::size_t bytes) {
+    const std::lock_guard lock(pool.mutex);
+    auto [lo, hi] = pool.free.equal_range(bytes);
+    for (auto it = lo; it != hi; ++it) {
+        if (!completed(d, it->second)) continue;
+        void* p = it->second.ptr;
+        pool.free.erase(it);
+        return p;
+    }
+    return nullptr;
+}
+
+void free_cached_pinned(Driver& d, PinnedPool& pool, bool only_completed) {
+    const std::lock_guard lock(pool.mutex);
+    for (auto it = pool.free.begin(); it != pool.free.end();) {
+        if (only_completed && !completed(d, it->second)) {
+            ++it;
+            continue;
+        }
+        (void)d.try_call(d.raw().mem_free_host, it->second.ptr);
+        pool.reserved.fetch_sub(it->first, std::memory_order_relaxed);
+        it = pool.free.erase(it);
+    }
+}
+
+// Fresh pageable results of 1 MiB and more (View.to('cpu') of a GPU array): first-touch page
+// faults, not the copy, bound a transfer into fresh memory, so freed blocks are kept (up to
+// kPageableCache bytes) and handed out again, already faulted in. Blocks are mmap'ed with
+// MADV_HUGEPAGE, so a fresh one faults in 2 MiB pages. Host memory is never used by queued GPU work
+// once its View is gone (copies into or out of pageable memory complete before returning), so a
+// block is reusable at once.
+constexpr std::size_t kPageableMin = std::size_t{1} << 20;
+constexpr std::size_t kPageableCache = std::size_t{1} << 30;
+
+struct PageablePool {
+    std::mutex mutex;
+    std::multimap<std::size_t, void*> free;  // by size class (multiples of 2 MiB)
+    std::atomic<std::uint64_t> in_use{0}, peak{0}, reserved{0}, peak_reserved{0}, live{0};
+};
+
+PageablePool& pageable_pool() {
+    static auto* pool = new PageablePool();  // never destroyed: releases at exit use it
+    return *pool;
+}
+
+struct PageableBlock {
+    void* ptr;
+    std::size_t bytes;
+};
+
+void release_pageable(void* context) noexcept {
+    const std::unique_ptr<PageableBlock> b(static_cast<PageableBlock*>(context));
+    PageablePool& pool = pageable_pool();
+    pool.in_use.fetch_sub(b->bytes, std::memory_order_relaxed);
+    pool.live.fetch_sub(1, std::memory_order_relaxed);
+    {
+        const std::lock_guard lock(pool.mutex);
+        std::uint64_t cached = 0;
+        for (const auto& [size, p] : pool.free) cached += size;
+        if (cached + b->bytes <= kPageableCache) {
+            pool.free.emplace(b->bytes, b->ptr);
+            return;
+        }
+    }
+    ::munmap(b->ptr, b->bytes);
+    pool.reserved.fetch_sub(b->bytes, std::memory_order_relaxed);
+}
+
+Allocation allocate_pageable(std::size_t bytes) {
+    constexpr std::size_t kStep = std::size_t{2} << 20;
+    const std::size_t size = (bytes + kStep - 1) / kStep * kStep;
+    PageablePool& pool = pageable_pool();
+    void* p = nullptr;
+    {
+        const std::lock_guard lock(pool.mutex);
+        if (auto it = pool.free.find(size); it != pool.free.end()) {
+            p = it->second;
+            pool.free.erase(it);
+        }
+    }
+    if (!p) {
+        p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) fail(ErrorKind::memory, "cpu: out of memory allocating ", bytes, " bytes");
+        (void)::madvise(p, size, MADV_HUGEPAGE);  // a hint: without transparent huge pages, 4 KiB pages
+        raise_max(pool.peak_reserved, pool.reserved.fetch_add(size, std::memory_order_relaxed) + size);
+    }
+    raise_max(pool.peak, pool.in_use.fetch_add(size, std::memory_order_relaxed) + size);
+    pool.live.fetch_add(1, std::memory_order_relaxed);
+    auto block = std::make_unique<PageableBlock>(PageableBlock{p, size});
+    Owner owner;
+    try {
+        owner = Owner::from_callback(&release_pageable, block.get());
+    } catch (...) {
+        release_pageable(block.release());
+        throw;
+    }
+    (void)block.release();
+    return {p, std::move(owner)};
+}
+
+class PoolAllocator final : public Allocator {
+public:
+    Allocation allocate(std::size_t bytes, Device device, std::intptr_t stream) const override {
+        switch (device.type) {
+            case DeviceType::kCPU: {
+                if (bytes >= kPageableMin) return allocate_pageable(bytes);
+                View v = allocate_host(std::vector<std::int64_t>{static_cast<std::int64_t>(bytes)}, dtypes::uint8);
+                return {v.data(), std::move(v).take_owner()};
+            }
+            case DeviceType::kCUDA: {
+                Driver& d = driver();
+                const ContextGuard guard(d, device.id);
+                const StreamRef run(stream == kNoStream ? kDefaultStream : stream);
+                return allocate_device(bytes, device.id, run.handle());
+            }
+            case DeviceType::kCUDAHost: return allocate_pinned(bytes);
+            case DeviceType::kCUDAManaged: {
+                Driver& d = driver();
+                const ContextGuard guard(d, 0);
+                CUdeviceptr p = 0;
+                d.call("cuMemAllocManaged", d.api().mem_alloc_managed, &p, bytes, cu::kMemAttachGlobal);
+                Owner owner = Owner::from_action([p]() noexcept {
+                    try {
+                        Driver& drv = driver();
+                        const ContextGuard g(drv, 0);
+                        drv.try_call(drv.raw().mem_free, p);
+                    } catch (...) {
+                    }
+                });
+                return {reinterpret_cast<void*>(p), std::move(owner)};
+            }
+            default:
+                fail(ErrorKind::unsupported, "stridex allocates on cpu, cuda:N, cuda_host and cuda_managed, not ",
+                     device.name());
+        }
+    }
+};
+
+}  // namespace
+
+Allocation allocate_device(std::size_t bytes, int ordinal, CUstream stream) {
+    Driver& d = driver();
+    DevicePool& pool = device_pool(d, ordinal);
+    const DriverTable& api = d.raw();
+    auto block = std::make_unique<DeviceBlock>();
+    block->driver = &d;
+    block->pool = &pool;
+    block->bytes = bytes;
+    block->ordinal = ordinal;
+    block->pid = ::getpid();
+    block->home = stream;
+    // A capturing stream makes the allocation a node of the graph (the driver's rule for
+    // cuMemAllocAsync in capture); pools with IPC handle types cannot be captured, so the
+    // device's default pool serves it.
+    int capture = cu::kStreamCaptureStatusNone;
+    block->graph = api.stream_is_capturing && api.stream_is_capturing(stream, &capture) == result::success &&
+                   capture != cu::kStreamCaptureStatusNone;
+    CUresult r;
+    if (block->graph) {
+        d.require("cuMemAllocAsync", api.mem_alloc_async);
+        r = api.mem_alloc_async(&block->ptr, bytes, stream);
+    } else {
+        d.require("cuMemAllocFromPoolAsync", api.mem_alloc_from_pool_async);
+        r = api.mem_alloc_from_pool_async(&block->ptr, bytes, pool.pool, stream);
+        if (r == result::out_of_memory) {
+            // Cached blocks of other streams may be what is missing: return them and retry once.
+            (void)d.try_call(api.mem_pool_trim_to, pool.pool, std::size_t{0});
+            r = api.mem_alloc_from_pool_async(&block->ptr, bytes, pool.pool, stream);
+        }
+    }
+    if (r == result::out_of_memory) fail_out_of_memory(d, pool, ordinal, bytes);
+    if (r == result::invalid_handle || r == result::invalid_context)
+        fail(ErrorKind::value, "cuda:", ordinal, ": cannot allocate on stream ", hex(stream),
+             ": the stream is invalid or destroyed, or belongs to another device (", d.describe(r), ")");
+    if (r != result::success) d.fail_call(block->graph ? "cuMemAllocAsync" : "cuMemAllocFromPoolAsync", r);
+    if (!block->graph) {
+        raise_max(pool.peak, pool.in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+        pool.live.fetch_add(1, std::memory_order_relaxed);
+    }
+    void* data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(block->ptr));
+    Owner owner;
+    try {
+        owner = Owner::from_callback(&release_device, block.get());
+    } catch (...) {
+        release_device(block.release());
+        throw;
+    }
+    (void)block.release();  // the owner frees it now
+    return {data, std::move(owner)};
+}
+
+Allocation allocate_pinned(std::size_t bytes) {
+    Driver& d = driver();
+    (void)d.api();
+    PinnedPool& pool = pools_of(d).pinned;
+    const std::size_t size = pinned_class(bytes);
+    void* p = reuse_pinned(d, pool, size);
+    if (!p) {
+        const ContextGuard guard(d, 0);  // portable pinned memory: any context allocates it
+        // Portable: pinned for every context, so any GPU's DMA engine reads it at full speed.
+        CUresult r = d.api().mem_host_alloc(&p, size, cu::kMemHostAllocPortable);
+        if (r == result::out_of_memory) {
+            free_cached_pinned(d, pool, /*only_completed=*/true);
+            r = d.api().mem_host_alloc(&p, size, cu::kMemHostAllocPortable);
+        }
+        if (r == result::out_of_memory)
+            fail(ErrorKind::memory, "cuda_host: out of pinned memory allocating ", bytes, " bytes (stridex's pinned ",
+                 "pool holds ", pool.reserved.load(std::memory_order_relaxed), " bytes, ",
+                 pool.in_use.load(std::memory_order_relaxed), " in use)");
+        if (r != result::success) d.fail_call("cuMemHostAlloc", r);
+        raise_max(pool.peak_reserved, pool.reserved.fetch_add(size, std::memory_order_relaxed) + size);
+    }
+    raise_max(pool.peak, pool.in_use.fetch_add(size, std::memory_order_relaxed) + size);
+    pool.live.fetch_add(1, std::memory_order_relaxed);
+    auto block = std::make_unique<PinnedBlock>();
+    block->driver = &d;
+    block->pool = &pool;
+    block->ptr = p;
+    block->bytes = size;
+    block->pid = ::getpid();
+    Owner owner;
+    try {
+        owner = Owner::from_callback(&release_pinned, block.get());
+    } catch (...) {
+        release_pinned(block.release());
+        throw;
+    }
+    (void)block.release();  // the owner returns it to the pool now
+    return {p, std::move(owner)};
+}
+
+void note_use(const Owner& owner, CUstream stream, int ordinal) noexcept {
+    if (void* c = owner.callback_context(&release_device)) {
+        auto* b = static_cast<DeviceBlock*>(c);
+        if (b->home == stream) return;
+        const std::lock_guard lock(b->mutex);
+        for (const Use& u : b->others)
+            if (u.stream == stream) return;
+        b->others.push_back({stream, ordinal});
+    } else if (void* c2 = owner.callback_context(&release_pinned)) {
+        auto* b = static_cast<PinnedBlock*>(c2);
+        const std::lock_guard lock(b->mutex);
+        for (const Use& u : b->uses)
+            if (u.stream == stream) return;
+        b->uses.push_back({stream, ordinal});
+    }
+}
+
+std::optional<PoolMemory> pool_memory_of(const Owner& owner) noexcept {
+    void* c = owner.callback_context(&release_device);
+    if (!c) return std::nullopt;
+    const auto* b = static_cast<const DeviceBlock*>(c);
+    if (b->graph) return std::nullopt;
+    const DevicePool* p = b->pool;
+    return PoolMemory{b->ptr, b->bytes, b->ordinal, p->pool, p->shareable};
+}
+
+PoolStats device_pool_stats(int ordinal) {
+    Driver& d = driver();
+    (void)d.api();
+    if (ordinal < 0 || ordinal >= d.device_count())
+        fail(ErrorKind::value, "no CUDA device ", ordinal, ": this machine has ", d.device_count());
+    PoolStats s;
+    Pools& all = pools_of(d);
+    const DevicePool* p = static_cast<std::size_t>(ordinal) < all.fast.size()
+                              ? all.fast[static_cast<std::size_t>(ordinal)].load(std::memory_order_acquire)
+                              : nullptr;
+    if (!p) return s;
+    s.created = true;
+    s.in_use = p->in_use.load(std::memory_order_relaxed);
+    s.peak_in_use = p->peak.load(std::memory_order_relaxed);
+    s.allocations = p->live.load(std::memory_order_relaxed);
+    s.reserved = pool_attribute(d, p->pool, cu::kMemPoolReservedMemCurrent);
+    s.peak_reserved = pool_attribute(d, p->pool, cu::kMemPoolReservedMemHigh);
+    s.shareable = p->shareable;
+    s.not_shareable = p->not_shareable;
+    return s;
+}
+
+PoolStats pinned_pool_stats() {
+    Driver& d = driver();
+    (void)d.api();  // Error(cuda) saying why when there is no usable driver
+    PinnedPool& p = pools_of(d).pinned;
+    PoolStats s;
+    s.created = p.reserved.load(std::memory_order_relaxed) > 0 || p.peak_reserved.load(std::memory_order_relaxed) > 0;
+    s.in_use = p.in_use.load(std::memory_order_relaxed);
+    s.peak_in_use = p.peak.load(std::memory_order_relaxed);
+    s.reserved = p.reserved.load(std::memory_order_relaxed);
+    s.peak_reserved = p.peak_reserved.load(std::memory_order_relaxed);
+    s.allocations = p.live.load(std::memory_order_relaxed);
+    return s;
+}
+
+void trim_device_pool(int ordinal) {
+    Driver& d = driver();
+    (void)d.api();
+    if (ordinal < 0 || ordinal >= d.device_count())
+        fail(ErrorKind::value, "no CUDA device ", ordinal, ": this machine has ", d.device_count());
+    Pools& all = pools_of(d);
+    if (static_cast<std::size_t>(ordinal) >= all.fast.size()) return;
+    const DevicePool* p = all.fast[static_cast<std::size_t>(ordinal)].load(std::memory_order_acquire);
+    if (!p) return;
+    const ContextGuard guard(d, ordinal);
+    d.call("cuMemPoolTrimTo", d.api().mem_pool_trim_to, p->pool, std::size_t{0});
+}
+
+namespace detail {
+void forget_pools(Driver& d) noexcept {
+    const std::lock_guard lock(registry_mutex());
+    const auto it = registry().find(&d);
+    if (it == registry().end()) return;
+    Pools* expected = it->second.get();
+    g_last.compare_exchange_strong(expected, nullptr);
+    // Kept (reachable, never destroyed): blocks still alive point at its counters.
+    static auto* retired = new (std::nothrow) std::vector<std::unique_ptr<Pools>>();
+    try {
+        if (retired) retired->push_back(std::move(it->second));
+    } catch (...) {  // no memory for the record: leak it instead
+        (void)it->second.release();
+    }
+    registry().erase(it);
+}
+}  // namespace detail
+
+void trim_host_pools() {
+    PageablePool& pageable = pageable_pool();
+    {
+        const std::lock_guard lock(pageable.mutex);
+        for (const auto& [size, p] : pageable.free) {
+            ::munmap(p, size);
+            pageable.reserved.fetch_sub(size, std::memory_order_relaxed);
+        }
+        pageable.free.clear();
+    }
+    Driver& d = driver();
+    if (!d.usable()) return;
+    free_cached_pinned(d, pools_of(d).pinned, /*only_completed=*/true);
+}
+
+PoolStats pageable_pool_stats() {
+    PageablePool& p = pageable_pool();
+    PoolStats s;
+    s.in_use = p.in_use.load(std::memory_order_relaxed);
+    s.peak_in_use = p.peak.load(std::memory_order_relaxed);
+    s.reserved = p.reserved.load(std::memory_order_relaxed);
+    s.peak_reserved = p.peak_reserved.load(std::memory_order_relaxed);
+    s.allocations = p.live.load(std::memory_order_relaxed);
+    s.created = s.peak_reserved > 0;
+    return s;
+}
+
+}  // namespace stridex::cuda
+
+namespace stridex {
+
+const Allocator& pool_allocator() noexcept {
+    static const cuda::PoolAllocator allocator;
+    return allocator;
+}
+
+}  // namespace stridex
