@@ -24,6 +24,9 @@ from ._stridex import cuda_available, device_count, dtype, from_pointer, pointer
 from ._stridex import Shortcut, set_shortcuts, shortcuts  # the framework shortcuts and their switch
 from ._shortcuts import shortcuts_disabled
 
+# The hand-over race sanitizer (docs/sanitizer.md).
+from ._sanitize import StreamRaceError, StreamRaceWarning, sanitize, sanitizer_counts, sanitizer_reports
+
 # Views pickle as handles to shared memory (stridex.ipc); multiprocessing and Dask distributed
 # learn about them only once they are imported, and stridex imports neither.
 from . import _post_import
@@ -52,4 +55,10 @@ __all__ = [
     "set_shortcuts",
     "shortcuts",
     "shortcuts_disabled",
+    # the hand-over race sanitizer
+    "StreamRaceError",
+    "StreamRaceWarning",
+    "sanitize",
+    "sanitizer_counts",
+    "sanitizer_reports",
 ]

@@ -128,6 +128,8 @@ std::unique_ptr<Driver> load_driver(const char* library) {
     r.bind(t.module_load_data, "cuModuleLoadData", "cuModuleLoadData");
     r.bind(t.module_get_function, "cuModuleGetFunction", "cuModuleGetFunction");
     r.bind(t.launch_kernel, "cuLaunchKernel", "cuLaunchKernel");
+    // The hand-over sanitizer (issue 27).
+    r.bind(t.stream_query, "cuStreamQuery", "cuStreamQuery");
     if (!t.init)
         return Driver::unavailable(std::string("CUDA driver ") + library + " has no cuInit: not a CUDA driver");
     return std::make_unique<Driver>(t, library);

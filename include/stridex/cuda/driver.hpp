@@ -216,6 +216,8 @@ struct DriverTable {
     CUresult (*launch_kernel)(CUfunction, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
                               unsigned block_y, unsigned block_z, unsigned shared_bytes, CUstream, void** params,
                               void** extra);
+    // The hand-over sanitizer (issue 27, src/extension/sanitizer.cpp): host queries, never a wait.
+    CUresult (*stream_query)(CUstream);
 };
 
 // A failed driver call: Error(cuda) that also keeps the CUresult, for callers that branch on it.
