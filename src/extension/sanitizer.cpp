@@ -9,6 +9,7 @@
 
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -305,14 +306,14 @@ void prune_locked() {
     }
 }
 
-// Logs `e`, replacing an entry of the same range and owner (a loop importing one array keeps one
-// entry).
+// Logs `e`, replacing an entry of the same range, owner and consumer stream (a loop importing one
+// array keeps one entry).
 void log_entry(Entry&& e, PyObject* owner) {
     const std::lock_guard lock(g_log_mutex);
     e.seq = ++g_seq;
     const Key key{static_cast<int>(e.device.type), e.device.id, e.lo};
     for (auto [it, end] = g_log.equal_range(key); it != end; ++it)
-        if (it->second.hi == e.hi && same_owner(it->second, owner)) {
+        if (it->second.hi == e.hi && it->second.consumer_stream == e.consumer_stream && same_owner(it->second, owner)) {
             const bool ipc = it->second.ipc;
             it->second = std::move(e);
             it->second.ipc = it->second.ipc || ipc;
@@ -323,16 +324,37 @@ void log_entry(Entry&& e, PyObject* owner) {
     prune_locked();
 }
 
+// Forgets the entries of these sequence numbers: hand-overs proven finished.
+void forget(const std::vector<std::uint64_t>& done) {
+    if (done.empty()) return;
+    const std::lock_guard lock(g_log_mutex);
+    for (auto it = g_log.begin(); it != g_log.end();)
+        if (std::find(done.begin(), done.end(), it->second.seq) != done.end())
+            it = g_log.erase(it);
+        else
+            ++it;
+}
+
 // Class 2: an earlier hand-over of overlapping memory whose owner has died, whose consumer's
-// stream is another and may still be reading it.
+// stream is another and may still be reading it. An earlier one whose owner died and whose
+// consumer's stream is idle now is finished for good (later work on that stream cannot read memory
+// it no longer has): it leaves the log, so that it is never blamed for later, unrelated work.
 void check_reuse(const Entry& now, PyObject* owner) {
+    std::vector<std::uint64_t> finished;
+    struct Forget {
+        std::vector<std::uint64_t>& done;
+        ~Forget() { forget(done); }
+    } forget_finished{finished};
     for (const Entry& before : overlapping(now)) {
         if (same_owner(before, owner) || owner_alive(before)) continue;
+        if (!stream_pending(before.consumer_stream, before.device)) {
+            finished.push_back(before.seq);
+            continue;
+        }
         // Reads on the producer's own stream, or on the new consumer's, are ordered before the reuse.
         if (before.consumer_stream == kNoStream || before.consumer_stream == now.consumer_stream ||
             before.consumer_stream == before.producer_stream)
             continue;
-        if (!stream_pending(before.consumer_stream, before.device)) continue;
         report(kReuse,
                "memory handed over again while the consumer of its released owner may still be reading it on " +
                    stream_name(before.consumer_stream) +
