@@ -48,7 +48,7 @@ void update_switch() {  // with g_switch_mutex held
 constexpr int kFrames = 8;  // captured; stridex's own frames are dropped when formatting
 struct Frame {
     nb::object code;
-    int line = 0;
+    int line = 0;  // the instruction offset on Python >= 3.11, the line before
 };
 struct Stack {
     std::array<Frame, kFrames> frames;
@@ -61,7 +61,13 @@ Stack capture_stack() {
     Py_XINCREF(f);
     while (f && s.size < kFrames) {
         s.frames[s.size].code = nb::steal(reinterpret_cast<PyObject*>(PyFrame_GetCode(f)));
+#if PY_VERSION_HEX >= 0x030B0000
+        // The instruction offset: its line is looked up only when a report is made (the line
+        // table walk is most of what a stack costs).
+        s.frames[s.size].line = PyFrame_GetLasti(f);
+#else
         s.frames[s.size].line = PyFrame_GetLineNumber(f);
+#endif
         ++s.size;
         PyFrameObject* back = PyFrame_GetBack(f);
         Py_DECREF(f);
@@ -104,7 +110,12 @@ std::string format_stack(const Stack& s) {
         if (!own.empty() && std::strncmp(file, own.c_str(), own.size()) == 0 && i + 1 < s.size) continue;
         out += "\n      ";
         out += file;
-        out += ":" + std::to_string(s.frames[i].line) + " in " + name;
+#if PY_VERSION_HEX >= 0x030B0000
+        const int line = PyCode_Addr2Line(code, s.frames[i].line);
+#else
+        const int line = s.frames[i].line;
+#endif
+        out += ":" + std::to_string(line) + " in " + name;
         ++shown;
     }
     if (shown == 0) out = "\n      (no Python frames: called from native code)";
@@ -116,8 +127,11 @@ struct Entry {
     std::uint64_t seq = 0;  // last use, for the LRU
     Device device;
     std::uintptr_t lo = 0, hi = 0;
-    std::string producer;  // the producer's framework and type, "torch.Tensor"
-    nb::object owner;      // a weak reference to the owner object, or empty where it takes none
+    // The producer: its type (a strong reference to the type, never to an instance), named only
+    // when a report is made, or a fixed label.
+    nb::object producer_type;
+    const char* producer_label = nullptr;
+    nb::object owner;  // a weak reference to the owner object, or empty where it takes none
     std::uintptr_t owner_id = 0;
     std::intptr_t producer_stream = kNoStream, consumer_stream = kNoStream;
     const char* door = "";
@@ -214,16 +228,10 @@ std::string range_name(const Entry& e) {
     return buf;
 }
 
-std::string describe(const char* label, const Entry& e) {
-    return std::string("\n  ") + label + ": " + e.door + ", producer " + e.producer + " on " +
-           stream_name(e.producer_stream) + ", consumer on " + stream_name(e.consumer_stream) + ", " + e.device.name() +
-           " " + range_name(e) + format_stack(e.stack);
-}
-
-std::string type_of(PyObject* obj) {
-    if (!obj || obj == Py_None) return "stridex (no owner object)";
-    PyTypeObject* t = Py_TYPE(obj);
-    nb::object module = nb::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(t), "__module__"));
+// "torch.Tensor": the top-level package of the type's module, and the type's name.
+std::string type_name_of(PyObject* type) {
+    auto* t = reinterpret_cast<PyTypeObject*>(type);
+    nb::object module = nb::steal(PyObject_GetAttrString(type, "__module__"));
     std::string out;
     if (module.is_valid() && PyUnicode_Check(module.ptr())) {
         out = PyUnicode_AsUTF8(module.ptr());
@@ -233,6 +241,18 @@ std::string type_of(PyObject* obj) {
     }
     const char* name = std::strrchr(t->tp_name, '.');
     return out + (name ? name + 1 : t->tp_name);
+}
+
+std::string producer_name(const Entry& e) {
+    if (e.producer_label) return e.producer_label;
+    if (!e.producer_type.is_valid()) return "stridex (no owner object)";
+    return type_name_of(e.producer_type.ptr());
+}
+
+std::string describe(const char* label, const Entry& e) {
+    return std::string("\n  ") + label + ": " + e.door + ", producer " + producer_name(e) + " on " +
+           stream_name(e.producer_stream) + ", consumer on " + stream_name(e.consumer_stream) + ", " + e.device.name() +
+           " " + range_name(e) + format_stack(e.stack);
 }
 
 // Warns (or raises, in raise mode, where `may_raise`) with the report. Throws nb::python_error when
@@ -251,7 +271,7 @@ void report(Kind kind, const std::string& text, bool may_raise) {
     if (PyErr_WarnEx(g_warning, message.c_str(), 1) < 0) throw nb::python_error();
 }
 
-Entry make_entry(const View& v, PyObject* owner, const std::string& producer, std::intptr_t producer_stream,
+Entry make_entry(const View& v, PyObject* owner, const char* producer_label, std::intptr_t producer_stream,
                  std::intptr_t consumer_stream, const char* door) {
     Entry e;
     e.device = v.device();
@@ -259,7 +279,9 @@ Entry make_entry(const View& v, PyObject* owner, const std::string& producer, st
     const auto base = reinterpret_cast<std::uintptr_t>(v.ptr());
     e.lo = base + static_cast<std::uintptr_t>(span.lo);
     e.hi = base + static_cast<std::uintptr_t>(span.hi);
-    e.producer = producer;
+    e.producer_label = producer_label;
+    if (!producer_label && owner && owner != Py_None)
+        e.producer_type = nb::borrow(reinterpret_cast<PyObject*>(Py_TYPE(owner)));
     if (owner && owner != Py_None) {
         e.owner_id = reinterpret_cast<std::uintptr_t>(owner);
         if (PyType_SUPPORTS_WEAKREFS(Py_TYPE(owner))) {
@@ -404,7 +426,7 @@ void imported(PyObject* obj, const StreamRequest& request, std::intptr_t ready, 
     }
     // NO_SYNC: the consumer's stream is unknown (the View records the producer's).
     const std::intptr_t consumer = request.kind == StreamRequest::Kind::no_sync ? kNoStream : view.stream();
-    Entry now = make_entry(view, obj, type_of(obj), producer_stream, consumer, door);
+    Entry now = make_entry(view, obj, nullptr, producer_stream, consumer, door);
     if (unordered && producer_stream != kNoStream && stream_pending(producer_stream, device))
         report(kNoSync,
                std::string(request.kind == StreamRequest::Kind::no_sync
@@ -422,7 +444,7 @@ void imported(PyObject* obj, const StreamRequest& request, std::intptr_t ready, 
 void used(const View& view, PyObject* source, std::intptr_t consumer, const char* door, bool unordered) {
     const Device device = view.device();
     if (!device.is_cuda_family()) return;
-    Entry now = make_entry(view, source, type_of(source), view.stream(), unordered ? kNoStream : consumer, door);
+    Entry now = make_entry(view, source, nullptr, view.stream(), unordered ? kNoStream : consumer, door);
     if (unordered && stream_pending(view.stream(), device))
         report(kNoSync,
                std::string("handed over with no ordering (stream=-1) while the View's ") + stream_name(view.stream()) +
@@ -453,7 +475,7 @@ void released(View& view, nb::object& source) noexcept {
         // memory outlives it whatever happens to the owner object.
         if (!owner || owner == Py_None || view.owner().use_count() > 1) return;
         if (view.stream() == kNoStream || !view.device().is_cuda_family()) return;
-        const Entry probe = make_entry(view, nullptr, "", kNoStream, view.stream(), "View released");
+        const Entry probe = make_entry(view, nullptr, nullptr, kNoStream, view.stream(), "View released");
         std::vector<Entry> candidates;
         for (Entry& before : overlapping(probe))
             if (same_owner(before, owner) && before.consumer_stream == view.stream() &&
@@ -483,7 +505,8 @@ void released(View& view, nb::object& source) noexcept {
         if (!died || !stream_pending(probe.consumer_stream, probe.device)) return;
         const Entry& before = candidates.front();
         Entry now = probe;
-        now.producer = before.producer;
+        now.producer_type = before.producer_type;
+        now.producer_label = before.producer_label;
         now.producer_stream = before.producer_stream;
         report(kRelease,
                "View released with the last reference to its owner while work on its " +
