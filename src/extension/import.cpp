@@ -146,7 +146,7 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
         else
             v.set_stream(kNoStream);  // host memory: nothing is ever pending
         if (sanitizer::on())
-            sanitizer::imported(obj, request, ready, v, e.row->ignores_stream, !result.python(), false);
+            sanitizer::imported(obj, request, ready, v, e.row && e.row->ignores_stream, !result.python(), false);
         // Only an opaque element has a description; one left by a protocol that failed is dropped.
         return result.publish(obj, v.dtype().is_opaque_bytes() ? std::move(element) : nb::object());
     };

@@ -212,6 +212,30 @@ bool stream_pending(std::intptr_t stream, Device device) {
     }
 }
 
+// Stream handles that may be queried after the hand-over that named them: the default streams,
+// and handles of stream objects still alive (weak references, by handle). Guarded by g_log_mutex.
+std::map<std::intptr_t, nb::object> g_stream_objects;
+
+bool object_alive(const nb::object& weak) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject* o = nullptr;
+    if (PyWeakref_GetRef(weak.ptr(), &o) < 0) PyErr_Clear();
+    Py_XDECREF(o);
+    return o != nullptr;
+#else
+    return PyWeakref_GetObject(weak.ptr()) != Py_None;
+#endif
+}
+
+// Whether `stream`, named by an earlier hand-over, may be queried now.
+bool queryable_later(std::intptr_t stream) {
+    if (g_pending_override) return true;  // the test seam answers, no driver is asked
+    if (stream == cuda::StreamRef::kLegacy || stream == cuda::StreamRef::kPerThread) return true;
+    const std::lock_guard lock(g_log_mutex);
+    const auto it = g_stream_objects.find(stream);
+    return it != g_stream_objects.end() && object_alive(it->second);
+}
+
 std::string stream_name(std::intptr_t s) {
     if (s == kNoStream) return "none";
     if (s == cuda::StreamRef::kLegacy) return "legacy default stream";
@@ -308,14 +332,13 @@ std::vector<Entry> overlapping(const Entry& e) {
     return out;
 }
 
-// Bounds the log: entries whose owner died and whose consumer stream is idle go first, then the
-// least recently used. Called with the mutex held; stream queries of the driver only (no Python
-// callable: the test seam's streams count as idle here, the LRU is what tests watch).
+// Bounds the log: entries whose owner died go first, then the least recently used. Called with the
+// mutex held.
 void prune_locked() {
     if (g_log.size() <= g_cap) return;
     for (auto it = g_log.begin(); it != g_log.end() && g_log.size() > g_cap * 3 / 4;) {
-        const bool idle = g_pending_override || !stream_pending(it->second.consumer_stream, it->second.device);
-        if (!owner_alive(it->second) && idle)
+        // No stream query under the mutex: a dead owner's entry goes first whatever its stream.
+        if (!owner_alive(it->second))
             it = g_log.erase(it);
         else
             ++it;
@@ -369,7 +392,7 @@ void check_reuse(const Entry& now, PyObject* owner) {
     } forget_finished{finished};
     for (const Entry& before : overlapping(now)) {
         if (same_owner(before, owner) || owner_alive(before)) continue;
-        if (!stream_pending(before.consumer_stream, before.device)) {
+        if (!queryable_later(before.consumer_stream) || !stream_pending(before.consumer_stream, before.device)) {
             finished.push_back(before.seq);
             continue;
         }
@@ -420,9 +443,13 @@ void imported(PyObject* obj, const StreamRequest& request, std::intptr_t ready, 
     const bool is_view = of_view;
     // The producer's stream where none was promised: the producer framework's current stream
     // (its exchange API says), else the legacy default stream, where array API producers work.
+    // Where the producer ordered its work onto the consumer's stream itself (__dlpack__(stream=S)),
+    // `ready` is that stream, not the producer's: its allocator's is its current one.
     std::intptr_t producer_stream = ready;
-    if (producer_stream == kNoStream && unordered && !is_view) {
-        producer_stream = caller_stream_request(obj).consumer();
+    if (!is_view && ((producer_stream == kNoStream && unordered) || producer_stream == view.stream())) {
+        const StreamRequest current = caller_stream_request(obj);
+        if (current.kind == StreamRequest::Kind::on_stream || producer_stream == kNoStream)
+            producer_stream = current.consumer();
     }
     // NO_SYNC: the consumer's stream is unknown (the View records the producer's).
     const std::intptr_t consumer = request.kind == StreamRequest::Kind::no_sync ? kNoStream : view.stream();
@@ -502,7 +529,8 @@ void released(View& view, nb::object& source) noexcept {
                 PyErr_Clear();
             }
         }
-        if (!died || !stream_pending(probe.consumer_stream, probe.device)) return;
+        if (!died || !queryable_later(probe.consumer_stream) || !stream_pending(probe.consumer_stream, probe.device))
+            return;
         const Entry& before = candidates.front();
         Entry now = probe;
         now.producer_type = before.producer_type;
@@ -521,6 +549,24 @@ void released(View& view, nb::object& source) noexcept {
         PyErr_WriteUnraisable(nullptr);
     } catch (...) {
         PyErr_Clear();
+    }
+}
+
+void stream_object_seen(PyObject* object, std::intptr_t handle) noexcept {
+    if (handle == cuda::StreamRef::kLegacy || handle == cuda::StreamRef::kPerThread) return;
+    if (!PyType_SUPPORTS_WEAKREFS(Py_TYPE(object))) return;  // not vouched for: never queried later
+    nb::object weak = nb::steal(PyWeakref_NewRef(object, nullptr));
+    if (!weak.is_valid()) {
+        PyErr_Clear();
+        return;
+    }
+    try {
+        const std::lock_guard lock(g_log_mutex);
+        if (g_stream_objects.size() > 1024)
+            for (auto it = g_stream_objects.begin(); it != g_stream_objects.end();)
+                it = object_alive(it->second) ? std::next(it) : g_stream_objects.erase(it);
+        g_stream_objects[handle] = std::move(weak);
+    } catch (...) {  // out of memory: the stream is just not vouched for
     }
 }
 
@@ -671,6 +717,7 @@ void bind_sanitizer(nb::module_& m) {
         {
             const std::lock_guard lock(g_log_mutex);
             g_log.clear();  // weak references and code objects go while Python can take them
+            g_stream_objects.clear();
         }
         bool ever = false;
         {

@@ -56,6 +56,12 @@ void ipc_imported(const View& view, PyObject* keep, bool has_event);
 // exception there would be unraisable).
 void released(View& view, nanobind::object& source) noexcept;
 
+// A stream object the caller passed (stridex.view(stream=...), stridex.copy, ...) and its handle:
+// while the object lives, its handle may be queried after the call that passed it (a stream
+// handle outliving its stream is not safe to query; streams known no other way are queried only
+// within the hand-over that names them).
+void stream_object_seen(PyObject* object, std::intptr_t handle) noexcept;
+
 // The IPC query ("this View's producer's event has not been waited for by `consumer`"): the
 // sanitizer's own bookkeeping by default. stridex.ipc's pending-event code installs its own.
 using IpcUnwaitedQuery = bool (*)(const View& view, std::intptr_t consumer) noexcept;

@@ -135,15 +135,17 @@ def test_reuse_silent_when_owner_alive_idle_or_same_stream(pending):
     memory = np.zeros(8, np.float32)
     with stridex.sanitize(), warnings.catch_warnings():
         warnings.simplefilter("error", stridex.StreamRaceWarning)
+        keep = []  # the Views live on: their releases are not what this test is about
         first = producer(memory)
-        stridex.view(first, stream=SIDE)
+        keep.append(stridex.view(first, stream=SIDE))
         pending.add(SIDE)
-        stridex.view(producer(memory))  # the first owner is alive: its memory is not reused
+        keep.append(stridex.view(producer(memory)))  # the first owner is alive: its memory is not reused
+        keep.clear()
         del first
         gc.collect()
-        stridex.view(producer(memory), stream=SIDE)  # same stream: ordered after the reads
+        keep.append(stridex.view(producer(memory), stream=SIDE))  # same stream: ordered after the reads
         pending.clear()
-        stridex.view(producer(memory))  # the reads are done
+        keep.append(stridex.view(producer(memory)))  # the reads are done
     assert stridex.sanitizer_counts()["reuse_after_release"] == 0
 
 

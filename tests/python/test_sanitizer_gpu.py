@@ -18,8 +18,25 @@ SLEEP = 1_000_000_000  # GPU clock cycles: ~0.5 s, far longer than any host step
 N = 1 << 20
 
 
+def load_kernels(torch):
+    """Runs every kernel the tests launch once, idle: under CUDA's lazy module loading, a kernel
+    loaded behind the sleep would wait for it on the host, and the race window would close."""
+    side = torch.cuda.Stream()
+    x = torch.ones(N, device="cuda")
+    for stream in (torch.cuda.current_stream(), side):
+        with torch.cuda.stream(stream):
+            torch.cuda._sleep(1000)
+            x.mul_(2)
+            y = x * 2
+            x.fill_(3.0)
+            torch.zeros(N, device="cuda")
+    del y
+    torch.cuda.synchronize()
+
+
 @pytest.fixture
 def torch(torch_with_cuda):
+    load_kernels(torch_with_cuda)
     _stridex._sanitizer_reset()
     yield torch_with_cuda
     torch_with_cuda.cuda.synchronize()
@@ -129,16 +146,20 @@ def test_ipc_view_used_before_its_event(torch):
 
     w = ipc_harness.Worker(sanitizer_gpu_worker.serve, timeout=60)
     try:
+        # The worker's CUDA context, torch and its first IPC import before the race: those take
+        # longer than the sleep the first time.
+        assert w("ordered", stridex.view(torch.ones(N, device="cuda"))) == []
         x = torch.zeros(N, device="cuda")
         v = stridex.view(x)
-        torch.cuda._sleep(SLEEP)
+        torch.cuda.synchronize()
+        torch.cuda._sleep(4 * SLEEP)  # ~2 s: the pickle, the worker's unpickle and its use fall inside
         x.fill_(3.0)  # the producer's write, behind the kernel: the event sent with v follows it
         reports = w("no_sync", v)  # pickled while the kernel runs
         assert [r for r in reports if r.startswith("stridex sanitizer: ipc_unwaited")], reports
         torch.cuda.synchronize()
-        torch.cuda._sleep(SLEEP)
+        torch.cuda._sleep(4 * SLEEP)
         x.fill_(4.0)
-        assert w("ordered", v) == []
+        assert w("ordered", v) == []  # the corrected program: used on a stream, ordered after the event
     finally:
         w.stop()
         w.process.join(timeout=60)
