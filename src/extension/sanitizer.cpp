@@ -37,8 +37,10 @@ bool g_env_on = false, g_env_raise = false, g_ever_on = false;
 int g_contexts = 0, g_raise_contexts = 0;
 std::atomic<bool> g_raise{false};
 
+bool g_finished = false;  // at exit: off for good, so that nothing is logged after the log is cleared
+
 void update_switch() {  // with g_switch_mutex held
-    const bool on = g_env_on || g_contexts > 0;
+    const bool on = !g_finished && (g_env_on || g_contexts > 0);
     g_ever_on = g_ever_on || on;
     g_raise.store(g_env_raise || g_raise_contexts > 0, std::memory_order_relaxed);
     detail::g_on.store(on, std::memory_order_relaxed);
@@ -711,23 +713,27 @@ void bind_sanitizer(nb::module_& m) {
         },
         nb::arg("view"), nb::arg("keep").none(),
         "Test seam: logs `view` as a View imported from another process with its producer's event.");
-    // The summary at exit, while the interpreter is whole; nothing when the sanitizer was never on.
+    // The summary at exit, while the interpreter is whole; nothing when no report was made.
     nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
+        bool ever = false;
+        {
+            const std::lock_guard lock(g_switch_mutex);
+            ever = g_ever_on;
+            g_finished = true;  // Views released during teardown are not logged (nor reported)
+            update_switch();
+        }
         Py_CLEAR(g_pending_override);
         {
             const std::lock_guard lock(g_log_mutex);
             g_log.clear();  // weak references and code objects go while Python can take them
             g_stream_objects.clear();
         }
-        bool ever = false;
-        {
-            const std::lock_guard lock(g_switch_mutex);
-            ever = g_ever_on;
-        }
-        if (!ever) return;
-        std::string line = "stridex sanitizer: ";
         std::uint64_t total = 0;
         for (int k = 0; k < kKinds; ++k) total += g_counts[k];
+        // Only where there is something to say: a clean run's processes (subprocesses that inherit
+        // STRIDEX_SANITIZE included) keep their stderr as it was.
+        if (!ever || total == 0) return;
+        std::string line = "stridex sanitizer: ";
         line += std::to_string(total) + " report(s)";
         for (int k = 0; k < kKinds; ++k) line += std::string(", ") + kKindNames[k] + " " + std::to_string(g_counts[k]);
         line += "\n";

@@ -310,10 +310,7 @@ def test_environment_variable_and_summary_at_exit():
     on = run_python(code, "streams")
     assert on.returncode == 0, on.stderr
     assert on.stdout.strip() == "(True, False)"
-    assert (
-        "stridex sanitizer: 0 report(s), no_sync 0, reuse_after_release 0, release_pending 0, ipc_unwaited 0"
-        in on.stderr
-    )
+    assert "stridex sanitizer" not in on.stderr  # no report: nothing to say at exit
     raising = run_python(code, "streams,raise")
     assert raising.stdout.strip() == "(True, True)"
     off = run_python(code, None)
@@ -335,4 +332,7 @@ def test_summary_counts_reports():
     )
     done = run_python(code, "streams")
     assert done.returncode == 0, done.stderr
-    assert "stridex sanitizer: 1 report(s), no_sync 1, reuse_after_release 0" in done.stderr
+    assert (
+        "stridex sanitizer: 1 report(s), no_sync 1, reuse_after_release 0, release_pending 0, ipc_unwaited 0"
+        in done.stderr
+    )
