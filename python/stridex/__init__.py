@@ -27,6 +27,8 @@ from ._shortcuts import shortcuts_disabled
 # Memory (issue 25, docs/memory.md): the caller's allocator and the pools' introspection.
 from ._memory import get_allocator, set_allocator, using_allocator
 from ._stridex import empty_cache, memory_stats
+# The hand-over race sanitizer (docs/sanitizer.md).
+from ._sanitize import StreamRaceError, StreamRaceWarning, sanitize, sanitizer_counts, sanitizer_reports
 
 # Views pickle as handles to shared memory (stridex.ipc); multiprocessing and Dask distributed
 # learn about them only once they are imported, and stridex imports neither.
@@ -62,4 +64,10 @@ __all__ = [
     "memory_stats",
     "set_allocator",
     "using_allocator",
+    # the hand-over race sanitizer
+    "StreamRaceError",
+    "StreamRaceWarning",
+    "sanitize",
+    "sanitizer_counts",
+    "sanitizer_reports",
 ]

@@ -143,6 +143,8 @@ std::unique_ptr<Driver> load_driver(const char* library) {
            "cuMemPoolImportFromShareableHandle");
     r.bind(t.mem_pool_export_pointer, "cuMemPoolExportPointer", "cuMemPoolExportPointer");
     r.bind(t.mem_pool_import_pointer, "cuMemPoolImportPointer", "cuMemPoolImportPointer");
+    // The hand-over sanitizer (issue 27).
+    r.bind(t.stream_query, "cuStreamQuery", "cuStreamQuery");
     if (!t.init)
         return Driver::unavailable(std::string("CUDA driver ") + library + " has no cuInit: not a CUDA driver");
     return std::make_unique<Driver>(t, library);

@@ -15,6 +15,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "py_owner.hpp"
+#include "sanitizer.hpp"
 #include "stridex/cuda/ipc.hpp"
 
 namespace nb = nanobind;
@@ -117,6 +118,7 @@ void bind_ipc(nb::module_& m) {
                 nb::gil_scoped_release release;  // cuIpcOpenMemHandle takes milliseconds the first time
                 v = cuda::ipc::import_handle(h, uuid, off, ext, sh, ev, std::move(owner));
             }
+            if (sanitizer::on()) sanitizer::ipc_imported(v, keep.ptr(), ev.has_value());
             return wrap_view(std::move(v), keep);
         },
         "handle"_a, "device_uuid"_a, "offset"_a, "extent"_a, "shape"_a, "strides"_a, "dtype"_a, "readonly"_a,
@@ -138,6 +140,7 @@ void bind_ipc(nb::module_& m) {
                 nb::gil_scoped_release release;
                 v = cuda::ipc::import_fds(files, chunk, uuid, off, sh, ev, std::move(owner));
             }
+            if (sanitizer::on()) sanitizer::ipc_imported(v, keep.ptr(), ev.has_value());
             return wrap_view(std::move(v), keep);
         },
         "fds"_a, "chunk_size"_a, "device_uuid"_a, "offset"_a, "shape"_a, "strides"_a, "dtype"_a, "readonly"_a,

@@ -11,6 +11,7 @@
 #include "bindings.hpp"
 #include "export.hpp"
 #include "import.hpp"
+#include "sanitizer.hpp"
 #include "stream_policy.hpp"
 #include "stridex/cuda/copy.hpp"
 
@@ -48,6 +49,7 @@ nb::object copy_into(nb::handle dst, nb::handle src, nb::handle stream) {
     nb::object d = as_view(dst, request), o = as_view(src, request);
     PyView& target = py_view(d.ptr());
     const View out = target.view, in = py_view(o.ptr()).view;
+    if (sanitizer::on()) sanitizer::used(in, py_view(o.ptr()).source.ptr(), s, "stridex.copy (source)");
     std::intptr_t ready;
     {
         nb::gil_scoped_release release;
@@ -68,6 +70,7 @@ nb::object copy_of(const PyView& self, Device target, Order order, nb::handle st
     std::optional<PyAllocator> holder;
     const Allocator* a = choose_allocator(allocator, like, holder);
     View out;
+    if (sanitizer::on()) sanitizer::used(self.view, self.source.ptr(), s, "View.copy");
     {
         nb::gil_scoped_release release;
         out = copy_to(self.view, target, order, s, a);

@@ -18,6 +18,7 @@
 
 #include "arguments.hpp"
 #include "export.hpp"
+#include "sanitizer.hpp"
 #include "stridex/copy.hpp"
 #include "stridex/cuda/stream.hpp"
 #include "stridex/cuda/vmm.hpp"
@@ -103,6 +104,8 @@ int managed_tensor_from_py_object_no_sync(void* py_object, DLManagedTensorVersio
         const View& v = py_view(o).view;
         require_dlpack_dtype(v);
         ready_on_work_stream(v);
+        if (sanitizer::on())
+            sanitizer::used(v, py_view(o).source.ptr(), cuda::StreamRef::kLegacy, "DLPack exchange API");
         *out = dlpack::export_versioned(v, 0);
         return 0;
     } catch (...) {
@@ -160,6 +163,8 @@ int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
     try {
         require_dlpack_dtype(v);
         ready_on_work_stream(v);
+        if (sanitizer::on())
+            sanitizer::used(v, py_view(o).source.ptr(), cuda::StreamRef::kLegacy, "DLPack exchange API");
     } catch (...) {
         set_python_error_from_current_exception();
         return -1;

@@ -18,6 +18,7 @@
 #include "attributes.hpp"
 #include "bindings.hpp"
 #include "names.hpp"
+#include "sanitizer.hpp"
 #include "stream_policy.hpp"
 #include "stridex/cuda/copy.hpp"
 #include "stridex/cuda/stream.hpp"
@@ -197,6 +198,9 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
                        v.subbyte_padded());
         return dlpack_capsule(out, versioned, 0);
     }
+    if (sanitizer::on())
+        sanitizer::used(v, py_view(self).source.ptr(), stream.value_or(cuda::StreamRef::kLegacy), "View.__dlpack__",
+                        stream == kNoStream);
     if (source.is_cuda_family() && (v.stream() != kNoStream || v.pending())) {
         if (!stream && source.host_accessible())
             host_sync(v);  // None: maybe a host reader (torch reads pinned memory as CPU memory)

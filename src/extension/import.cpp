@@ -24,6 +24,7 @@
 #include "import_type_cache.hpp"
 #include "names.hpp"
 #include "py_owner.hpp"
+#include "sanitizer.hpp"
 #include "set_error.hpp"
 #include "stridex/error.hpp"
 
@@ -50,6 +51,7 @@ public:
         if (built_ && !done_) view_->~View();  // a failure after the View was built
     }
     View* storage() noexcept { return view_; }
+    bool python() const noexcept { return slot_ != nullptr; }  // a stridex.View object, not the caster API
     void built() noexcept { built_ = true; }
     View& view() noexcept { return *view_; }
     // Hands the built View over. To Python: sets its source object and the producer's description
@@ -143,6 +145,8 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
             order_consumer_stream(v, request, ready);
         else
             v.set_stream(kNoStream);  // host memory: nothing is ever pending
+        if (sanitizer::on())
+            sanitizer::imported(obj, request, ready, v, e.row && e.row->ignores_stream, !result.python(), false);
         // Only an opaque element has a description; one left by a protocol that failed is dropped.
         return result.publish(obj, v.dtype().is_opaque_bytes() ? std::move(element) : nb::object());
     };
@@ -284,6 +288,9 @@ PyObject* import_into(PyObject* obj, const StreamRequest& request, Result& resul
         new (result.storage()) View(in->view);
         result.built();
         order_consumer_stream(result.view(), request, in->view.stream());
+        if (sanitizer::on())
+            sanitizer::imported(in->source.ptr(), request, in->view.stream(), result.view(), false, !result.python(),
+                                true);
         return result.publish(in->source.ptr() ? in->source.ptr() : Py_None, in->element);
     }
     if (type == &PyCapsule_Type) {

@@ -1,6 +1,7 @@
 // The _stridex module: binds each piece (bindings.hpp) in dependency order.
 #include "bindings.hpp"
 #include "names.hpp"
+#include "sanitizer.hpp"
 
 NB_MODULE(_stridex, m) {
     using namespace stridex::python;
@@ -20,4 +21,5 @@ NB_MODULE(_stridex, m) {
     bind_ipc_tickets(m);
     bind_memory(m);
     bind_copy(m);
+    sanitizer::bind_sanitizer(m);  // the hand-over race sanitizer; STRIDEX_SANITIZE is read here
 }

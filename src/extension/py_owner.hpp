@@ -3,6 +3,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include "sanitizer.hpp"
 #include "stridex/owner.hpp"
 #include "stridex/view.hpp"
 
@@ -22,6 +23,9 @@ struct PyView {
     View view;
     nanobind::object source;
     nanobind::object element;
+    ~PyView() {
+        if (sanitizer::on()) sanitizer::released(view, source);
+    }
 };
 
 // Wraps a C++ View as a stridex.View. `source` is what `.owner` reports (None if empty);

@@ -4,6 +4,7 @@
 #include "arguments.hpp"
 #include "attributes.hpp"
 #include "names.hpp"
+#include "sanitizer.hpp"
 
 #include <cstring>
 #include <string>
@@ -157,7 +158,9 @@ StreamRequest parse_stream(PyObject* stream) {
         if (PyBool_Check(stream)) fail(ErrorKind::type, kAccepted, "; found bool");
         return from_int(stream);
     }
-    return from_object(stream);
+    const StreamRequest request = from_object(stream);
+    if (sanitizer::on()) sanitizer::stream_object_seen(stream, request.handle);
+    return request;
 }
 
 void dlpack_stream(const StreamRequest& request, const Device* device, const ProducerRow& row, DlpackStream& out) {

@@ -262,6 +262,8 @@ struct DriverTable {
                                                       unsigned long long flags);
     CUresult (*mem_pool_export_pointer)(MemPoolPtrExportData*, CUdeviceptr);
     CUresult (*mem_pool_import_pointer)(CUdeviceptr*, CUmemoryPool, MemPoolPtrExportData*);
+    // The hand-over sanitizer (issue 27, src/extension/sanitizer.cpp): host queries, never a wait.
+    CUresult (*stream_query)(CUstream);
 };
 
 // A failed driver call: Error(cuda) that also keeps the CUresult, for callers that branch on it.

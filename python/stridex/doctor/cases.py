@@ -34,6 +34,7 @@ class Case:
     readonly: bool = False  # the producer marks the array read-only
     stream: bool = False  # the GPU stream-ordering case (not a layout case)
     copy: bool = False  # the copy case: stridex copies the array (not a zero-copy hand-over)
+    race: bool = False  # the race case (a stream case): a seeded race the sanitizer must catch
     quick: bool = False  # part of --quick
 
     @property
@@ -79,6 +80,7 @@ class Case:
             "gpu_only": self.gpu_only,
             "quick": self.quick,
             "copy": self.copy,
+            "race": self.race,
         }
 
 
@@ -133,6 +135,18 @@ CASES: tuple[Case, ...] = (
         (1 << 22,),
         stream=True,
         quick=True,
+    ),
+    Case(
+        "race",
+        "race",
+        "GPU: the stream case's write behind a ~100 ms kernel on stream A, handed over through stridex.view "
+        "with stream=NO_SYNC inside stridex.sanitize(raise_=True): the sanitizer must raise StreamRaceError; "
+        "the corrected hand-over (ordered on the consumer's stream B, then the consumer's import) must not "
+        "(docs/sanitizer.md; the native route has no sanitizer)",
+        "float32",
+        (1 << 22,),
+        stream=True,
+        race=True,
     ),
 )
 CASES_BY_NAME = {c.name: c for c in CASES}

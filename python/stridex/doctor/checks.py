@@ -84,8 +84,19 @@ def legacy_readonly_rule(producer: Adapter, consumer: Adapter, how: str) -> bool
     return producer.name in LEGACY_ONLY_PRODUCERS and consumer.name in LEGACY_READONLY_CONSUMERS and "dlpack" in how
 
 
+# The race case is claimed where stridex learns the producer's stream at a NO_SYNC hand-over: its
+# DLPack exchange API's current stream (torch) or its own current stream (CuPy). Elsewhere the
+# sanitizer can only check the legacy default stream, which the producer's stream A is not.
+RACE_CLAIMED_PRODUCERS = frozenset({"torch", "cupy"})
+
+
 def claim(producer: Adapter, consumer: Adapter, case: Case) -> tuple[bool, str]:
     """(claimed, why not) for an applicable cell."""
+    if case.race and producer.name not in RACE_CLAIMED_PRODUCERS:
+        return False, (
+            f"stridex cannot learn {producer.name}'s current stream at a NO_SYNC hand-over (no DLPack exchange "
+            "API naming it): the sanitizer checks the legacy default stream there"
+        )
     for side in (producer, consumer):
         if side.experimental:
             return False, f"the {side.name} adapter is experimental (not yet verified on hardware)"
@@ -400,6 +411,60 @@ def _stream_route(ctx: Context, p: Adapter, c: Adapter, case: Case, device: str,
     return out
 
 
+def _race_route(ctx: Context, p: Adapter, c: Adapter, case: Case, device: str, route: str) -> Outcome:
+    """The seeded race: the producer's write pending behind the sleep on stream A, handed over with
+    no ordering (NO_SYNC) while the sanitizer raises; then the corrected hand-over, which must pass."""
+    out = Outcome(PASS)
+    sanitize = getattr(ctx.stridex, "sanitize", None)
+    if ctx.view is None or sanitize is None:
+        raise Failed("this stridex build has no sanitizer (stridex.sanitize)")
+    race_error = ctx.stridex.StreamRaceError
+    try:
+        x = p.make(case, device)
+        a = p.new_stream(device)
+        b = c.new_stream(device) if c.stream_kind == "explicit" else None
+        value = p.prepare_fill(x, STREAM_VALUE, a)
+        # The write once before the judged pass: a kernel loaded lazily behind the sleep would wait
+        # for it on the host (CUDA's lazy module loading), and the race window would close.
+        with p.stream_ctx(a):
+            p.fill_async(x, value, a)
+        p.synchronize(device)
+    except Exception as exc:  # noqa: BLE001
+        raise Failed(f"setup: {one_line(exc)}") from exc
+    caught = corrected = None
+    with p.stream_ctx(a):
+        try:
+            gpu_sleep(p.stream_handle(a), device, ctx.adapters)
+            p.fill_async(x, value, a)
+        except Exception as exc:  # noqa: BLE001
+            raise Failed(f"could not launch the sleep kernel and the write on stream A: {one_line(exc)}") from exc
+        obj = p.export(p.on_stream(x, a))
+        with sanitize(raise_=True):
+            try:
+                ctx.view(obj, stream=ctx.stridex.NO_SYNC)  # the race: nothing orders the consumer
+            except race_error as exc:
+                caught = str(exc)
+            except Exception as exc:  # noqa: BLE001
+                raise Failed(f"stridex.view(stream=NO_SYNC): {one_line(exc)}") from exc
+            kwargs = {"stream": c.stridex_stream(b)} if b is not None else {}
+            with c.stream_ctx(b):
+                try:
+                    y, out.how = c.consume(ctx.view(obj, **kwargs), device, stream=b)
+                except race_error as exc:
+                    corrected = str(exc)
+                except Exception as exc:  # noqa: BLE001
+                    raise Failed(f"the corrected hand-over to {c.name}: {one_line(exc)}") from exc
+    p.synchronize(device)
+    if caught is None:
+        raise Failed(f"not caught: the NO_SYNC hand-over of {p.name}'s pending write raised no StreamRaceError")
+    if not caught.startswith("stridex sanitizer: no_sync"):
+        raise Failed(f"caught as another race: {caught.splitlines()[0]}")
+    if corrected is not None:
+        raise Failed(f"the corrected hand-over was reported: {corrected.splitlines()[0]}")
+    out.aliasing = "race"
+    return out
+
+
 def _copy_route(ctx: Context, p: Adapter, c: Adapter, case: Case, device: str, route: str) -> Outcome:
     out = Outcome(PASS)
     if ctx.view is None or not hasattr(ctx.stridex.View, "contiguous"):
@@ -442,7 +507,11 @@ def run_route(ctx: Context, p: Adapter, c: Adapter, case: Case, device: str, rou
             reset_current_device()  # cuda:0, whatever an earlier check or framework left current
         if case.copy and route == NATIVE:
             return Outcome(NA, "stridex's own copy: the native route has no counterpart")
-        run = _stream_route if case.stream else _copy_route if case.copy else _layout_route
+        if case.race and route == NATIVE:
+            return Outcome(NA, "no framework's own tool sees a race at a hand-over between frameworks")
+        run = (
+            _race_route if case.race else _stream_route if case.stream else _copy_route if case.copy else _layout_route
+        )
         outcome = run(ctx, p, c, case, device, route)
     except Failed as exc:
         outcome = Outcome(FAIL, str(exc))

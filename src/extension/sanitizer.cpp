@@ -1,0 +1,744 @@
+// The hand-over race sanitizer (sanitizer.hpp, docs/sanitizer.md).
+//
+// The log: one entry per (memory range, owner) handed over while on, with the producer's and the
+// consumer's streams, the door, the owner as a weak reference and a few Python frames (code object
+// and line, formatted only when a report is made). Checks copy what they need out of the log under
+// its mutex and ask the driver (or a test's stand-in) outside it: a Python callable or a warning
+// filter may run Python code that hands over again.
+#include "sanitizer.hpp"
+
+#include <nanobind/stl/string.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "arguments.hpp"
+#include "export.hpp"
+#include "import.hpp"
+#include "py_owner.hpp"
+#include "stridex/cuda/driver.hpp"
+#include "stridex/error.hpp"
+
+namespace nb = nanobind;
+
+namespace stridex::python::sanitizer {
+namespace {
+
+// ---- the switch -----------------------------------------------------------------------------------
+std::mutex g_switch_mutex;  // guards the counts below; g_on follows them
+bool g_env_on = false, g_env_raise = false, g_ever_on = false;
+int g_contexts = 0, g_raise_contexts = 0;
+std::atomic<bool> g_raise{false};
+
+bool g_finished = false;  // at exit: off for good, so that nothing is logged after the log is cleared
+
+void update_switch() {  // with g_switch_mutex held
+    const bool on = !g_finished && (g_env_on || g_contexts > 0);
+    g_ever_on = g_ever_on || on;
+    g_raise.store(g_env_raise || g_raise_contexts > 0, std::memory_order_relaxed);
+    detail::g_on.store(on, std::memory_order_relaxed);
+}
+
+// ---- Python stacks ------------------------------------------------------------------------------
+constexpr int kFrames = 8;  // captured; stridex's own frames are dropped when formatting
+struct Frame {
+    nb::object code;
+    int line = 0;  // the instruction offset on Python >= 3.11, the line before
+};
+struct Stack {
+    std::array<Frame, kFrames> frames;
+    int size = 0;
+};
+
+Stack capture_stack() {
+    Stack s;
+    PyFrameObject* f = PyEval_GetFrame();  // borrowed; null from a thread without Python frames
+    Py_XINCREF(f);
+    while (f && s.size < kFrames) {
+        s.frames[s.size].code = nb::steal(reinterpret_cast<PyObject*>(PyFrame_GetCode(f)));
+#if PY_VERSION_HEX >= 0x030B0000
+        // The instruction offset: its line is looked up only when a report is made (the line
+        // table walk is most of what a stack costs).
+        s.frames[s.size].line = PyFrame_GetLasti(f);
+#else
+        s.frames[s.size].line = PyFrame_GetLineNumber(f);
+#endif
+        ++s.size;
+        PyFrameObject* back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+    Py_XDECREF(f);
+    return s;
+}
+
+std::string package_dir() {  // stridex's own frames are not the user's hand-over
+    static std::string dir = [] {
+        nb::object mod = nb::steal(PyImport_ImportModule("stridex"));
+        if (!mod.is_valid()) {
+            PyErr_Clear();
+            return std::string();
+        }
+        nb::object file = nb::steal(PyObject_GetAttrString(mod.ptr(), "__file__"));
+        if (!file.is_valid() || !PyUnicode_Check(file.ptr())) {
+            PyErr_Clear();
+            return std::string();
+        }
+        std::string path = PyUnicode_AsUTF8(file.ptr());
+        return path.substr(0, path.rfind('/') + 1);
+    }();
+    return dir;
+}
+
+std::string format_stack(const Stack& s) {
+    const std::string own = package_dir();
+    std::string out;
+    int shown = 0;
+    for (int i = 0; i < s.size && shown < 4; ++i) {
+        auto* code = reinterpret_cast<PyCodeObject*>(s.frames[i].code.ptr());
+        const char* file = PyUnicode_AsUTF8(code->co_filename);
+        const char* name = PyUnicode_AsUTF8(code->co_name);
+        if (!file || !name) {
+            PyErr_Clear();
+            continue;
+        }
+        if (!own.empty() && std::strncmp(file, own.c_str(), own.size()) == 0 && i + 1 < s.size) continue;
+        out += "\n      ";
+        out += file;
+#if PY_VERSION_HEX >= 0x030B0000
+        const int line = PyCode_Addr2Line(code, s.frames[i].line);
+#else
+        const int line = s.frames[i].line;
+#endif
+        out += ":" + std::to_string(line) + " in " + name;
+        ++shown;
+    }
+    if (shown == 0) out = "\n      (no Python frames: called from native code)";
+    return out;
+}
+
+// ---- the log ------------------------------------------------------------------------------------
+struct Entry {
+    std::uint64_t seq = 0;  // last use, for the LRU
+    Device device;
+    std::uintptr_t lo = 0, hi = 0;
+    // The producer: its type (a strong reference to the type, never to an instance), named only
+    // when a report is made, or a fixed label.
+    nb::object producer_type;
+    const char* producer_label = nullptr;
+    nb::object owner;  // a weak reference to the owner object, or empty where it takes none
+    std::uintptr_t owner_id = 0;
+    std::intptr_t producer_stream = kNoStream, consumer_stream = kNoStream;
+    const char* door = "";
+    bool ipc = false;
+    Stack stack;
+};
+
+using Key = std::tuple<int, int, std::uintptr_t>;  // device type, device id, lo
+std::mutex g_log_mutex;
+std::multimap<Key, Entry> g_log;
+std::uint64_t g_seq = 0;
+std::uintptr_t g_max_span = 0;  // the longest range logged: how far below `lo` an overlap can start
+std::size_t g_cap = 4096;
+
+// The report counts and the last reports (tests and the summary).
+enum Kind : int { kNoSync, kReuse, kRelease, kIpc, kKinds };
+const char* const kKindNames[kKinds] = {"no_sync", "reuse_after_release", "release_pending", "ipc_unwaited"};
+std::array<std::uint64_t, kKinds> g_counts{};
+std::vector<std::pair<int, std::string>> g_recent;  // at most kRecent
+constexpr std::size_t kRecent = 256;
+
+// The test seam: a Python callable (stream, device_id) -> bool answering "still pending?" on a
+// machine without a GPU. Owned; None when absent.
+PyObject* g_pending_override = nullptr;
+IpcUnwaitedQuery g_ipc_query = nullptr;
+
+PyObject* g_warning = nullptr;  // stridex.StreamRaceWarning
+PyObject* g_error = nullptr;    // stridex.StreamRaceError
+
+bool owner_alive(const Entry& e) {
+    if (!e.owner.is_valid()) return true;  // no weak reference: cannot tell, assume alive
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject* o = nullptr;
+    if (PyWeakref_GetRef(e.owner.ptr(), &o) < 0) {
+        PyErr_Clear();
+        return true;
+    }
+    Py_XDECREF(o);
+    return o != nullptr;
+#else
+    return PyWeakref_GetObject(e.owner.ptr()) != Py_None;
+#endif
+}
+
+bool same_owner(const Entry& e, PyObject* owner) {
+    if (!owner || owner == Py_None) return false;
+    if (e.owner.is_valid()) {
+#if PY_VERSION_HEX >= 0x030D0000
+        PyObject* o = nullptr;
+        if (PyWeakref_GetRef(e.owner.ptr(), &o) < 0) PyErr_Clear();
+        Py_XDECREF(o);
+        return o == owner;
+#else
+        return PyWeakref_GetObject(e.owner.ptr()) == owner;
+#endif
+    }
+    return e.owner_id == reinterpret_cast<std::uintptr_t>(owner);
+}
+
+// Whether work queued on `stream` may still be running. A host query, never a wait.
+bool stream_pending(std::intptr_t stream, Device device) {
+    if (stream == kNoStream || !device.is_cuda_family()) return false;
+    if (g_pending_override) {
+        nb::object answer = nb::steal(PyObject_CallFunction(g_pending_override, "nn", static_cast<Py_ssize_t>(stream),
+                                                            static_cast<Py_ssize_t>(device.id)));
+        if (!answer.is_valid()) throw nb::python_error();
+        const int truth = PyObject_IsTrue(answer.ptr());
+        if (truth < 0) throw nb::python_error();
+        return truth == 1;
+    }
+    cuda::Driver& d = cuda::driver();
+    if (!d.usable() || !d.raw().stream_query || device.id >= d.device_count()) return false;
+    try {
+        const cuda::ContextGuard guard(d, device.id);  // the legacy stream is per context
+        return d.try_call(d.raw().stream_query, cuda::StreamRef(stream).handle()) == cuda::result::not_ready;
+    } catch (const Error&) {
+        return false;  // a stream of a context gone: nothing of it can still run
+    }
+}
+
+// Stream handles that may be queried after the hand-over that named them: the default streams,
+// and handles of stream objects still alive (weak references, by handle). Guarded by g_log_mutex.
+std::map<std::intptr_t, nb::object> g_stream_objects;
+
+bool object_alive(const nb::object& weak) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject* o = nullptr;
+    if (PyWeakref_GetRef(weak.ptr(), &o) < 0) PyErr_Clear();
+    Py_XDECREF(o);
+    return o != nullptr;
+#else
+    return PyWeakref_GetObject(weak.ptr()) != Py_None;
+#endif
+}
+
+// Whether `stream`, named by an earlier hand-over, may be queried now.
+bool queryable_later(std::intptr_t stream) {
+    if (g_pending_override) return true;  // the test seam answers, no driver is asked
+    if (stream == cuda::StreamRef::kLegacy || stream == cuda::StreamRef::kPerThread) return true;
+    const std::lock_guard lock(g_log_mutex);
+    const auto it = g_stream_objects.find(stream);
+    return it != g_stream_objects.end() && object_alive(it->second);
+}
+
+std::string stream_name(std::intptr_t s) {
+    if (s == kNoStream) return "none";
+    if (s == cuda::StreamRef::kLegacy) return "legacy default stream";
+    if (s == cuda::StreamRef::kPerThread) return "per-thread default stream";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "stream 0x%llx", static_cast<unsigned long long>(s));
+    return buf;
+}
+
+std::string range_name(const Entry& e) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "[0x%llx, 0x%llx) (%llu bytes)", static_cast<unsigned long long>(e.lo),
+                  static_cast<unsigned long long>(e.hi), static_cast<unsigned long long>(e.hi - e.lo));
+    return buf;
+}
+
+// "torch.Tensor": the top-level package of the type's module, and the type's name.
+std::string type_name_of(PyObject* type) {
+    auto* t = reinterpret_cast<PyTypeObject*>(type);
+    nb::object module = nb::steal(PyObject_GetAttrString(type, "__module__"));
+    std::string out;
+    if (module.is_valid() && PyUnicode_Check(module.ptr())) {
+        out = PyUnicode_AsUTF8(module.ptr());
+        out = out.substr(0, out.find('.')) + ".";
+    } else {
+        PyErr_Clear();
+    }
+    const char* name = std::strrchr(t->tp_name, '.');
+    return out + (name ? name + 1 : t->tp_name);
+}
+
+std::string producer_name(const Entry& e) {
+    if (e.producer_label) return e.producer_label;
+    if (!e.producer_type.is_valid()) return "stridex (no owner object)";
+    return type_name_of(e.producer_type.ptr());
+}
+
+std::string describe(const char* label, const Entry& e) {
+    return std::string("\n  ") + label + ": " + e.door + ", producer " + producer_name(e) + " on " +
+           stream_name(e.producer_stream) + ", consumer on " + stream_name(e.consumer_stream) + ", " + e.device.name() +
+           " " + range_name(e) + format_stack(e.stack);
+}
+
+// Warns (or raises, in raise mode, where `may_raise`) with the report. Throws nb::python_error when
+// the warning became an exception (raise mode, or a warnings filter of "error").
+void report(Kind kind, const std::string& text, bool may_raise) {
+    const std::string message = std::string("stridex sanitizer: ") + kKindNames[kind] + ": " + text;
+    {
+        const std::lock_guard lock(g_log_mutex);
+        ++g_counts[kind];
+        if (g_recent.size() < kRecent) g_recent.emplace_back(kind, message);
+    }
+    if (may_raise && g_raise.load(std::memory_order_relaxed)) {
+        PyErr_SetString(g_error, message.c_str());
+        throw nb::python_error();
+    }
+    if (PyErr_WarnEx(g_warning, message.c_str(), 1) < 0) throw nb::python_error();
+}
+
+Entry make_entry(const View& v, PyObject* owner, const char* producer_label, std::intptr_t producer_stream,
+                 std::intptr_t consumer_stream, const char* door) {
+    Entry e;
+    e.device = v.device();
+    const Span span = v.byte_span();
+    const auto base = reinterpret_cast<std::uintptr_t>(v.ptr());
+    e.lo = base + static_cast<std::uintptr_t>(span.lo);
+    e.hi = base + static_cast<std::uintptr_t>(span.hi);
+    e.producer_label = producer_label;
+    if (!producer_label && owner && owner != Py_None)
+        e.producer_type = nb::borrow(reinterpret_cast<PyObject*>(Py_TYPE(owner)));
+    if (owner && owner != Py_None) {
+        e.owner_id = reinterpret_cast<std::uintptr_t>(owner);
+        if (PyType_SUPPORTS_WEAKREFS(Py_TYPE(owner))) {
+            e.owner = nb::steal(PyWeakref_NewRef(owner, nullptr));
+            if (!e.owner.is_valid()) PyErr_Clear();
+        }
+    }
+    e.producer_stream = producer_stream;
+    e.consumer_stream = consumer_stream;
+    e.door = door;
+    e.stack = capture_stack();
+    return e;
+}
+
+// The entries overlapping `e`'s range on its device (copies: checked outside the mutex).
+std::vector<Entry> overlapping(const Entry& e) {
+    std::vector<Entry> out;
+    const std::lock_guard lock(g_log_mutex);
+    const int type = static_cast<int>(e.device.type);
+    const std::uintptr_t from = e.lo > g_max_span ? e.lo - g_max_span : 0;
+    for (auto it = g_log.lower_bound({type, e.device.id, from});
+         it != g_log.end() && it->first < Key{type, e.device.id, e.hi == e.lo ? e.hi + 1 : e.hi}; ++it)
+        if (it->second.hi > e.lo || (e.hi == e.lo && it->second.lo == e.lo)) out.push_back(it->second);
+    return out;
+}
+
+// Bounds the log: entries whose owner died go first, then the least recently used. Called with the
+// mutex held.
+void prune_locked() {
+    if (g_log.size() <= g_cap) return;
+    for (auto it = g_log.begin(); it != g_log.end() && g_log.size() > g_cap * 3 / 4;) {
+        // No stream query under the mutex: a dead owner's entry goes first whatever its stream.
+        if (!owner_alive(it->second))
+            it = g_log.erase(it);
+        else
+            ++it;
+    }
+    while (g_log.size() > g_cap * 3 / 4) {
+        auto oldest = g_log.begin();
+        for (auto it = g_log.begin(); it != g_log.end(); ++it)
+            if (it->second.seq < oldest->second.seq) oldest = it;
+        g_log.erase(oldest);
+    }
+}
+
+// Logs `e`, replacing an entry of the same range, owner and consumer stream (a loop importing one
+// array keeps one entry).
+void log_entry(Entry&& e, PyObject* owner) {
+    const std::lock_guard lock(g_log_mutex);
+    e.seq = ++g_seq;
+    const Key key{static_cast<int>(e.device.type), e.device.id, e.lo};
+    for (auto [it, end] = g_log.equal_range(key); it != end; ++it)
+        if (it->second.hi == e.hi && it->second.consumer_stream == e.consumer_stream && same_owner(it->second, owner)) {
+            const bool ipc = it->second.ipc;
+            it->second = std::move(e);
+            it->second.ipc = it->second.ipc || ipc;
+            return;
+        }
+    g_max_span = std::max(g_max_span, e.hi - e.lo);
+    g_log.emplace(key, std::move(e));
+    prune_locked();
+}
+
+// Forgets the entries of these sequence numbers: hand-overs proven finished.
+void forget(const std::vector<std::uint64_t>& done) {
+    if (done.empty()) return;
+    const std::lock_guard lock(g_log_mutex);
+    for (auto it = g_log.begin(); it != g_log.end();)
+        if (std::find(done.begin(), done.end(), it->second.seq) != done.end())
+            it = g_log.erase(it);
+        else
+            ++it;
+}
+
+// Class 2: an earlier hand-over of overlapping memory whose owner has died, whose consumer's
+// stream is another and may still be reading it. An earlier one whose owner died and whose
+// consumer's stream is idle now is finished for good (later work on that stream cannot read memory
+// it no longer has): it leaves the log, so that it is never blamed for later, unrelated work.
+void check_reuse(const Entry& now, PyObject* owner) {
+    std::vector<std::uint64_t> finished;
+    struct Forget {
+        std::vector<std::uint64_t>& done;
+        ~Forget() { forget(done); }
+    } forget_finished{finished};
+    for (const Entry& before : overlapping(now)) {
+        if (same_owner(before, owner) || owner_alive(before)) continue;
+        if (!queryable_later(before.consumer_stream) || !stream_pending(before.consumer_stream, before.device)) {
+            finished.push_back(before.seq);
+            continue;
+        }
+        // Reads on the producer's own stream, or on the new consumer's, are ordered before the reuse.
+        if (before.consumer_stream == kNoStream || before.consumer_stream == now.consumer_stream ||
+            before.consumer_stream == before.producer_stream)
+            continue;
+        report(kReuse,
+               "memory handed over again while the consumer of its released owner may still be reading it on " +
+                   stream_name(before.consumer_stream) +
+                   " (record the consumer's stream with the producer's "
+                   "allocator, e.g. tensor.record_stream(s), or keep the owner alive until that work is done)" +
+                   describe("earlier hand-over (owner released)", before) + describe("this hand-over", now),
+               true);
+        return;  // one report per hand-over
+    }
+}
+
+// Class 4 with the sanitizer's own bookkeeping: an IPC import's event is waited for by the legacy
+// default stream at unpickle; a use with no ordering (NO_SYNC) skips that wait while it is pending.
+bool ipc_unwaited_default(const Entry& ipc_entry, std::intptr_t consumer) {
+    if (consumer != kNoStream) return false;
+    return stream_pending(ipc_entry.consumer_stream, ipc_entry.device);
+}
+
+void check_ipc(const View& view, const Entry& now, std::intptr_t consumer) {
+    for (const Entry& before : overlapping(now)) {
+        if (!before.ipc) continue;
+        const bool unwaited = g_ipc_query ? g_ipc_query(view, consumer) : ipc_unwaited_default(before, consumer);
+        if (!unwaited) continue;
+        report(kIpc,
+               "IPC View used before its producer's event was waited for (use it on a stream: stream=... orders "
+               "it after the producer's work)" +
+                   describe("IPC import", before) + describe("this use", now),
+               true);
+        return;
+    }
+}
+
+}  // namespace
+
+void imported(PyObject* obj, const StreamRequest& request, std::intptr_t ready, const View& view, bool ignores_stream,
+              bool caster, bool of_view) {
+    const Device device = view.device();
+    if (!device.is_cuda_family()) return;  // host memory: no stream, nothing to race
+    const bool unordered = request.kind == StreamRequest::Kind::no_sync || ignores_stream;
+    const char* door = caster ? "caster import" : "stridex.view";
+    const bool is_view = of_view;
+    // The producer's stream where none was promised: the producer framework's current stream
+    // (its exchange API says), else the legacy default stream, where array API producers work.
+    // Where the producer ordered its work onto the consumer's stream itself (__dlpack__(stream=S)),
+    // `ready` is that stream, not the producer's: its allocator's is its current one.
+    std::intptr_t producer_stream = ready;
+    if (!is_view && ((producer_stream == kNoStream && unordered) || producer_stream == view.stream())) {
+        const StreamRequest current = caller_stream_request(obj);
+        if (current.kind == StreamRequest::Kind::on_stream || producer_stream == kNoStream)
+            producer_stream = current.consumer();
+    }
+    // NO_SYNC: the consumer's stream is unknown (the View records the producer's).
+    const std::intptr_t consumer = request.kind == StreamRequest::Kind::no_sync ? kNoStream : view.stream();
+    Entry now = make_entry(view, obj, nullptr, producer_stream, consumer, door);
+    if (unordered && producer_stream != kNoStream && stream_pending(producer_stream, device))
+        report(kNoSync,
+               std::string(request.kind == StreamRequest::Kind::no_sync
+                               ? "handed over with stream=NO_SYNC"
+                               : "handed over by a producer that ignores the consumer's stream") +
+                   " while the producer's " + stream_name(producer_stream) +
+                   " still has pending work (pass the consumer's stream, or synchronize first)" +
+                   describe("this hand-over", now),
+               true);
+    check_reuse(now, obj);
+    if (is_view) check_ipc(view, now, unordered ? kNoStream : view.stream());
+    log_entry(std::move(now), obj);
+}
+
+void used(const View& view, PyObject* source, std::intptr_t consumer, const char* door, bool unordered) {
+    const Device device = view.device();
+    if (!device.is_cuda_family()) return;
+    Entry now = make_entry(view, source, nullptr, view.stream(), unordered ? kNoStream : consumer, door);
+    if (unordered && stream_pending(view.stream(), device))
+        report(kNoSync,
+               std::string("handed over with no ordering (stream=-1) while the View's ") + stream_name(view.stream()) +
+                   " still has pending work (pass the consumer's stream)" + describe("this hand-over", now),
+               true);
+    check_ipc(view, now, unordered ? kNoStream : consumer);
+    log_entry(std::move(now), source);
+}
+
+void ipc_imported(const View& view, PyObject* keep, bool has_event) {
+    if (!has_event || !view.device().is_cuda_family()) return;
+    Entry now = make_entry(view, keep, "stridex.ipc (another process)", kNoStream, view.stream(), "stridex.ipc import");
+    now.ipc = true;
+    log_entry(std::move(now), keep);
+}
+
+void released(View& view, nb::object& source) noexcept {
+    // A View may die while an exception is being raised: that one is kept as it is.
+    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+    PyErr_Fetch(&type, &value, &traceback);
+    struct Restore {
+        PyObject **t, **v, **tb;
+        ~Restore() { PyErr_Restore(*t, *v, *tb); }
+    } restore{&type, &value, &traceback};
+    try {
+        PyObject* owner = source.ptr();
+        // An export of this View (a capsule, a consumer's tensor) shares its keep-alive: then the
+        // memory outlives it whatever happens to the owner object.
+        if (!owner || owner == Py_None || view.owner().use_count() > 1) return;
+        if (view.stream() == kNoStream || !view.device().is_cuda_family()) return;
+        const Entry probe = make_entry(view, nullptr, nullptr, kNoStream, view.stream(), "View released");
+        std::vector<Entry> candidates;
+        for (Entry& before : overlapping(probe))
+            if (same_owner(before, owner) && before.consumer_stream == view.stream() &&
+                before.producer_stream != before.consumer_stream && before.producer_stream != kNoStream)
+                candidates.push_back(std::move(before));
+        if (candidates.empty()) return;
+        // Did the owner die with this View? Release both here and look (a weak reference), or,
+        // for objects that take none, whether this View held the only reference.
+        bool died = Py_REFCNT(owner) == 1;
+        if (PyType_SUPPORTS_WEAKREFS(Py_TYPE(owner))) {
+            nb::object weak = nb::steal(PyWeakref_NewRef(owner, nullptr));
+            if (weak.is_valid()) {
+                source.reset();
+                view = View();
+#if PY_VERSION_HEX >= 0x030D0000
+                PyObject* o = nullptr;
+                if (PyWeakref_GetRef(weak.ptr(), &o) < 0) PyErr_Clear();
+                died = o == nullptr;
+                Py_XDECREF(o);
+#else
+                died = PyWeakref_GetObject(weak.ptr()) == Py_None;
+#endif
+            } else {
+                PyErr_Clear();
+            }
+        }
+        if (!died || !queryable_later(probe.consumer_stream) || !stream_pending(probe.consumer_stream, probe.device))
+            return;
+        const Entry& before = candidates.front();
+        Entry now = probe;
+        now.producer_type = before.producer_type;
+        now.producer_label = before.producer_label;
+        now.producer_stream = before.producer_stream;
+        report(kRelease,
+               "View released with the last reference to its owner while work on its " +
+                   stream_name(now.consumer_stream) + " may still use the memory; the producer's allocator (on " +
+                   stream_name(before.producer_stream) +
+                   ") was given no event (keep the View or its owner alive until that work is done, or record "
+                   "the stream with the producer, e.g. tensor.record_stream(s))" +
+                   describe("hand-over", before) + describe("release", now),
+               false);
+    } catch (nb::python_error& e) {
+        e.restore();
+        PyErr_WriteUnraisable(nullptr);
+    } catch (...) {
+        PyErr_Clear();
+    }
+}
+
+void stream_object_seen(PyObject* object, std::intptr_t handle) noexcept {
+    if (handle == cuda::StreamRef::kLegacy || handle == cuda::StreamRef::kPerThread) return;
+    if (!PyType_SUPPORTS_WEAKREFS(Py_TYPE(object))) return;  // not vouched for: never queried later
+    nb::object weak = nb::steal(PyWeakref_NewRef(object, nullptr));
+    if (!weak.is_valid()) {
+        PyErr_Clear();
+        return;
+    }
+    try {
+        const std::lock_guard lock(g_log_mutex);
+        if (g_stream_objects.size() > 1024)
+            for (auto it = g_stream_objects.begin(); it != g_stream_objects.end();)
+                it = object_alive(it->second) ? std::next(it) : g_stream_objects.erase(it);
+        g_stream_objects[handle] = std::move(weak);
+    } catch (...) {  // out of memory: the stream is just not vouched for
+    }
+}
+
+void set_ipc_unwaited_query(IpcUnwaitedQuery query) noexcept { g_ipc_query = query; }
+
+namespace {
+
+void enter(bool raise) {
+    const std::lock_guard lock(g_switch_mutex);
+    ++g_contexts;
+    if (raise) ++g_raise_contexts;
+    update_switch();
+}
+
+void exit_context(bool raise) {
+    const std::lock_guard lock(g_switch_mutex);
+    if (g_contexts == 0 || (raise && g_raise_contexts == 0))
+        fail(ErrorKind::value, "stridex.sanitize(): exit without a matching enter");
+    --g_contexts;
+    if (raise) --g_raise_contexts;
+    update_switch();
+}
+
+// STRIDEX_SANITIZE: "streams" turns it on, "streams,raise" raises too; anything else is refused
+// at import with the words it takes (a typo must not silently leave it off).
+void read_environment() {
+    const char* value = std::getenv("STRIDEX_SANITIZE");
+    if (!value || !*value || std::strcmp(value, "0") == 0) return;
+    std::string text(value);
+    bool streams = false, raise = false;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        const std::size_t comma = text.find(',', start);
+        const std::string word = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (word == "streams" || word == "1")
+            streams = true;
+        else if (word == "raise")
+            raise = true;
+        else if (!word.empty())
+            fail(ErrorKind::value, "STRIDEX_SANITIZE must be 'streams' or 'streams,raise' (or empty/0: off), found '",
+                 text, "'");
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    const std::lock_guard lock(g_switch_mutex);
+    g_env_on = streams || raise;
+    g_env_raise = raise;
+    update_switch();
+}
+
+nb::dict summary() {
+    nb::dict counts;
+    const std::lock_guard lock(g_log_mutex);
+    for (int k = 0; k < kKinds; ++k) counts[kKindNames[k]] = g_counts[k];
+    return counts;
+}
+
+}  // namespace
+
+void bind_sanitizer(nb::module_& m) {
+    g_warning = PyErr_NewExceptionWithDoc(
+        "stridex._stridex.StreamRaceWarning",
+        "A stream race at a hand-over stridex mediated, found by the sanitizer (stridex.sanitize, "
+        "STRIDEX_SANITIZE=streams).",
+        PyExc_RuntimeWarning, nullptr);
+    if (!g_warning) throw nb::python_error();
+    g_error =
+        PyErr_NewExceptionWithDoc("stridex._stridex.StreamRaceError",
+                                  "A stream race found by the sanitizer in raise mode (stridex.sanitize(raise_=True), "
+                                  "STRIDEX_SANITIZE=streams,raise).",
+                                  PyExc_RuntimeError, nullptr);
+    if (!g_error) throw nb::python_error();
+    m.attr("StreamRaceWarning") = nb::borrow(g_warning);
+    m.attr("StreamRaceError") = nb::borrow(g_error);
+    read_environment();
+
+    m.def("_sanitizer_enter", &enter, nb::arg("raise_"), "stridex.sanitize()'s entry: one more active context.");
+    m.def("_sanitizer_exit", &exit_context, nb::arg("raise_"), "stridex.sanitize()'s exit.");
+    m.def(
+        "_sanitizer_state",
+        [] {
+            const std::lock_guard lock(g_switch_mutex);
+            return nb::make_tuple(on(), g_raise.load(), g_ever_on);
+        },
+        "(on, raise mode, ever on) of the sanitizer.");
+    m.def("_sanitizer_counts", &summary, "Reports made so far, per class.");
+    m.def(
+        "_sanitizer_reports",
+        [] {
+            nb::list out;
+            const std::lock_guard lock(g_log_mutex);
+            for (const auto& [kind, text] : g_recent) out.append(nb::make_tuple(kKindNames[kind], text));
+            return out;
+        },
+        "The first reports made (class, message), at most 256.");
+    m.def(
+        "_sanitizer_reset",
+        [] {
+            const std::lock_guard lock(g_log_mutex);
+            g_log.clear();
+            g_counts = {};
+            g_recent.clear();
+            g_max_span = 0;
+        },
+        "Forgets the log and the reports (tests).");
+    m.def(
+        "_sanitizer_log",
+        [] {
+            nb::list out;
+            const std::lock_guard lock(g_log_mutex);
+            for (const auto& [key, e] : g_log)
+                out.append(nb::make_tuple(e.device.name(), e.lo, e.hi, e.door, e.producer_stream, e.consumer_stream,
+                                          owner_alive(e), e.ipc));
+            return out;
+        },
+        "The log, read-only (tests): (device, lo, hi, door, producer stream, consumer stream, owner alive, ipc).");
+    m.def(
+        "_sanitizer_set_cap",
+        [](std::size_t cap) {
+            if (cap < 4) fail(ErrorKind::value, "the sanitizer's log cap must be at least 4, found ", cap);
+            const std::lock_guard lock(g_log_mutex);
+            const std::size_t before = g_cap;
+            g_cap = cap;
+            prune_locked();
+            return before;
+        },
+        nb::arg("cap"), "Sets the log's entry cap (LRU beyond it); returns the previous one.");
+    m.def(
+        "_sanitizer_pending_override",
+        [](nb::object fn) {
+            Py_XDECREF(g_pending_override);
+            g_pending_override = fn.is_none() ? nullptr : fn.release().ptr();
+        },
+        nb::arg("fn").none(),
+        "Test seam: fn(stream, device_id) -> bool answers 'may work on this stream still be running?' instead "
+        "of the driver (None: the driver again).");
+    m.def(
+        "_sanitizer_mark_ipc",
+        [](nb::handle view, nb::object keep) {
+            if (!is_view(view.ptr())) fail(ErrorKind::type, "expected a stridex.View, found ", type_name(view.ptr()));
+            ipc_imported(py_view(view.ptr()).view, keep.ptr(), true);
+        },
+        nb::arg("view"), nb::arg("keep").none(),
+        "Test seam: logs `view` as a View imported from another process with its producer's event.");
+    // The summary at exit, while the interpreter is whole; nothing when no report was made.
+    nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
+        bool ever = false;
+        {
+            const std::lock_guard lock(g_switch_mutex);
+            ever = g_ever_on;
+            g_finished = true;  // Views released during teardown are not logged (nor reported)
+            update_switch();
+        }
+        Py_CLEAR(g_pending_override);
+        {
+            const std::lock_guard lock(g_log_mutex);
+            g_log.clear();  // weak references and code objects go while Python can take them
+            g_stream_objects.clear();
+        }
+        std::uint64_t total = 0;
+        for (int k = 0; k < kKinds; ++k) total += g_counts[k];
+        // Only where there is something to say: a clean run's processes (subprocesses that inherit
+        // STRIDEX_SANITIZE included) keep their stderr as it was.
+        if (!ever || total == 0) return;
+        std::string line = "stridex sanitizer: ";
+        line += std::to_string(total) + " report(s)";
+        for (int k = 0; k < kKinds; ++k) line += std::string(", ") + kKindNames[k] + " " + std::to_string(g_counts[k]);
+        line += "\n";
+        PySys_FormatStderr("%s", line.c_str());
+    }));
+}
+
+}  // namespace stridex::python::sanitizer

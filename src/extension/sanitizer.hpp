@@ -1,0 +1,73 @@
+// The hand-over race sanitizer (docs/sanitizer.md): while on, every hand-over stridex mediates is
+// logged per memory range, and four kinds of stream race are reported as stridex.StreamRaceWarning
+// (or raised as stridex.StreamRaceError):
+//
+//   no_sync              a hand-over with no ordering (NO_SYNC, or a producer that ignores the
+//                        consumer's stream) while the producer's stream still has pending work
+//   reuse_after_release  memory handed over again from another owner after the earlier owner died,
+//                        while the earlier consumer's stream may still be reading it
+//   release_pending      a View released, taking the last reference to its owner, while work queued
+//                        on its (consumer's) stream may still use the memory, with no event given
+//                        to the producer's allocator
+//   ipc_unwaited         an IPC View used without ordering before its producer's event is waited for
+//
+// Off, each hook costs one relaxed atomic load at the call site (`on()` is inline): callers write
+// `if (sanitizer::on()) sanitizer::...(...)`. Every hook runs with the GIL held. "May still be
+// running" is a host query (cuStreamQuery), never a wait.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "stream_policy.hpp"
+#include "stridex/view.hpp"
+
+namespace stridex::python::sanitizer {
+
+namespace detail {
+inline std::atomic<bool> g_on{false};
+}  // namespace detail
+
+// Whether the sanitizer is on (STRIDEX_SANITIZE=streams, or inside stridex.sanitize()).
+inline bool on() noexcept { return detail::g_on.load(std::memory_order_relaxed); }
+
+// An import finished (stridex.view, the casters, a View imported again), before it is handed out:
+// `owner` is the producer's object (for a stridex.View imported again, that View's owner object;
+// may be null or None), `ready` the stream the producer left the data ready on (kNoStream: none
+// promised), `ignores_stream` the producer's row says it orders nothing for the consumer's stream.
+// `caster`: through the caster API (no View object); `of_view`: a stridex.View imported again.
+// Throws nb::python_error in raise mode.
+void imported(PyObject* owner, const StreamRequest& request, std::intptr_t ready, const View& view, bool ignores_stream,
+              bool caster, bool of_view);
+
+// An existing View handed to a consumer on `consumer` through `door` ("View.__dlpack__",
+// "stridex.copy", ...); `unordered`: the consumer asked for no ordering (stream=-1). `source` is
+// the View's owner object (may be null or None). Throws nb::python_error in raise mode.
+void used(const View& view, PyObject* source, std::intptr_t consumer, const char* door, bool unordered = false);
+
+// A View imported from another process (stridex.ipc); `has_event` the exporter sent its event.
+void ipc_imported(const View& view, PyObject* keep, bool has_event);
+
+// A stridex.View object is being destroyed; `source` is its owner object (may be empty or None).
+// Releases both itself (so it can tell whether the owner died with the View): the caller's
+// members are empty afterwards. Never throws: a report here is a warning even in raise mode (an
+// exception there would be unraisable).
+void released(View& view, nanobind::object& source) noexcept;
+
+// A stream object the caller passed (stridex.view(stream=...), stridex.copy, ...) and its handle:
+// while the object lives, its handle may be queried after the call that passed it (a stream
+// handle outliving its stream is not safe to query; streams known no other way are queried only
+// within the hand-over that names them).
+void stream_object_seen(PyObject* object, std::intptr_t handle) noexcept;
+
+// The IPC query ("this View's producer's event has not been waited for by `consumer`"): the
+// sanitizer's own bookkeeping by default. stridex.ipc's pending-event code installs its own.
+using IpcUnwaitedQuery = bool (*)(const View& view, std::intptr_t consumer) noexcept;
+void set_ipc_unwaited_query(IpcUnwaitedQuery query) noexcept;
+
+// stridex._stridex._sanitizer_* and StreamRaceWarning / StreamRaceError; reads STRIDEX_SANITIZE.
+void bind_sanitizer(nanobind::module_& m);
+
+}  // namespace stridex::python::sanitizer

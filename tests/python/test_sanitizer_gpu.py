@@ -1,0 +1,178 @@
+"""The hand-over race sanitizer on a GPU (docs/sanitizer.md): each report class triggered by a
+seeded race, a ~0.5 s torch.cuda._sleep kernel keeping the window open, and silent on the
+corrected program. Skips without a CUDA device or torch."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+import stridex
+from stridex import _stridex
+from conftest import cuda_device_count
+
+pytestmark = pytest.mark.skipif(cuda_device_count() == 0, reason="no CUDA device (stridex.cuda_available() is False)")
+
+SLEEP = 1_000_000_000  # GPU clock cycles: ~0.5 s, far longer than any host step below
+N = 1 << 20
+
+
+def load_kernels(torch):
+    """Runs every kernel the tests launch once, idle: under CUDA's lazy module loading, a kernel
+    loaded behind the sleep would wait for it on the host, and the race window would close."""
+    side = torch.cuda.Stream()
+    x = torch.ones(N, device="cuda")
+    for stream in (torch.cuda.current_stream(), side):
+        with torch.cuda.stream(stream):
+            torch.cuda._sleep(1000)
+            x.mul_(2)
+            y = x * 2
+            x.fill_(3.0)
+            torch.zeros(N, device="cuda")
+    del y
+    torch.cuda.synchronize()
+
+
+@pytest.fixture
+def torch(torch_with_cuda):
+    load_kernels(torch_with_cuda)
+    _stridex._sanitizer_reset()
+    yield torch_with_cuda
+    torch_with_cuda.cuda.synchronize()
+    _stridex._sanitizer_reset()
+
+
+def recorded(fn):
+    """Runs fn() with the sanitizer on; the StreamRaceWarning messages it gave."""
+    with stridex.sanitize(), warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        fn()
+    return [str(w.message) for w in record if issubclass(w.category, stridex.StreamRaceWarning)]
+
+
+def test_no_sync_while_producer_busy(torch):
+    x = torch.ones(N, device="cuda")
+    side = torch.cuda.Stream()
+    torch.cuda._sleep(SLEEP)  # the producer's stream (torch's current: the legacy default) is busy
+    x.mul_(2)
+    reports = recorded(lambda: stridex.view(x, stream=stridex.NO_SYNC))
+    assert len(reports) == 1 and reports[0].startswith("stridex sanitizer: no_sync: handed over with stream=NO_SYNC")
+    assert "producer torch.Tensor on legacy default stream" in reports[0]
+    assert recorded(lambda: stridex.view(x, stream=side)) == []  # corrected: ordered on the consumer's stream
+    torch.cuda.synchronize()
+    assert recorded(lambda: stridex.view(x, stream=stridex.NO_SYNC)) == []  # corrected: nothing pending
+
+
+def test_no_sync_export_while_view_busy(torch):
+    side = torch.cuda.Stream()
+    x = torch.ones(N, device="cuda")
+    v = stridex.view(x, stream=side)
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(SLEEP)
+    reports = recorded(lambda: v.__dlpack__(stream=-1))
+    assert len(reports) == 1 and "no ordering (stream=-1) while the View's stream" in reports[0]
+    assert recorded(lambda: v.__dlpack__(stream=torch.cuda.current_stream().cuda_stream or 1)) == []
+    side.synchronize()  # v is released idle (the sanitizer may stay on: STRIDEX_SANITIZE)
+
+
+def test_reuse_after_release(torch):
+    side = torch.cuda.Stream()
+
+    def seeded(record_stream):
+        holder = [torch.ones(N, device="cuda")]
+        before = holder[0].data_ptr()
+        reports = []
+
+        def hand_over():
+            x = holder.pop()
+            v = stridex.view(x, stream=side)  # the consumer reads on its side stream ...
+            with torch.cuda.stream(side):
+                torch.cuda._sleep(SLEEP)
+                y = torch.from_dlpack(v) * 2  # ... behind a long kernel
+            if record_stream:
+                x.record_stream(side)  # the corrected program: the allocator waits for those reads
+            del v, x  # dropped while the side stream still reads it
+            z = torch.empty(N, device="cuda")  # the allocator's next block, on the default stream
+            holder.append((z.data_ptr(), y))
+            stridex.view(z)
+
+        reports = recorded(hand_over)
+        reused = holder[0][0] == before
+        torch.cuda.synchronize()
+        return reused, reports
+
+    reused, reports = seeded(record_stream=False)
+    assert reused, "torch's allocator did not hand the block out again (the seeded race needs it)"
+    assert [r for r in reports if r.startswith("stridex sanitizer: reuse_after_release")], reports
+    text = next(r for r in reports if "reuse_after_release" in r)
+    assert "earlier hand-over (owner released): stridex.view, producer torch.Tensor" in text
+    assert "this hand-over: stridex.view" in text and text.count("in hand_over") == 2
+    reused, reports = seeded(record_stream=True)
+    assert not reused and reports == []
+
+
+def test_release_with_pending_consumer_work(torch):
+    side = torch.cuda.Stream()
+
+    def seeded(wait):
+        def hand_over():
+            v = stridex.view(torch.ones(N, device="cuda"), stream=side)  # the View holds the only reference
+            with torch.cuda.stream(side):
+                torch.cuda._sleep(SLEEP)
+                torch.from_dlpack(v).mul_(2)
+            if wait:
+                side.synchronize()  # the corrected program
+            del v  # the tensor goes back to torch's allocator, which knows nothing of `side`
+
+        return recorded(hand_over)
+
+    reports = seeded(wait=False)
+    assert len(reports) == 1 and reports[0].startswith("stridex sanitizer: release_pending: View released")
+    assert "hand-over: stridex.view, producer torch.Tensor on legacy default stream" in reports[0]
+    torch.cuda.synchronize()
+    assert seeded(wait=True) == []
+
+
+def test_raise_mode_on_gpu(torch):
+    torch.cuda._sleep(SLEEP)
+    x = torch.ones(N, device="cuda")
+    with stridex.sanitize(raise_=True), pytest.raises(stridex.StreamRaceError, match="no_sync"):
+        stridex.view(x, stream=stridex.NO_SYNC)
+
+
+def test_ipc_view_used_before_its_event(torch):
+    import ipc_harness
+    import sanitizer_gpu_worker
+
+    w = ipc_harness.Worker(sanitizer_gpu_worker.serve, timeout=60)
+    try:
+        # The worker's CUDA context, torch and its first IPC import before the race: those take
+        # longer than the sleep the first time.
+        assert w("ordered", stridex.view(torch.ones(N, device="cuda"))) == []
+        x = torch.zeros(N, device="cuda")
+        v = stridex.view(x)
+        torch.cuda.synchronize()
+        torch.cuda._sleep(4 * SLEEP)  # ~2 s: the pickle, the worker's unpickle and its use fall inside
+        x.fill_(3.0)  # the producer's write, behind the kernel: the event sent with v follows it
+        reports = w("no_sync", v)  # pickled while the kernel runs
+        assert [r for r in reports if r.startswith("stridex sanitizer: ipc_unwaited")], reports
+        torch.cuda.synchronize()
+        torch.cuda._sleep(4 * SLEEP)
+        x.fill_(4.0)
+        assert w("ordered", v) == []  # the corrected program: used on a stream, ordered after the event
+    finally:
+        w.stop()
+        w.process.join(timeout=60)
+
+
+def test_the_driver_answers_pending(torch):
+    # the real stream query, no test seam: a busy stream, then an idle one
+    side = torch.cuda.Stream()
+    x = torch.ones(N, device="cuda")
+    v = stridex.view(x, stream=side)
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(SLEEP)
+    assert recorded(lambda: stridex.view(v, stream=stridex.NO_SYNC))
+    side.synchronize()
+    assert recorded(lambda: stridex.view(v, stream=stridex.NO_SYNC)) == []
