@@ -128,6 +128,13 @@ std::unique_ptr<Driver> load_driver(const char* library) {
     r.bind(t.module_load_data, "cuModuleLoadData", "cuModuleLoadData");
     r.bind(t.module_get_function, "cuModuleGetFunction", "cuModuleGetFunction");
     r.bind(t.launch_kernel, "cuLaunchKernel", "cuLaunchKernel");
+    // CUDA graphs (issue 26, capture.hpp). cuStreamGetCaptureInfo as of 12.0 is the _v2 ABI (graph and
+    // dependencies), which drivers of CUDA 13 still serve to callers asking for that version.
+    r.bind(t.stream_is_capturing, "cuStreamIsCapturing", "cuStreamIsCapturing");
+    r.bind(t.stream_get_capture_info, "cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2");
+    r.bind(t.user_object_create, "cuUserObjectCreate", "cuUserObjectCreate");
+    r.bind(t.user_object_release, "cuUserObjectRelease", "cuUserObjectRelease");
+    r.bind(t.graph_retain_user_object, "cuGraphRetainUserObject", "cuGraphRetainUserObject");
     if (!t.init)
         return Driver::unavailable(std::string("CUDA driver ") + library + " has no cuInit: not a CUDA driver");
     return std::make_unique<Driver>(t, library);

@@ -18,6 +18,7 @@
 #include "bindings.hpp"
 #include "names.hpp"
 #include "stream_policy.hpp"
+#include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/copy.hpp"
 #include "stridex/cuda/stream.hpp"
 
@@ -196,9 +197,16 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
     if (source.is_cuda_family() && v.stream() != kNoStream) {
         if (!stream && source.host_accessible())
             host_sync(v);  // None: maybe a host reader (torch reads pinned memory as CPU memory)
-        else
-            cuda::order(cuda::StreamRef(v.stream()), cuda::StreamRef(stream.value_or(cuda::StreamRef::kLegacy)),
-                        source);
+        else {
+            const cuda::StreamRef consumer(stream.value_or(cuda::StreamRef::kLegacy));
+            cuda::order(cuda::StreamRef(v.stream()), consumer, source);
+            // A consumer capturing a graph uses the memory at every replay: the View's owner stays
+            // alive as long as the graph (capture.hpp).
+            if (consumer != cuda::StreamRef::legacy())
+                cuda::keep_alive_in_capture(cuda::capture_of(consumer,
+                                                             source.type == DeviceType::kCUDA ? source.id : 0),
+                                            v.owner());
+        }
     }
     return dlpack_capsule(v, versioned, 0);
 }
