@@ -339,8 +339,8 @@ def test_owners_outlive_their_views_while_a_graph_uses_them():
 
 
 class CupyCapture:
-    def __init__(self):
-        self.stream = cupy.cuda.Stream(non_blocking=True)
+    def __init__(self, non_blocking: bool = True):
+        self.stream = cupy.cuda.Stream(non_blocking=non_blocking)
         self.graph = None
 
     def __enter__(self):
@@ -474,3 +474,24 @@ def test_extension_saxpy_inside_a_cupy_capture(ext):
         y0.set(hy, stream=cap.stream)
         cap.replay()
         np.testing.assert_allclose(y.get(), -1.5 * hx + hy, rtol=1e-5, atol=1e-6)
+
+
+@needs_cupy
+def test_the_legacy_stream_is_refused_while_a_blocking_stream_captures():
+    # A blocking stream's capture makes the legacy default stream part of it (implicitly): stridex
+    # refuses to use it, and the default request of CuPy arrays means the capturing stream instead.
+    x = cupy.zeros(N, dtype=cupy.float32)
+    y = cupy.zeros(N, dtype=cupy.float32)
+    with CupyCapture(non_blocking=False) as cap:
+        with pytest.raises(RuntimeError) as info:
+            stridex.copy(y, x, stream=1)
+        assert "the legacy default stream (implicitly part of a CUDA graph capture" in str(info.value)
+        assert "Nothing was enqueued: the capture is still valid" in str(info.value)
+        cap.step()
+        stridex.copy(y, x)  # the default request: the capturing stream
+        cap.step()
+    for _ in range(REPLAYS):
+        h = host(N)
+        x.set(h, stream=cap.stream)
+        cap.replay()
+        np.testing.assert_array_equal(y.get(), h)
