@@ -37,8 +37,10 @@ std::intptr_t engine_stream(const StreamRequest& r) noexcept {
 std::intptr_t capturing_stream_or(std::intptr_t fallback, const View& dst, const View& src) {
     for (const View* v : {&dst, &src}) {
         const std::intptr_t s = v->stream();
-        if (s == kNoStream || s == cuda::StreamRef::kLegacy || s == cuda::StreamRef::kPerThread) continue;
         const Device device = v->device();
+        // Host memory's stream is only ever waited for by the host (and may be a made-up value).
+        if (!device.is_cuda_family() || device.type == DeviceType::kCUDAHost) continue;
+        if (s == kNoStream || s == cuda::StreamRef::kLegacy || s == cuda::StreamRef::kPerThread) continue;
         if (cuda::capture_of(cuda::StreamRef(s), device.type == DeviceType::kCUDA ? device.id : 0).active()) return s;
     }
     return fallback;
