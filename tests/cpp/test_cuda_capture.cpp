@@ -9,6 +9,7 @@
 #include "fake_driver.hpp"
 #include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/copy.hpp"
+#include "stridex/cuda/ipc.hpp"
 
 namespace {
 
@@ -239,6 +240,20 @@ TEST(CudaCaptureCopy, TheLegacyStreamInACaptureIsRefused) {
                              "capture; pass the capturing stream (stream=...); the legacy default stream (implicitly "
                              "part of a CUDA graph capture"));
     EXPECT_TRUE(fake->log.empty());
+}
+
+TEST(CudaCaptureIpc, AViewStillBeingCapturedIsNotSharedWithAnotherProcess) {
+    FakeCuda fake;
+    Memory m(fake);
+    fake->begin_capture(h(kCapturing), 7);
+    const View v = labelled(m.device, {64}, {1}, Device::cuda(0), kCapturing.encoded());
+    EXPECT_TRUE(throws_error([&] { (void)stridex::cuda::ipc::Export::of(v); }, ErrorKind::cuda,
+                             "sharing a View with another process cannot run inside a CUDA graph capture: its "
+                             "pending work is captured into a graph"));
+    for (const std::string& line : fake->take_log())
+        EXPECT_EQ(line.find("record"), std::string::npos) << line;  // no event recorded in the capture
+    fake->end_capture(h(kCapturing));
+    EXPECT_NO_THROW((void)stridex::cuda::ipc::Export::of(v));  // after the capture: an ordinary export
 }
 
 }  // namespace
