@@ -469,6 +469,11 @@ PyObject* dlpack_capsule(const View& view, bool versioned, std::uint64_t extra_f
 
 void host_sync(const View& view) {
     if (view.stream() == kNoStream || !view.device().is_cuda_family()) return;
+    // A host wait for work still being captured would wait for nothing and end the capture.
+    const cuda::StreamRef pending(view.stream());
+    if (const cuda::Capture c = cuda::capture_of(pending, view.device().id); c.capturing())
+        cuda::refuse_in_capture("exporting a View to a host reader", pending, c,
+                                "the host would wait for work captured into a graph, which runs only when launched");
     const cuda::Stream stream = cuda::Stream::borrow(cuda::StreamRef(view.stream()), view.device().id);
     nb::gil_scoped_release release;  // other Python threads may run while the GPU finishes
     stream.synchronize();

@@ -300,6 +300,23 @@ def test_refusals_leave_the_capture_valid(refused):
     _graph_still_replays(cap, x, y)
 
 
+@needs_torch
+def test_a_host_reader_of_pinned_memory_still_being_captured_is_refused():
+    x = torch.zeros(N, device="cuda")
+    y = torch.zeros(N, device="cuda")
+    pinned = stridex.empty((N,), "float32", device="cuda_host")  # allocated before the capture
+    with TorchCapture() as cap:
+        y.copy_(x + 1)
+        stridex.copy(pinned, x, stream=cap.stream)  # captured: the pinned View is pending on the capture
+        assert pinned.stream == cap.handle
+        with pytest.raises(RuntimeError) as info:
+            np.from_dlpack(pinned)  # NumPy reads on the host: it would wait for work not yet run
+        assert "exporting a View to a host reader cannot run inside a CUDA graph capture" in str(info.value)
+        assert "Nothing was enqueued: the capture is still valid" in str(info.value)
+        cap.step()
+    _graph_still_replays(cap, x, y)
+
+
 # ---- lifetime: the graph keeps what it uses ------------------------------------------------------
 
 
