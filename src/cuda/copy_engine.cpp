@@ -3,10 +3,12 @@
 // and copy_staging.cpp (pinned staging between pageable host memory and a GPU).
 #include <mutex>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "copy_internal.hpp"
+#include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/memory.hpp"
 #include "stridex/cuda/pointer.hpp"
 
@@ -53,7 +55,17 @@ bool is_pinned(const View& v) {
 // Blocks the host until a view's pending work is done: only before the host itself reads or writes
 // the memory (host copies, staging). Where the DMA engine takes pinned memory, the copy's stream
 // waits for the view's instead (wait_for, no host block: docs/copy.md).
-void host_wait(const View& v) { cuda::wait_on_host(v); }
+void host_wait(const View& v) {
+    if (v.stream() != kNoStream && v.device().is_cuda_family()) {
+        const int ordinal = is_gpu(v.device()) ? v.device().id : 0;
+        // A host wait for work still being captured would wait for nothing (and end the capture).
+        if (const cuda::Capture c = cuda::capture_of(StreamRef(v.stream()), ordinal); c.capturing())
+            cuda::refuse_in_capture("stridex.copy", StreamRef(v.stream()), c,
+                                    "the CPU must read or write " + std::string(v.device().name()) +
+                                        " memory whose pending work is captured, which runs only at replay");
+    }
+    cuda::wait_on_host(v);
+}
 
 // Makes `stream` of device `ordinal` wait for the work pending on `view` (an event recorded in
 // the context of the view's device, waited on in the copy's; events may cross devices), and for
@@ -65,6 +77,12 @@ void wait_for(const View& view, StreamRef stream, int ordinal) {
     const int from = is_gpu(view.device()) ? view.device().id : ordinal;
     if (from == ordinal) {
         cuda::order(StreamRef(view.stream()), stream, Device::cuda(ordinal));
+        return;
+    }
+    if (cuda::capture_of(stream, ordinal).capturing()) {
+        // order() has the capture rule; the record happens in the context of the view's device,
+        // and a capturing `stream` is an explicit handle (never the context's legacy stream).
+        cuda::order(StreamRef(view.stream()), stream, Device::cuda(from));
         return;
     }
     cuda::Event event(from);
@@ -95,6 +113,42 @@ bool enable_peer(Driver& d, int ordinal, int peer) {
          dst.device().name(),
          " needs stridex's CUDA copy kernels, and this build has none (nvcc was not found "
          "when it was built); contiguous copies and copies of 2-d row blocks work without them");
+}
+
+// Whether a plan is one cuMemcpy2DAsync (try_memcpy_2d below): two axes, rows contiguous on both
+// sides, non-negative pitches, rows that do not overlap.
+bool is_memcpy_2d(const CopyPlan& p) {
+    return p.ndim == 2 && p.axes[1].dst == p.unit && p.axes[1].src == p.unit && p.axes[0].src >= 0 &&
+           p.axes[0].src >= p.axes[1].extent * p.unit && p.axes[0].dst >= 0;
+}
+
+// Whether a copy between `host` (host memory) and a GPU needs the CPU: pageable memory is staged
+// or waited for by the host; pinned memory only when it is neither one block the DMA engine moves
+// nor rows of one 2-d copy nor a dense block the kernels reorder (the paths below).
+bool needs_cpu(const View& host, const CopyPlan& p) {
+    if (!is_pinned(host)) return true;
+    if (host.is_packed_subbyte() || p.kind != CopyPlan::Kind::strided) return false;
+    return !is_memcpy_2d(p) && !(host.layout().is_dense() && ce::kernels_built());
+}
+
+// Inside a capture the copy must be work a graph replays: nothing on the CPU (copy.hpp's contract
+// and docs/graphs.md). Refused before anything is enqueued.
+void refuse_uncapturable(const View& dst, const View& src, StreamRef run, const cuda::Capture& capture) {
+    const auto words = [&](const char* what) {
+        return std::string("copying ") + src.device().name() + " to " + dst.device().name() + " " + what;
+    };
+    if (capture.status == cuda::CaptureStatus::implicit)
+        cuda::refuse_in_capture("stridex.copy", run, capture,
+                                words("on the legacy default stream, which cannot take part in a capture; pass the "
+                                      "capturing stream (stream=...)"));
+    const View* host = is_host_only(src.device()) ? &src : is_host_only(dst.device()) ? &dst : nullptr;
+    if (host && src.size() > 0 && needs_cpu(*host, detail::plan_copy(dst, src)))
+        cuda::refuse_in_capture("stridex.copy", run, capture,
+                                words(is_pinned(*host) ? "in this layout needs the CPU to pack the host side, "
+                                                         "which a graph replay cannot run; copy a dense view"
+                                                       : "needs the CPU (pageable host memory is staged or waited "
+                                                         "for by the host), which a graph replay cannot run; use "
+                                                         "pinned memory (cuda_host) or copy outside the capture"));
 }
 
 // A copy as one cuMemcpy2DAsync: two axes, rows contiguous on both sides, non-negative pitches.
@@ -266,6 +320,12 @@ std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream) {
     check(dst, src);
     const Device sd = src.device(), dd = dst.device();
     if (sd.host_accessible() && dd.host_accessible()) {
+        // An explicit stream that captures: the copy would run on the CPU now, not at each replay.
+        if (stream != kNoStream && stream != kDefaultStream && stream != StreamRef::kPerThread)
+            if (const cuda::Capture c = cuda::capture_of(StreamRef(stream), 0); c.capturing())
+                cuda::refuse_in_capture("stridex.copy", StreamRef(stream), c,
+                                        std::string("copying ") + sd.name() + " to " + dd.name() +
+                                            " runs on the CPU, which a graph replay cannot run");
         host_wait(src);
         host_wait(dst);
         detail::copy_host_checked(dst, src);
@@ -277,6 +337,10 @@ std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream) {
     Driver& d = cuda::driver();
     const cuda::ContextGuard guard(d, ordinal);
     const cuda::CUstream handle = run.handle();
+    const cuda::Capture capture = cuda::capture_of(run, ordinal);
+    // An invalidated capture is left to the driver, which reports the capture's first error.
+    if (capture.active() || capture.status == cuda::CaptureStatus::implicit)
+        refuse_uncapturable(dst, src, run, capture);
     wait_for(src, run, ordinal);
     wait_for(dst, run, ordinal);
     // Pool memory used on a stream other than its allocation stream is freed after this copy.
@@ -293,6 +357,11 @@ std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream) {
         pending = gpu_to_host(d, dst, src, ordinal, handle);
     } else {
         device_copy(d, dst, src, ordinal, handle);  // one GPU and managed memory, or the GPU itself
+    }
+    // The graph reads src and writes dst at every replay: both stay alive as long as it does.
+    if (capture.active()) {
+        cuda::keep_alive_in_capture(capture, src.owner());
+        cuda::keep_alive_in_capture(capture, dst.owner());
     }
     if (!pending) return kNoStream;
     if (stream == kNoStream) {

@@ -145,6 +145,12 @@ std::unique_ptr<Driver> load_driver(const char* library) {
     r.bind(t.mem_pool_import_pointer, "cuMemPoolImportPointer", "cuMemPoolImportPointer");
     // The hand-over sanitizer (issue 27).
     r.bind(t.stream_query, "cuStreamQuery", "cuStreamQuery");
+    // CUDA graphs (issue 26, capture.hpp). cuStreamGetCaptureInfo as of 12.0 is the _v2 ABI (graph and
+    // dependencies), which drivers of CUDA 13 still serve to callers asking for that version.
+    r.bind(t.stream_get_capture_info, "cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2");
+    r.bind(t.user_object_create, "cuUserObjectCreate", "cuUserObjectCreate");
+    r.bind(t.user_object_release, "cuUserObjectRelease", "cuUserObjectRelease");
+    r.bind(t.graph_retain_user_object, "cuGraphRetainUserObject", "cuGraphRetainUserObject");
     if (!t.init)
         return Driver::unavailable(std::string("CUDA driver ") + library + " has no cuInit: not a CUDA driver");
     return std::make_unique<Driver>(t, library);

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "ipc_event.hpp"
+#include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/memory.hpp"
 #include "stridex/cuda/pointer.hpp"
 #include "stridex/cuda/stream.hpp"
@@ -31,6 +32,16 @@ std::pair<std::uint64_t, std::uint64_t> address_span(const View& view) {
 // View says none: a View of torch's or CuPy's default-stream output often claims no stream, and
 // the legacy stream then still orders that work. Recording costs no host wait.
 CUevent record_event(Driver& d, const View& view, IpcHandle& handle) {
+    // Work still being captured runs only when its graph is launched: an event recorded now would
+    // become a graph node, and the other process would wait for nothing (docs/graphs.md).
+    if (view.stream() != kNoStream) {
+        const StreamRef pending(view.stream());
+        if (const Capture c = capture_of(pending, view.device().type == DeviceType::kCUDA ? view.device().id : 0);
+            c.capturing())
+            refuse_in_capture("sharing a View with another process", pending, c,
+                              "its pending work is captured into a graph, which runs only when launched; share it "
+                              "after the capture");
+    }
     CUevent event = nullptr;
     d.call("cuEventCreate", d.api().event_create, &event, cu::kEventInterprocess | cu::kEventDisableTiming);
     try {

@@ -12,11 +12,24 @@
 #include <utility>
 #include <vector>
 
+#include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/stream.hpp"
 
 namespace stridex::cuda::ipc {
 
 namespace {
+
+// A non-blocking stream of device `ordinal`'s own, for waits that must not join a capture. Made
+// once per device and never destroyed (exit may come after the driver is gone).
+StreamRef side_stream(int ordinal) {
+    static std::mutex mutex;
+    static std::vector<Stream*> streams;
+    const std::lock_guard lock(mutex);
+    if (streams.size() <= static_cast<std::size_t>(ordinal)) streams.resize(static_cast<std::size_t>(ordinal) + 1);
+    Stream*& stream = streams[static_cast<std::size_t>(ordinal)];
+    if (!stream) stream = new Stream(Stream::create(ordinal));
+    return stream->ref();
+}
 
 class IpcEvent final : public Pending {
 public:
@@ -40,6 +53,20 @@ public:
             if (done_ || (remembered && std::find(waiters_.begin(), waiters_.end(), waiter) != waiters_.end())) return;
         }
         const CUstream stream = StreamRef(consumer).handle();  // Error(value) for -1 and 0
+        if (const Capture capture = capture_of(StreamRef(consumer), waiter.ordinal); capture.capturing()) {
+            if (!capture.active())
+                refuse_in_capture("waiting for an IPC View's producer", StreamRef(consumer), capture,
+                                  "the stream is not capturing into a graph stridex can join");
+            // Not the exporter's event as a graph node: a replay after the exporter destroyed it
+            // would be undefined. A private stream waits for it now, and the graph waits for that
+            // stream's work like any producer's outside the capture (capture.hpp). Not remembered:
+            // every capture needs its own external event.
+            const ContextGuard guard(d_, waiter.ordinal);
+            const StreamRef side = side_stream(waiter.ordinal);
+            d_.call("cuStreamWaitEvent", d_.api().stream_wait_event, side.handle(), event_, 0u);
+            wait_across_capture(side, StreamRef(consumer), capture, waiter.ordinal);
+            return;
+        }
         {
             // The legacy and per-thread streams are the consumer device's context's; an event may be
             // waited for in another device's context (cuStreamWaitEvent takes events across devices).

@@ -1,6 +1,8 @@
 // Stream and Event RAII, and order(): a consumer stream waits for a producer stream with an event.
 #include "stridex/cuda/stream.hpp"
 
+#include "stridex/cuda/capture.hpp"
+
 namespace stridex::cuda {
 
 CUstream StreamRef::handle() const {
@@ -75,6 +77,25 @@ void order(StreamRef producer, StreamRef consumer, Device device) {
 
     Driver& d = driver();
     const ContextGuard guard(d, device.id);
+    // Inside a CUDA graph capture only some orderings exist (capture.hpp has the rule).
+    const Capture into = capture_of(consumer, device.id), from = capture_of(producer, device.id);
+    if (into.status == CaptureStatus::implicit)
+        refuse_in_capture("stream ordering", consumer, into,
+                          "the legacy default stream cannot take part in a capture; use the capturing stream");
+    if (from.status == CaptureStatus::implicit)
+        refuse_in_capture("stream ordering", producer, from,
+                          "the legacy default stream cannot take part in a capture; use the capturing stream");
+    if (into.active() && !from.active()) {
+        wait_across_capture(producer, consumer, into, device.id);
+        return;
+    }
+    if (from.active() && !into.active())
+        refuse_in_capture("stream ordering", producer, from,
+                          "work captured into a graph runs only when the graph is launched, so " +
+                              describe_capture(consumer, into) + " (not in that capture) cannot wait for it");
+    if (from.active() && into.id != from.id)
+        refuse_in_capture("stream ordering", consumer, into,
+                          "it cannot wait for " + describe_capture(producer, from) + ": two captures cannot be joined");
     const CUevent event = d.acquire_event(device.id);
     struct Return {  // back to the pool on every path, including a failed record or wait
         Driver& d;

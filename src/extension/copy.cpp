@@ -13,6 +13,7 @@
 #include "import.hpp"
 #include "sanitizer.hpp"
 #include "stream_policy.hpp"
+#include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/copy.hpp"
 
 namespace nb = nanobind;
@@ -32,6 +33,22 @@ std::intptr_t engine_stream(const StreamRequest& r) noexcept {
     return kDefaultStream;
 }
 
+// The default request inside a capture (docs/graphs.md): the legacy default stream cannot take part
+// in one, so when dst's or src's data is ready on a stream that is capturing (a View imported with
+// the default request while the producer's current stream captured records that stream), the
+// copy runs on that stream. Otherwise `fallback`.
+std::intptr_t capturing_stream_or(std::intptr_t fallback, const View& dst, const View& src) {
+    for (const View* v : {&dst, &src}) {
+        const std::intptr_t s = v->stream();
+        const Device device = v->device();
+        // Host memory's stream is only ever waited for by the host (and may be a made-up value).
+        if (!device.is_cuda_family() || device.type == DeviceType::kCUDAHost) continue;
+        if (s == kNoStream || s == cuda::StreamRef::kLegacy || s == cuda::StreamRef::kPerThread) continue;
+        if (cuda::capture_of(cuda::StreamRef(s), device.type == DeviceType::kCUDA ? device.id : 0).active()) return s;
+    }
+    return fallback;
+}
+
 // A View argument as is, or anything stridex.view takes, imported for use on the copy's stream.
 nb::object as_view(nb::handle obj, const StreamRequest& request) {
     if (is_view(obj.ptr())) return nb::borrow(obj);
@@ -45,10 +62,11 @@ nb::object as_view(nb::handle obj, const StreamRequest& request) {
 // as it is, its data ready on `stream` (docs/copy.md).
 nb::object copy_into(nb::handle dst, nb::handle src, nb::handle stream) {
     const StreamRequest request = parse_stream(stream.ptr());
-    const std::intptr_t s = engine_stream(request);
+    std::intptr_t s = engine_stream(request);
     nb::object d = as_view(dst, request), o = as_view(src, request);
     PyView& target = py_view(d.ptr());
     const View out = target.view, in = py_view(o.ptr()).view;
+    if (request.kind == StreamRequest::Kind::by_default) s = capturing_stream_or(s, out, in);
     if (sanitizer::on()) sanitizer::used(in, py_view(o.ptr()).source.ptr(), s, "stridex.copy (source)");
     std::intptr_t ready;
     {

@@ -20,6 +20,7 @@
 #include "names.hpp"
 #include "sanitizer.hpp"
 #include "stream_policy.hpp"
+#include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/copy.hpp"
 #include "stridex/cuda/stream.hpp"
 
@@ -204,8 +205,16 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
     if (source.is_cuda_family() && (v.stream() != kNoStream || v.pending())) {
         if (!stream && source.host_accessible())
             host_sync(v);  // None: maybe a host reader (torch reads pinned memory as CPU memory)
-        else               // the consumer's stream waits for the View's stream and its Pending (an IPC event)
-            cuda::order(v, cuda::StreamRef(stream.value_or(cuda::StreamRef::kLegacy)));
+        else {             // the consumer's stream waits for the View's stream and its Pending (an IPC event)
+            const cuda::StreamRef consumer(stream.value_or(cuda::StreamRef::kLegacy));
+            cuda::order(v, consumer);
+            // A consumer capturing a graph uses the memory at every replay: the View's owner stays
+            // alive as long as the graph (capture.hpp).
+            if (consumer != cuda::StreamRef::legacy())
+                cuda::keep_alive_in_capture(cuda::capture_of(consumer,
+                                                             source.type == DeviceType::kCUDA ? source.id : 0),
+                                            v.owner());
+        }
     }
     return dlpack_capsule(v, versioned, 0);
 }
@@ -470,6 +479,14 @@ PyObject* dlpack_capsule(const View& view, bool versioned, std::uint64_t extra_f
 
 void host_sync(const View& view) {
     if ((view.stream() == kNoStream && !view.pending()) || !view.device().is_cuda_family()) return;
+    // A host wait for work still being captured would wait for nothing and end the capture.
+    if (view.stream() != kNoStream) {
+        const cuda::StreamRef pending(view.stream());
+        if (const cuda::Capture c = cuda::capture_of(pending, view.device().id); c.capturing())
+            cuda::refuse_in_capture(
+                "exporting a View to a host reader", pending, c,
+                "the host would wait for work captured into a graph, which runs only when launched");
+    }
     nb::gil_scoped_release release;  // other Python threads may run while the GPU finishes
     cuda::wait_on_host(view);
 }

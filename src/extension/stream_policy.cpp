@@ -10,7 +10,9 @@
 #include <string>
 #include <utility>
 
+#include "py_owner.hpp"
 #include "stream_recorder.hpp"
+#include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/cuda/pointer.hpp"
 #include "stridex/cuda/stream.hpp"
@@ -146,6 +148,7 @@ Device current_cuda_device() {
 PyObject* no_sync_sentinel() noexcept { return g_no_sync; }
 
 void release_no_sync_sentinel() noexcept {
+    cuda::set_graph_release_notifier(nullptr);  // no pending calls into a module that is going
     // Still compared by identity after this (stridex.view called from later atexit handlers): the
     // module attribute keeps the object, and so its address, alive until the module goes.
     Py_XDECREF(g_no_sync);
@@ -224,6 +227,15 @@ void dlpack_stream(const StreamRequest& request, const Device* device, const Pro
     }
 }
 
+namespace {
+// The capture state of a stream the View's memory is used on (the context of its device).
+cuda::Capture capture_on(std::intptr_t stream, Device device) {
+    // Under the stream recorder (tests without a GPU) the streams are made-up values: no driver.
+    if (stream == kNoStream || g_recorder) return {};
+    return cuda::capture_of(cuda::StreamRef(stream), device.type == DeviceType::kCUDA ? device.id : 0);
+}
+}  // namespace
+
 void order_consumer_stream(View& view, const StreamRequest& request, std::intptr_t ready) {
     const Device device = view.device();
     if (!device.is_cuda_family()) {
@@ -238,9 +250,23 @@ void order_consumer_stream(View& view, const StreamRequest& request, std::intptr
         view.set_pending(std::move(pending));
         return;
     }
-    const std::intptr_t consumer = request.consumer();
+    std::intptr_t consumer = request.consumer();
+    // The default request inside a capture (docs/graphs.md): the legacy default stream cannot take
+    // part in a capture, so when the producer reports its current stream (the exchange API's
+    // current_work_stream, CuPy's current stream) and that stream is capturing, the request means
+    // that stream: the caller captures on it.
+    cuda::Capture capture;
+    if (request.kind == StreamRequest::Kind::by_default && ready != kNoStream && ready != cuda::StreamRef::kLegacy) {
+        capture = capture_on(ready, device);
+        if (capture.active()) consumer = ready;
+    } else if (consumer != cuda::StreamRef::kLegacy) {
+        capture = capture_on(consumer, device);
+    }
     if (const auto& pending = view.pending()) pending->order_before(consumer, device);
     if (ready != kNoStream && ready != consumer) order_streams(ready, consumer, device);
+    // Captured work on `consumer` may use the memory at every replay: the producer stays alive as
+    // long as the graph.
+    if (capture.active()) cuda::keep_alive_in_capture(capture, view.owner());
     view.set_stream(consumer);
 }
 
@@ -269,7 +295,22 @@ PyType_Spec g_no_sync_spec = {"stridex._stridex.NoSyncType", sizeof(PyObject), 0
                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, g_no_sync_slots};
 }  // namespace
 
+namespace {
+// Owners a CUDA graph released (capture.hpp) are dropped in a pending call: on the main thread,
+// with the GIL, never on the driver's thread that destroys the graph.
+int drain_graph_releases(void*) {
+    cuda::drain_graph_releases();
+    return 0;
+}
+void notify_graph_release() noexcept {
+    // No thread state is needed to add a pending call; a full queue leaves the Owners for the
+    // next capture-time call, which drains too.
+    if (!interpreter_finalizing()) (void)Py_AddPendingCall(&drain_graph_releases, nullptr);
+}
+}  // namespace
+
 void bind_stream_policy(nb::module_& m) {
+    cuda::set_graph_release_notifier(&notify_graph_release);
     nb::object type = nb::steal(PyType_FromSpec(&g_no_sync_spec));
     if (!type.is_valid()) throw nb::python_error();
     g_no_sync = PyType_GenericAlloc(reinterpret_cast<PyTypeObject*>(type.ptr()), 0);  // the only instance

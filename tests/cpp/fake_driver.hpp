@@ -314,10 +314,67 @@ public:
         return result::success;
     }
     CUresult stream_wait_event(CUstream s, CUevent e, unsigned flags) {
-        if (flags != 0) return violation("cuStreamWaitEvent flags");
+        // CU_EVENT_WAIT_EXTERNAL (1) is valid only on a capturing stream.
+        if (flags > 1 || (flags == 1 && capture_status(s) != 1)) return violation("cuStreamWaitEvent flags");
         if (CUresult r = injected("cuStreamWaitEvent")) return r;
-        log.push_back("wait " + stream_name(s) + " on " + event_name(e));
+        log.push_back("wait " + stream_name(s) + " on " + event_name(e) + (flags ? " external" : ""));
         return result::success;
+    }
+
+    // ---- CUDA graph capture (capture.hpp) ----
+    // A stream capturing into capture `id` (status 1 active, 2 invalidated); the legacy stream
+    // implicitly captured (a blocking stream of its context captures).
+    void begin_capture(CUstream s, unsigned long long id, int status = 1) {
+        captures_[reinterpret_cast<std::uintptr_t>(s)] = {status, id};
+    }
+    void end_capture(CUstream s) { captures_.erase(reinterpret_cast<std::uintptr_t>(s)); }
+    bool legacy_implicit = false;
+    int capture_status(CUstream s) const {
+        auto it = captures_.find(reinterpret_cast<std::uintptr_t>(s));
+        return it == captures_.end() ? 0 : it->second.first;
+    }
+    static CUgraph graph_of(unsigned long long id) { return reinterpret_cast<CUgraph>(std::uintptr_t{0xa000} + id); }
+    CUresult get_capture_info(CUstream s, int* status, unsigned long long* id, CUgraph* graph, const CUgraphNode** deps,
+                              std::size_t* count) {
+        if (deps || count) return violation("cuStreamGetCaptureInfo: unexpected dependency query");
+        if (reinterpret_cast<std::uintptr_t>(s) == 1 && legacy_implicit) return 906;
+        if (CUresult r = injected("cuStreamGetCaptureInfo")) return r;
+        auto it = captures_.find(reinterpret_cast<std::uintptr_t>(s));
+        *status = it == captures_.end() ? 0 : it->second.first;
+        *id = it == captures_.end() ? 0 : it->second.second;
+        *graph = it == captures_.end() || it->second.first != 1 ? nullptr : graph_of(it->second.second);
+        return result::success;
+    }
+    CUresult user_object_create(CUuserObject* o, void* ptr, void (*destroy)(void*), unsigned refs, unsigned flags) {
+        if (flags != 1 || refs != 1) return violation("cuUserObjectCreate flags");
+        if (CUresult r = injected("cuUserObjectCreate")) return r;
+        *o = reinterpret_cast<CUuserObject>(std::uintptr_t{0xb000} + user_objects_.size());
+        user_objects_.push_back({ptr, destroy, false});
+        log.push_back("user_object u" + std::to_string(user_objects_.size() - 1));
+        return result::success;
+    }
+    std::size_t user_index(CUuserObject o) const { return reinterpret_cast<std::uintptr_t>(o) - 0xb000; }
+    CUresult user_object_release(CUuserObject o, unsigned count) {
+        if (count != 1) return violation("cuUserObjectRelease count");
+        auto& u = user_objects_.at(user_index(o));
+        if (u.released) return violation("user object released twice");
+        u.released = true;
+        u.destroy(u.ptr);
+        log.push_back("release u" + std::to_string(user_index(o)));
+        return result::success;
+    }
+    CUresult graph_retain_user_object(CUgraph g, CUuserObject o, unsigned count, unsigned flags) {
+        if (count != 1 || flags != 1) return violation("cuGraphRetainUserObject: not a move of one reference");
+        if (CUresult r = injected("cuGraphRetainUserObject")) return r;
+        const auto id = reinterpret_cast<std::uintptr_t>(g) - 0xa000;
+        graphs_[id].push_back(o);
+        log.push_back("graph " + std::to_string(id) + " keeps u" + std::to_string(user_index(o)));
+        return result::success;
+    }
+    // The graph of capture `id` is destroyed: its user objects' destructors run.
+    void destroy_graph(unsigned long long id) {
+        for (CUuserObject o : graphs_[id]) (void)user_object_release(o, 1);
+        graphs_.erase(id);
     }
 
     CUresult reserve(CUdeviceptr* p, std::size_t size, std::size_t alignment, CUdeviceptr hint,
@@ -620,7 +677,8 @@ public:
         return result::success;
     }
     CUresult is_capturing(CUstream s, int* status) {
-        *status = std::find(capturing.begin(), capturing.end(), s) != capturing.end() ? 1 : 0;
+        // Either model of a capture: the pool tests' list, or the capture tests' begin_capture.
+        *status = std::find(capturing.begin(), capturing.end(), s) != capturing.end() ? 1 : capture_status(s);
         return result::success;
     }
     CUresult event_query(CUevent e) {
@@ -706,6 +764,14 @@ private:
     std::map<CUdeviceptr, CUdeviceptr> ipc_open_;  // importer address -> exporter base
     std::vector<CUevent> interprocess_events_;
     std::map<int, CUmemGenericAllocationHandle> exported_;  // fd -> handle
+    struct UserObject {
+        void* ptr;
+        void (*destroy)(void*);
+        bool released;
+    };
+    std::map<std::uintptr_t, std::pair<int, unsigned long long>> captures_;  // stream -> status, id
+    std::vector<UserObject> user_objects_;
+    std::map<unsigned long long, std::vector<CUuserObject>> graphs_;
 };
 
 // The instance the table's plain function pointers forward to.
@@ -819,6 +885,15 @@ inline DriverTable FakeDriver::table() const {
     t.mem_host_alloc = [](void** p, std::size_t n, unsigned f) { return g_fake->host_alloc(p, n, f); };
     t.mem_free_host = [](void* p) { return g_fake->free_host(p); };
     t.mem_get_info = [](std::size_t* f, std::size_t* t2) { return g_fake->mem_get_info(f, t2); };
+    t.stream_get_capture_info = [](CUstream s, int* st, unsigned long long* id, CUgraph* g, const CUgraphNode** d,
+                                   std::size_t* n) { return g_fake->get_capture_info(s, st, id, g, d, n); };
+    t.user_object_create = [](CUuserObject* o, void* p, void (*f)(void*), unsigned r, unsigned fl) {
+        return g_fake->user_object_create(o, p, f, r, fl);
+    };
+    t.user_object_release = [](CUuserObject o, unsigned n) { return g_fake->user_object_release(o, n); };
+    t.graph_retain_user_object = [](CUgraph g, CUuserObject o, unsigned n, unsigned f) {
+        return g_fake->graph_retain_user_object(g, o, n, f);
+    };
     return t;
 }
 

@@ -29,6 +29,9 @@ struct CUevent_st;
 struct CUmod_st;
 struct CUfunc_st;
 struct CUmemPoolHandle_st;
+struct CUgraph_st;  // CUDA graphs (capture.hpp)
+struct CUgraphNode_st;
+struct CUuserObject_st;
 
 namespace stridex::cuda {
 
@@ -43,6 +46,9 @@ using CUevent = ::CUevent_st*;
 using CUmodule = ::CUmod_st*;
 using CUfunction = ::CUfunc_st*;
 using CUmemoryPool = ::CUmemPoolHandle_st*;
+using CUgraph = ::CUgraph_st*;
+using CUgraphNode = ::CUgraphNode_st*;
+using CUuserObject = ::CUuserObject_st*;
 
 static_assert(sizeof(CUdeviceptr) == 8 && sizeof(CUresult) == 4, "CUDA driver ABI is LP64");
 
@@ -264,6 +270,14 @@ struct DriverTable {
     CUresult (*mem_pool_import_pointer)(CUdeviceptr*, CUmemoryPool, MemPoolPtrExportData*);
     // The hand-over sanitizer (issue 27, src/extension/sanitizer.cpp): host queries, never a wait.
     CUresult (*stream_query)(CUstream);
+    // CUDA graphs (issue 26, capture.hpp): a stream's capture state and the graph it captures into,
+    // and user objects that tie what captured work uses to the graph's lifetime.
+    CUresult (*stream_get_capture_info)(CUstream, int* status, unsigned long long* id, CUgraph* graph,
+                                        const CUgraphNode** dependencies, std::size_t* count);  // _v2
+    CUresult (*user_object_create)(CUuserObject*, void* ptr, void (*destroy)(void*), unsigned initial_refcount,
+                                   unsigned flags);
+    CUresult (*user_object_release)(CUuserObject, unsigned count);
+    CUresult (*graph_retain_user_object)(CUgraph, CUuserObject, unsigned count, unsigned flags);
 };
 
 // A failed driver call: Error(cuda) that also keeps the CUresult, for callers that branch on it.

@@ -104,7 +104,9 @@ private:
 // `consumer` opted out (-1) or when the two are the same stream; otherwise one event record on
 // `producer` and one cuStreamWaitEvent on `consumer` — never a host-blocking sync. Events come from a per-device
 // pool: a wait captures the event's state when it is enqueued, so the event is free for reuse as
-// soon as cuStreamWaitEvent returns.
+// soon as cuStreamWaitEvent returns. Inside a CUDA graph capture the rule of capture.hpp applies:
+// one capture -> the same record and wait, captured; a capturing consumer and a producer outside
+// -> an external event wait the graph keeps; anything else -> Error(cuda) before enqueuing anything.
 void order(StreamRef producer, StreamRef consumer, Device device);
 
 // The doors by which a consumer takes a View: all its pending work, its stream and the work it

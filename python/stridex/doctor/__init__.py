@@ -349,6 +349,11 @@ def main(args: argparse.Namespace) -> int:
         )
         if shortcuts_mod.failed_names(checked):
             result["exit_status"] = EXIT_CLAIMED_FAILURE
+        from . import graphs as graphs_mod
+
+        captured = graphs_mod.run(session.env["chosen"], args.frameworks)
+        if graphs_mod.failed_names(captured):
+            result["exit_status"] = EXIT_CLAIMED_FAILURE
         moved = None
         if args.transports:
             from . import transports
@@ -367,6 +372,7 @@ def main(args: argparse.Namespace) -> int:
             }
             document = render_json(**result, options=options)
             document["shortcuts"] = shortcuts_mod.to_json(checked)
+            document["graph"] = graphs_mod.to_json(captured)
             if moved is not None:
                 document["transports"] = transports.to_json(moved)
             json.dump(document, out, indent=1, ensure_ascii=False)
@@ -384,6 +390,7 @@ def main(args: argparse.Namespace) -> int:
                 ),
             )
             write_text(out, shortcuts_mod.render_text(checked))
+            write_text(out, graphs_mod.render_text(captured))
             if moved is not None:
                 write_text(out, transports.render_text(moved))
         out.flush()
