@@ -135,7 +135,6 @@ std::unique_ptr<Driver> load_driver(const char* library) {
     r.bind(t.mem_pool_get_attribute, "cuMemPoolGetAttribute", "cuMemPoolGetAttribute");
     r.bind(t.mem_pool_trim_to, "cuMemPoolTrimTo", "cuMemPoolTrimTo");
     r.bind(t.mem_alloc_from_pool_async, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync");
-    r.bind(t.stream_is_capturing, "cuStreamIsCapturing", "cuStreamIsCapturing");
     r.bind(t.event_query, "cuEventQuery", "cuEventQuery");
     r.bind(t.mem_pool_export_to_shareable_handle, "cuMemPoolExportToShareableHandle",
            "cuMemPoolExportToShareableHandle");

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "stridex/copy.hpp"
+#include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/copy.hpp"
 #include "stridex/cuda/memory.hpp"
 #include "stridex/cuda/stream.hpp"
@@ -400,10 +401,13 @@ Allocation allocate_device(std::size_t bytes, int ordinal, CUstream stream) {
     block->home = stream;
     // A capturing stream makes the allocation a node of the graph (the driver's rule for
     // cuMemAllocAsync in capture); pools with IPC handle types cannot be captured, so the
-    // device's default pool serves it.
-    int capture = cu::kStreamCaptureStatusNone;
-    block->graph = api.stream_is_capturing && api.stream_is_capturing(stream, &capture) == result::success &&
-                   capture != cu::kStreamCaptureStatusNone;
+    // device's default pool serves it. The capture query and its refusals are capture.hpp's.
+    const StreamRef on = StreamRef::from_handle(stream);
+    const Capture capture = capture_of(on, ordinal);
+    if (capture.capturing() && !capture.active())
+        refuse_in_capture("allocating device memory", on, capture,
+                          "the stream is in a capture stridex cannot join (invalidated, or the legacy stream)");
+    block->graph = capture.active();
     CUresult r;
     if (block->graph) {
         d.require("cuMemAllocAsync", api.mem_alloc_async);

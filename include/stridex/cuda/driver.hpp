@@ -164,7 +164,6 @@ inline constexpr int kMemPoolReservedMemCurrent = 5;              // CU_MEMPOOL_
 inline constexpr int kMemPoolReservedMemHigh = 6;                 // CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH
 inline constexpr int kMemPoolUsedMemCurrent = 7;                  // CU_MEMPOOL_ATTR_USED_MEM_CURRENT
 inline constexpr int kMemPoolUsedMemHigh = 8;                     // CU_MEMPOOL_ATTR_USED_MEM_HIGH
-inline constexpr int kStreamCaptureStatusNone = 0;                // CU_STREAM_CAPTURE_STATUS_NONE
 }  // namespace cu
 struct MemPoolProps {      // CUmemPoolProps
     int alloc_type;        // CUmemAllocationType: kMemAllocationTypePinned
@@ -252,7 +251,7 @@ struct DriverTable {
                               unsigned block_y, unsigned block_z, unsigned shared_bytes, CUstream, void** params,
                               void** extra);
     // Stream-ordered memory pools (memory.hpp, issue 25): the device pools, their introspection and
-    // trimming, capture detection for graph allocations, event polling for the pinned pool, and
+    // trimming, event polling for the pinned pool, and
     // the export of pool memory to other processes (ipc.hpp).
     CUresult (*mem_pool_create)(CUmemoryPool*, const MemPoolProps*);
     CUresult (*mem_pool_destroy)(CUmemoryPool);
@@ -260,7 +259,6 @@ struct DriverTable {
     CUresult (*mem_pool_get_attribute)(CUmemoryPool, int attribute, void* value);
     CUresult (*mem_pool_trim_to)(CUmemoryPool, std::size_t min_bytes_to_keep);
     CUresult (*mem_alloc_from_pool_async)(CUdeviceptr*, std::size_t bytes, CUmemoryPool, CUstream);
-    CUresult (*stream_is_capturing)(CUstream, int* status);  // CUstreamCaptureStatus
     CUresult (*event_query)(CUevent);
     CUresult (*mem_pool_export_to_shareable_handle)(void* handle, CUmemoryPool, int handle_type,
                                                     unsigned long long flags);
