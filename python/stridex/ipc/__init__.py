@@ -281,10 +281,11 @@ def _rebuild(payload: Payload) -> _stridex.View:
 
 
 def _import_pool(payload: Payload) -> _stridex.View:
-    # The ticket stays open while the View lives, as a legacy handle's: the exporter must not free
-    # the allocation before this process freed its import (_Release, once the last View is gone).
-    keep = _Release(payload["broker"], payload["ticket"])
     fds, _ = _importer.open_ticket(payload["broker"], payload["pid"], payload["ticket"])
+    # The ticket stays open while the View lives, as a legacy handle's: the exporter must not free
+    # the allocation before this process freed its import. _Release tells it once the last View is
+    # gone, or at once when the import fails.
+    keep = _Release(payload["broker"], payload["ticket"])
     try:
         if len(fds) != 1:
             raise BufferError(f"expected 1 file descriptor for a pool View, received {len(fds)}")
@@ -304,6 +305,9 @@ def _import_pool(payload: Payload) -> _stridex.View:
             payload["event"],
             keep,
         )
+    except BaseException:
+        del keep  # released now, not when the traceback (which holds this frame) goes
+        raise
     finally:
         for fd in fds:
             os.close(fd)  # the pool, once imported, no longer needs its fd
