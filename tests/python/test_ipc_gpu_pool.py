@@ -128,8 +128,12 @@ def test_the_exporter_keeps_the_allocation_while_the_child_holds_it(torch, worke
     del fresh
     assert worker("drop") == 0
     assert stridex.ipc.wait_released(30)
-    gc.collect()
-    assert stridex.memory_stats(device=0)["in_use"] == before  # freed once the child released it
+    # Freed once the child released it (the broker thread drops the ticket's View just after).
+    deadline = time.monotonic() + 10
+    while stridex.memory_stats(device=0)["in_use"] != before and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    assert stridex.memory_stats(device=0)["in_use"] == before
 
 
 def test_a_producer_that_exits_first_waits_for_the_importers_release(torch):
