@@ -157,6 +157,82 @@ void release_handle(Driver& d, const OpenKey& key) noexcept {
     opened().erase(it);
 }
 
+// ---- Imported pools: one cuMemPoolImportFromShareableHandle per (device, exporting pool) and
+// process while it has imported allocations, one cuMemPoolImportPointer per allocation ---------------
+using PoolKey = std::pair<int, std::string>;             // ordinal, the exporting pool's key
+using PoolPointerKey = std::pair<PoolKey, std::string>;  // + the allocation's export data
+struct ImportedPool {
+    CUmemoryPool pool = nullptr;
+    std::size_t pointers = 0;
+};
+struct ImportedPointer {
+    CUdeviceptr ptr = 0;
+    std::size_t views = 0;
+};
+
+std::map<PoolKey, ImportedPool>& imported_pools() {
+    static std::map<PoolKey, ImportedPool> pools;
+    return pools;
+}
+std::map<PoolPointerKey, ImportedPointer>& imported_pointers() {
+    static std::map<PoolPointerKey, ImportedPointer> pointers;
+    return pointers;
+}
+
+// Destroys an imported pool once none of its allocations is imported (under opened_mutex): a
+// pool kept imported would keep the exporter's pool referenced after it has gone.
+void drop_pool_if_unused(Driver& d, std::map<PoolKey, ImportedPool>::iterator it) noexcept {
+    if (it->second.pointers != 0) return;
+    (void)d.try_call(d.raw().mem_pool_destroy, it->second.pool);
+    imported_pools().erase(it);
+}
+
+// The imported allocation, imported (with its pool) on first use; pair with release_pool_pointer.
+CUdeviceptr acquire_pool_pointer(Driver& d, const PoolPointerKey& key, int fd, MemPoolPtrExportData data) {
+    const std::lock_guard lock(opened_mutex());
+    if (auto it = imported_pointers().find(key); it != imported_pointers().end()) {
+        ++it->second.views;
+        return it->second.ptr;
+    }
+    auto pool = imported_pools().find(key.first);
+    if (pool == imported_pools().end()) {
+        CUmemoryPool handle = nullptr;
+        d.call("cuMemPoolImportFromShareableHandle", d.api().mem_pool_import_from_shareable_handle, &handle,
+               reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)), cu::kMemHandleTypePosixFileDescriptor, 0ull);
+        pool = imported_pools().emplace(key.first, ImportedPool{handle, 0}).first;
+    }
+    CUdeviceptr ptr = 0;
+    if (const CUresult r = d.api().mem_pool_import_pointer(&ptr, pool->second.pool, &data); r != result::success) {
+        drop_pool_if_unused(d, pool);
+        d.fail_call("cuMemPoolImportPointer", r);
+    }
+    ++pool->second.pointers;
+    imported_pointers().emplace(key, ImportedPointer{ptr, 1});
+    return ptr;
+}
+
+// Under the same mutex as acquire. The driver requires an importer's free to have *completed*
+// before the exporter frees, and the exporter may free (and reuse the memory) as soon as the
+// release message that follows arrives: so the context is synchronized first (no work of this
+// process still touches the memory, as VirtualBuffer's unmapping does) and the allocation freed
+// with cuMemFree, not cuMemFreeAsync. This host wait is the price of the last View's release.
+void release_pool_pointer(Driver& d, const PoolPointerKey& key) noexcept {
+    const std::lock_guard lock(opened_mutex());
+    auto it = imported_pointers().find(key);
+    if (it == imported_pointers().end() || --it->second.views != 0) return;
+    try {
+        const ContextGuard guard(d, key.first.first);
+        if (d.try_call(d.raw().ctx_synchronize) != result::deinitialized)
+            (void)d.try_call(d.raw().mem_free, it->second.ptr);
+        if (auto pool = imported_pools().find(key.first); pool != imported_pools().end()) {
+            --pool->second.pointers;
+            drop_pool_if_unused(d, pool);
+        }
+    } catch (...) {  // the driver is gone (exit): it released everything itself
+    }
+    imported_pointers().erase(it);
+}
+
 }  // namespace
 
 // ---- Device UUIDs ---------------------------------------------------------------------------------
@@ -221,11 +297,26 @@ Export Export::of(const View& view) {
             close_fds(out.fds_);
             throw;
         }
-    } else if (pool_memory_of(view.owner())) {
-        // Issue 25: pool memory needs cuMemPoolExportPointer and the pool's fd, not yet carried.
-        fail_unshareable(view, "it is memory of stridex's stream-ordered pool (a fresh result of empty, copy, "
-                               "contiguous or to), which does not cross processes yet; allocate it with "
-                               "allocator='torch' or 'cupy', or use a VirtualBuffer(shareable=True)");
+    } else if (const std::optional<PoolMemory> pool = pool_memory_of(view.owner())) {
+        if (!pool->shareable)
+            fail_unshareable(view, "it is memory of stridex's pool for cuda:" + std::to_string(ordinal) +
+                                       ", which cannot cross processes: " + std::string(pool->not_shareable) +
+                                       "; copy it into memory that can (a torch or CuPy array, or a "
+                                       "VirtualBuffer(shareable=True)) or allocate it with allocator='torch'");
+        if (lo < pool->base || hi > pool->base + pool->bytes)
+            fail_unshareable(view, "its bytes [" + hex(lo) + ", " + hex(hi) + ") lie outside its pool allocation");
+        // The pool's fd plus the allocation's export data: the importer imports the pool, then
+        // the allocation from it. A fd per export, closed with it (a duplicate of a cached one
+        // would cost the same system call).
+        out.kind_ = MemoryKind::pool_fd;
+        out.offset_ = element0 - pool->base;
+        out.extent_ = pool->bytes;
+        out.pool_id_ = reinterpret_cast<std::uintptr_t>(pool->pool);
+        d.call("cuMemPoolExportPointer", d.api().mem_pool_export_pointer, &out.pool_pointer_, pool->base);
+        int fd = -1;
+        d.call("cuMemPoolExportToShareableHandle", d.api().mem_pool_export_to_shareable_handle, static_cast<void*>(&fd),
+               pool->pool, cu::kMemHandleTypePosixFileDescriptor, 0ull);
+        out.fds_.push_back(fd);
     } else {
         const PointerInfo info = pointer_info(lo);
         if (info.memory_type != MemoryType::device || info.base == 0)
@@ -261,7 +352,9 @@ Export::Export(Export&& o) noexcept
       offset_(o.offset_),
       extent_(o.extent_),
       chunk_size_(o.chunk_size_),
+      pool_id_(o.pool_id_),
       handle_(o.handle_),
+      pool_pointer_(o.pool_pointer_),
       fds_(std::exchange(o.fds_, {})),
       event_(std::exchange(o.event_, nullptr)),
       event_handle_(o.event_handle_) {}
@@ -359,9 +452,44 @@ View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const Device
     return make_view(base + offset, std::move(layout), shape, ordinal, nullptr, event.has_value(), std::move(owner));
 }
 
+View import_pool(int fd, const std::string& pool_key, const MemPoolPtrExportData& pointer, const DeviceUuid& device,
+                 std::uint64_t offset, std::uint64_t extent, const Shape& shape, const std::optional<IpcHandle>& event,
+                 Owner keep) {
+    Layout layout = checked_layout(shape, offset, extent);
+    Driver& d = driver();
+    const int ordinal = ordinal_of(device);
+    const ContextGuard guard(d, ordinal);
+    PoolPointerKey key{{ordinal, pool_key},
+                       std::string(reinterpret_cast<const char*>(pointer.reserved), sizeof pointer.reserved)};
+    const CUdeviceptr base = acquire_pool_pointer(d, key, fd, pointer);
+    Owner owner;
+    std::shared_ptr<const Pending> opened_event;
+    try {
+        // Carried, not waited for here: the exporter's event lives as long as its ticket, which
+        // this View's release ends (as for a legacy handle; VMM imports must wait at import).
+        if (event) opened_event = open_event(d, *event, ordinal);
+        owner = owner_with([&d, key]() noexcept { release_pool_pointer(d, key); }, std::move(keep));
+    } catch (...) {
+        release_pool_pointer(d, key);
+        throw;
+    }
+    return make_view(base + offset, std::move(layout), shape, ordinal, std::move(opened_event), false,
+                     std::move(owner));
+}
+
 std::size_t open_handles() {
     const std::lock_guard lock(opened_mutex());
     return opened().size();
+}
+
+std::size_t open_pools() {
+    const std::lock_guard lock(opened_mutex());
+    return imported_pools().size();
+}
+
+std::size_t open_pool_pointers() {
+    const std::lock_guard lock(opened_mutex());
+    return imported_pointers().size();
 }
 
 }  // namespace stridex::cuda::ipc

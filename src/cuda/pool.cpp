@@ -505,7 +505,7 @@ std::optional<PoolMemory> pool_memory_of(const Owner& owner) noexcept {
     const auto* b = static_cast<const DeviceBlock*>(c);
     if (b->graph) return std::nullopt;
     const DevicePool* p = b->pool;
-    return PoolMemory{b->ptr, b->bytes, b->ordinal, p->pool, p->shareable};
+    return PoolMemory{b->ptr, b->bytes, b->ordinal, p->pool, p->shareable, p->not_shareable};
 }
 
 PoolStats device_pool_stats(int ordinal) {

@@ -93,7 +93,12 @@ void bind_ipc(nb::module_& m) {
     nb::class_<PyExport>(m, "_IpcExport", "One CUDA export of a View (stridex.ipc); owns its event and fds.")
         .def_prop_ro("kind",
                      [](const PyExport& e) {
-                         return e.exp.kind() == cuda::ipc::MemoryKind::ipc_handle ? "cuda_ipc" : "cuda_vmm";
+                         switch (e.exp.kind()) {
+                             case cuda::ipc::MemoryKind::ipc_handle: return "cuda_ipc";
+                             case cuda::ipc::MemoryKind::vmm_fds: return "cuda_vmm";
+                             case cuda::ipc::MemoryKind::pool_fd: break;
+                         }
+                         return "cuda_pool";
                      })
         .def_prop_ro("device_uuid", [](const PyExport& e) { return as_bytes(e.exp.device()); })
         .def_prop_ro("offset", [](const PyExport& e) { return e.exp.offset(); })
@@ -101,6 +106,8 @@ void bind_ipc(nb::module_& m) {
         .def_prop_ro("handle", [](const PyExport& e) { return as_bytes(e.exp.handle()); })
         .def_prop_ro("fds", [](const PyExport& e) { return e.exp.fds(); })
         .def_prop_ro("chunk_size", [](const PyExport& e) { return e.exp.chunk_size(); })
+        .def_prop_ro("pool_pointer", [](const PyExport& e) { return as_bytes(e.exp.pool_pointer()); })
+        .def_prop_ro("pool_id", [](const PyExport& e) { return e.exp.pool_id(); })
         .def_prop_ro("event", [](const PyExport& e) -> std::optional<nb::bytes> {
             if (!e.exp.event()) return std::nullopt;
             return as_bytes(*e.exp.event());
@@ -155,6 +162,32 @@ void bind_ipc(nb::module_& m) {
         "fds"_a, "chunk_size"_a, "device_uuid"_a, "offset"_a, "shape"_a, "strides"_a, "dtype"_a, "readonly"_a,
         "event"_a.none(), "keep"_a.none());
 
+    m.def(
+        "_ipc_import_pool",
+        [](nb::handle fd, nb::bytes pool_key, nb::bytes pointer, nb::bytes device, nb::handle offset, nb::handle extent,
+           nb::handle shape, nb::handle strides, nb::handle dtype, bool readonly, std::optional<nb::bytes> event,
+           nb::object keep) {
+            const std::int32_t file = int32_arg(fd.ptr(), "_ipc_import_pool(): fd");
+            if (file < 0)
+                fail(ErrorKind::value, "_ipc_import_pool(): fd must be an open file descriptor, found ", file);
+            const std::string key(pool_key.c_str(), pool_key.size());
+            const auto data = fixed_bytes<cuda::MemPoolPtrExportData>(pointer, "pool pointer export data");
+            const auto uuid = fixed_bytes<DeviceUuid>(device, "device UUID");
+            const auto ev = event_arg(event);
+            const std::uint64_t off = size_arg(offset.ptr(), "_ipc_import_pool(): offset");
+            const std::uint64_t ext = size_arg(extent.ptr(), "_ipc_import_pool(): extent");
+            const auto sh = shape_arg(shape, strides, dtype, readonly, "_ipc_import_pool()");
+            Owner owner = owner_of(keep);
+            View v;
+            {
+                nb::gil_scoped_release release;  // importing a pool maps driver state: not free
+                v = cuda::ipc::import_pool(file, key, data, uuid, off, ext, sh, ev, std::move(owner));
+            }
+            return wrap_view(std::move(v), keep);
+        },
+        "fd"_a, "pool_key"_a, "pointer"_a, "device_uuid"_a, "offset"_a, "extent"_a, "shape"_a, "strides"_a, "dtype"_a,
+        "readonly"_a, "event"_a.none(), "keep"_a.none());
+
     // Pickling: plain pickle and anything built on it reduce a View through stridex.ipc, imported
     // only when a View is first pickled.
     nb::handle view_type = nb::type<PyView>();
@@ -167,6 +200,8 @@ void bind_ipc(nb::module_& m) {
                     "A handle to the View's memory (stridex.ipc): same memory in the unpickling process."));
 
     m.def("_ipc_open_handles", &cuda::ipc::open_handles, "CUDA IPC handles this process has open (stridex.ipc).");
+    m.def("_ipc_open_pools", &cuda::ipc::open_pools,
+          "Exporters' stream-ordered pools this process has imported and still uses (stridex.ipc).");
     m.def(
         "device_uuid",
         [](nb::handle ordinal) {

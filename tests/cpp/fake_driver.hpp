@@ -670,17 +670,92 @@ public:
     }
     CUresult free_sync(CUdeviceptr ptr) {
         if (CUresult r = need_context("cuMemFree")) return r;
+        if (auto it = imported_pointers_.find(ptr); it != imported_pointers_.end()) {
+            log.push_back("free imported p" + hex(it->second.second));
+            imported_pointers_.erase(it);
+            return result::success;
+        }
         return pool_free(ptr, "free p" + hex(ptr) + " (synchronous)");
     }
     CUresult pool_free(CUdeviceptr ptr, std::string what) {
         auto it = pool_blocks_.find(ptr);
         if (it == pool_blocks_.end()) return violation("free of unknown pool memory p" + hex(ptr));
+        for (auto& [imported, origin] : imported_pointers_)
+            if (origin.second == ptr) return violation("pool memory p" + hex(ptr) + " freed while still imported");
         if (CUmemoryPool p = it->second.first) {
             pools_[p].used -= it->second.second;
             pools_[p].cache.emplace_back(ptr, it->second.second);
         }
         pool_blocks_.erase(it);
         log.push_back(std::move(what));
+        return result::success;
+    }
+    // ---- pool memory across processes (ipc.hpp, issue 25); the fake plays both processes ----
+    // The exporter's fds are real (of /dev/null), each naming its pool; an imported pool is a new
+    // handle, and an imported allocation appears at another address, counted until cuMemFree.
+    CUresult pool_export_fd(void* out, CUmemoryPool p, int type, unsigned long long flags) {
+        if (!pools_.count(p) || type != cu::kMemHandleTypePosixFileDescriptor || flags)
+            return violation("cuMemPoolExportToShareableHandle arguments");
+        if (!pools_[p].fd) return result::invalid_value;  // as the driver: no handle type at create
+        if (CUresult r = injected("cuMemPoolExportToShareableHandle")) return r;
+        const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        exported_pools_[fd] = p;
+        *static_cast<int*>(out) = fd;
+        log.push_back("pool_export " + pool_name(p));
+        return result::success;
+    }
+    CUresult pool_import_fd(CUmemoryPool* out, void* os_handle, int type, unsigned long long flags) {
+        if (CUresult r = need_context("cuMemPoolImportFromShareableHandle")) return r;
+        const auto fd = static_cast<int>(reinterpret_cast<std::intptr_t>(os_handle));
+        auto it = exported_pools_.find(fd);
+        if (it == exported_pools_.end() || type != cu::kMemHandleTypePosixFileDescriptor || flags)
+            return violation("cuMemPoolImportFromShareableHandle of an fd never exported");
+        if (CUresult r = injected("cuMemPoolImportFromShareableHandle")) return r;
+        *out = reinterpret_cast<CUmemoryPool>(std::uintptr_t{0xc000} + 0x10 * ++pools_imported);
+        imported_pools_[*out] = it->second;
+        log.push_back("pool_import " + pool_name(it->second) + " -> " + pool_name(*out));
+        return result::success;
+    }
+    CUresult pool_destroy(CUmemoryPool p) {
+        auto it = imported_pools_.find(p);
+        if (it == imported_pools_.end()) return violation("cuMemPoolDestroy of a pool this test did not import");
+        for (auto& [ptr, origin] : imported_pointers_)
+            if (origin.first == p) return violation("cuMemPoolDestroy of a pool with imported allocations");
+        log.push_back("pool_destroy " + pool_name(p));
+        imported_pools_.erase(it);
+        return result::success;
+    }
+    CUresult pool_export_pointer(MemPoolPtrExportData* out, CUdeviceptr ptr) {
+        auto it = pool_blocks_.find(ptr);
+        if (it == pool_blocks_.end() || !it->second.first) return violation("cuMemPoolExportPointer of no pool block");
+        if (CUresult r = injected("cuMemPoolExportPointer")) return r;
+        *out = MemPoolPtrExportData{};
+        std::memcpy(out->reserved, &ptr, sizeof ptr);
+        log.push_back("pool_export_pointer p" + hex(ptr));
+        return result::success;
+    }
+    CUresult pool_import_pointer(CUdeviceptr* out, CUmemoryPool p, MemPoolPtrExportData* data) {
+        if (CUresult r = need_context("cuMemPoolImportPointer")) return r;
+        auto pool = imported_pools_.find(p);
+        if (pool == imported_pools_.end()) return violation("cuMemPoolImportPointer from a pool not imported");
+        CUdeviceptr origin = 0;
+        std::memcpy(&origin, data->reserved, sizeof origin);
+        auto block = pool_blocks_.find(origin);
+        if (block == pool_blocks_.end() || block->second.first != pool->second) return result::invalid_value;
+        for (auto& [ptr, o] : imported_pointers_)
+            if (o.second == origin) return violation("cuMemPoolImportPointer of an allocation already imported");
+        if (CUresult r = injected("cuMemPoolImportPointer")) return r;
+        *out = origin + 0x100000000000;
+        imported_pointers_[*out] = {p, origin};
+        log.push_back("pool_import_pointer p" + hex(origin) + " -> p" + hex(*out));
+        return result::success;
+    }
+    std::size_t imported_pool_count() const { return imported_pools_.size(); }
+    std::size_t imported_pointer_count() const { return imported_pointers_.size(); }
+    std::string pool_name(CUmemoryPool p) const { return "pool" + hex(reinterpret_cast<std::uintptr_t>(p)); }
+    int pools_imported = 0;
+    CUresult is_capturing(CUstream s, int* status) {
+        *status = std::find(capturing.begin(), capturing.end(), s) != capturing.end() ? 1 : 0;
         return result::success;
     }
     CUresult event_query(CUevent e) {
@@ -732,6 +807,9 @@ private:
     std::vector<std::unique_ptr<std::vector<std::byte>>> pinned_;
     std::map<CUdeviceptr, std::vector<std::byte>> pool_bytes_;
     CUdeviceptr next_pool_va_ = 0x5e0000000000;
+    std::map<int, CUmemoryPool> exported_pools_;                                     // fd -> pool
+    std::map<CUmemoryPool, CUmemoryPool> imported_pools_;                            // imported -> exporter's
+    std::map<CUdeviceptr, std::pair<CUmemoryPool, CUdeviceptr>> imported_pointers_;  // -> imported pool, origin
 
     struct Range {
         CUdeviceptr base;
@@ -880,6 +958,19 @@ inline DriverTable FakeDriver::table() const {
         return g_fake->alloc_from_pool(d, n, p, s);
     };
     t.mem_alloc_async = [](CUdeviceptr* d, std::size_t n, CUstream s) { return g_fake->alloc_async(d, n, s); };
+    t.mem_pool_destroy = [](CUmemoryPool p) { return g_fake->pool_destroy(p); };
+    t.mem_pool_export_to_shareable_handle = [](void* o, CUmemoryPool p, int type, unsigned long long f) {
+        return g_fake->pool_export_fd(o, p, type, f);
+    };
+    t.mem_pool_import_from_shareable_handle = [](CUmemoryPool* p, void* o, int type, unsigned long long f) {
+        return g_fake->pool_import_fd(p, o, type, f);
+    };
+    t.mem_pool_export_pointer = [](MemPoolPtrExportData* o, CUdeviceptr p) {
+        return g_fake->pool_export_pointer(o, p);
+    };
+    t.mem_pool_import_pointer = [](CUdeviceptr* o, CUmemoryPool p, MemPoolPtrExportData* d) {
+        return g_fake->pool_import_pointer(o, p, d);
+    };
     t.mem_free_async = [](CUdeviceptr d, CUstream s) { return g_fake->free_async(d, s); };
     t.mem_free = [](CUdeviceptr d) { return g_fake->free_sync(d); };
     t.event_query = [](CUevent e) { return g_fake->event_query(e); };

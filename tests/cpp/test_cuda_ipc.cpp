@@ -2,14 +2,17 @@
 // records and hands out, how an import opens, orders and closes, and every refusal.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
 #include "expect_error.hpp"
 #include "fake_driver.hpp"
 #include "stridex/cuda/ipc.hpp"
+#include "stridex/cuda/memory.hpp"
 #include "stridex/cuda/vmm.hpp"
 
 namespace {
@@ -275,6 +278,152 @@ TEST(CudaIpc, UuidsPrintLikeNvidiaSmi) {
     ipc::DeviceUuid u{};
     for (std::size_t i = 0; i < u.size(); ++i) u[i] = static_cast<std::uint8_t>(i);
     EXPECT_EQ(ipc::uuid_string(u), "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f");
+}
+
+// ---- pool memory (issue 25): the pool's fd plus the allocation's export data ---------------------
+
+// A View of 16 floats at `offset` into a fresh 1 MiB allocation of GPU 0's pool.
+View pool_view(std::uint64_t offset, std::intptr_t stream = stridex::kNoStream) {
+    stridex::Allocation a = stridex::pool_allocator().allocate(kAllocation, Device::cuda(0), 1);
+    const std::int64_t shape[] = {16};
+    View v(static_cast<std::byte*>(a.data) + offset, 0, Layout::contiguous(shape), dtypes::float32, Device::cuda(0),
+           false, std::move(a.owner));
+    v.set_stream(stream);
+    return v;
+}
+
+bool fd_open(int fd) { return ::fcntl(fd, F_GETFD) != -1; }
+
+TEST(CudaIpcPool, PoolMemoryTravelsAsThePoolsFdAndTheAllocationsExportData) {
+    FakeCuda fake;
+    const View src = pool_view(4096, 0x5010);
+    const auto base = reinterpret_cast<CUdeviceptr>(src.ptr()) - 4096;
+    fake->take_log();
+    int fd = -1;
+    {
+        const ipc::Export e = ipc::Export::of(src);
+        EXPECT_EQ(e.kind(), ipc::MemoryKind::pool_fd);
+        EXPECT_EQ(e.offset(), 4096u);
+        EXPECT_EQ(e.extent(), kAllocation);
+        EXPECT_NE(e.pool_id(), 0u);
+        ASSERT_EQ(e.fds().size(), 1u);
+        fd = e.fds()[0];
+        EXPECT_TRUE(fd_open(fd));
+        CUdeviceptr named = 0;
+        std::memcpy(&named, e.pool_pointer().reserved, sizeof named);
+        EXPECT_EQ(named, base);  // the allocation's base, never the View's address
+        ASSERT_TRUE(e.event().has_value());
+        const auto log = fake->take_log();
+        EXPECT_TRUE(logged(log, "pool_export_pointer p" + FakeDriver::hex(base)));
+        EXPECT_TRUE(logged(log, "pool_export pool"));
+        EXPECT_TRUE(logged(log, "record e1 on s5010"));  // the View's stream, like every kind
+    }
+    EXPECT_FALSE(fd_open(fd));  // the export closed its fd
+    EXPECT_EQ(fake->events_created, fake->events_destroyed);
+    EXPECT_TRUE(fake->violations.empty()) << fake->violations.front();
+}
+
+TEST(CudaIpcPool, ImportsThePoolOnceEachAllocationOnceAndFreesBeforeTheExporterMay) {
+    FakeCuda fake;
+    const View a_src = pool_view(256);
+    const View b_src = pool_view(0);
+    const ipc::Export a = ipc::Export::of(a_src);
+    const ipc::Export b = ipc::Export::of(b_src);
+    const auto a_base = reinterpret_cast<CUdeviceptr>(a_src.ptr()) - 256;
+    fake->take_log();
+    const std::string key = "exporter" + std::to_string(a.pool_id());
+    std::optional<View> a1 = ipc::import_pool(a.fds()[0], key, a.pool_pointer(), a.device(), a.offset(), a.extent(),
+                                              shape_of(a_src), a.event(), Owner());
+    std::optional<View> a2 = ipc::import_pool(a.fds()[0], key, a.pool_pointer(), a.device(), a.offset(), a.extent(),
+                                              shape_of(a_src), std::nullopt, Owner());
+    std::optional<View> b1 = ipc::import_pool(b.fds()[0], key, b.pool_pointer(), b.device(), b.offset(), b.extent(),
+                                              shape_of(b_src), b.event(), Owner());
+    const auto log = fake->take_log();
+    EXPECT_EQ(std::count_if(log.begin(), log.end(), [](const auto& l) { return l.rfind("pool_import pool", 0) == 0; }),
+              1);  // one pool import for three Views of two allocations
+    EXPECT_EQ(fake->imported_pool_count(), 1u);
+    EXPECT_EQ(fake->imported_pointer_count(), 2u);
+    EXPECT_EQ(ipc::open_pools(), 1u);
+    EXPECT_EQ(ipc::open_pool_pointers(), 2u);
+    EXPECT_FALSE(logged(log, "wait "));  // nothing waits at import: the event is the View's Pending
+    EXPECT_EQ(reinterpret_cast<CUdeviceptr>(a1->ptr()), a_base + 0x100000000000 + 256);
+    EXPECT_EQ(a1->ptr(), a2->ptr());
+    EXPECT_EQ(a1->stream(), stridex::kNoStream);
+    ASSERT_NE(a1->pending(), nullptr);
+    EXPECT_FALSE(a1->pending()->waited());
+    EXPECT_EQ(a2->pending(), nullptr);
+
+    a1.reset();
+    EXPECT_EQ(fake->imported_pointer_count(), 2u);  // a2 still uses the allocation
+    a2.reset();
+    EXPECT_EQ(fake->take_log(), (std::vector<std::string>{"sync dev0", "free imported p" + FakeDriver::hex(a_base)}));
+    EXPECT_EQ(fake->imported_pool_count(), 1u);  // b1 still uses the pool
+    b1.reset();
+    const auto last = fake->take_log();
+    ASSERT_EQ(last.size(), 3u);
+    EXPECT_EQ(last[0], "sync dev0");                     // this process's work on it is done ...
+    EXPECT_EQ(last[1].rfind("free imported p", 0), 0u);  // ... and the free complete before the release message
+    EXPECT_EQ(last[2].rfind("pool_destroy pool", 0), 0u);
+    EXPECT_EQ(ipc::open_pools(), 0u);
+    EXPECT_EQ(ipc::open_pool_pointers(), 0u);
+    EXPECT_TRUE(fake->violations.empty()) << fake->violations.front();
+}
+
+TEST(CudaIpcPool, AFailedPointerImportLeavesNoPoolBehind) {
+    FakeCuda fake;
+    const View src = pool_view(0);
+    const ipc::Export e = ipc::Export::of(src);
+    fake->fail_nth("cuMemPoolImportPointer", 1, result::out_of_memory);
+    expect_error(
+        [&] {
+            ipc::import_pool(e.fds()[0], "k", e.pool_pointer(), e.device(), 0, e.extent(), shape_of(src), e.event(),
+                             Owner());
+        },
+        ErrorKind::cuda, "cuMemPoolImportPointer");
+    EXPECT_EQ(fake->imported_pool_count(), 0u);
+    EXPECT_EQ(ipc::open_pools(), 0u);
+    EXPECT_EQ(ipc::open_pool_pointers(), 0u);
+    // And the next try imports afresh.
+    const View v = ipc::import_pool(e.fds()[0], "k", e.pool_pointer(), e.device(), 0, e.extent(), shape_of(src),
+                                    std::nullopt, Owner());
+    EXPECT_EQ(ipc::open_pool_pointers(), 1u);
+    EXPECT_TRUE(fake->violations.empty()) << fake->violations.front();
+}
+
+TEST(CudaIpcPool, ALayoutOutsideTheAllocationIsRefusedBeforeAnythingImports) {
+    FakeCuda fake;
+    const View src = pool_view(0);
+    const ipc::Export e = ipc::Export::of(src);
+    fake->take_log();
+    expect_error(
+        [&] {
+            ipc::import_pool(e.fds()[0], "k", e.pool_pointer(), e.device(), kAllocation - 32, e.extent(), shape_of(src),
+                             std::nullopt, Owner());
+        },
+        ErrorKind::value, "of a shared range of 1048576 bytes");
+    EXPECT_TRUE(fake->take_log().empty());
+    EXPECT_EQ(ipc::open_pools(), 0u);
+}
+
+TEST(CudaIpcPool, APoolTheDriverWouldNotMakeShareableIsRefusedNamingWhyAndWhatToDo) {
+    FakeCuda fake;
+    fake->pool_fd_supported = false;
+    const View src = pool_view(0);
+    const auto error = expect_error([&] { ipc::Export::of(src); }, ErrorKind::unsupported,
+                                    "the driver refused a pool with POSIX file descriptor handles");
+    EXPECT_NE(std::string(error.what()).find("VirtualBuffer(shareable=True)"), std::string::npos) << error.what();
+    EXPECT_EQ(fake->events_created, 0);  // refused before any event
+}
+
+TEST(CudaIpcPool, AFailedExportClosesItsFd) {
+    FakeCuda fake;
+    const View src = pool_view(0);
+    fake->fail_nth("cuEventRecord", 1, result::invalid_value);
+    const int probe = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // the next fd number: the export's
+    ::close(probe);
+    expect_error([&] { ipc::Export::of(src); }, ErrorKind::cuda, "cuEventRecord");
+    EXPECT_FALSE(fd_open(probe));
+    EXPECT_EQ(fake->events_created, fake->events_destroyed);
 }
 
 }  // namespace

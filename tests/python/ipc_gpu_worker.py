@@ -26,9 +26,15 @@ def _handle(torch, stridex, held, cmd, args):
         held.clear()
         gc.collect()
         return stridex._stridex._ipc_open_handles()
-    if cmd == "make":  # kind: torch or vmm; filled with `value`
+    if cmd == "pools":  # exporters' pools imported here and still in use
+        return stridex._stridex._ipc_open_pools()
+    if cmd == "make":  # kind: torch, vmm or pool (stridex's own); filled with `value`
         kind, n, value = args
-        if kind == "torch":
+        if kind == "pool":
+            v = stridex.empty(n, "float32", device="cuda")
+            held.append(v)
+            torch.from_dlpack(v).fill_(value)
+        elif kind == "torch":
             t = torch.full((n,), value, device="cuda", dtype=torch.float32)
             held.append(t)
             v = stridex.view(t)

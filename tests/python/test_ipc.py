@@ -350,6 +350,65 @@ def test_malformed_device_payload_is_a_value_error():
         _rebuild(payload)
 
 
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"pool_id": -1}, "pool_id -1 is out of range"),
+        ({"pool": None}, "field 'pool'"),
+        ({"extent": 1 << 64}, "extent 18446744073709551616 is out of range"),
+    ],
+)
+def test_malformed_pool_payloads_are_value_errors(change, needle):
+    payload = {
+        "v": 1,
+        "kind": "cuda_pool",
+        "pid": 1,
+        "broker": b"\0x",
+        "ticket": b"x" * 16,
+        "shape": [2],
+        "strides": [1],
+        "dtype": "int8",
+        "readonly": False,
+        "device_uuid": b"u" * 16,
+        "offset": 0,
+        "extent": 2,
+        "event": None,
+        "pool": b"p" * 64,
+        "pool_id": 7,
+    }
+    with pytest.raises(ValueError, match=needle):
+        _rebuild({**payload, **change})
+
+
+def test_a_pool_ticket_without_its_pools_fd_is_refused_and_released(shm):
+    from stridex.ipc import broker
+
+    v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
+    b = broker.broker()
+    ticket = b.add(v, None, [], "cuda_pool", False)  # a reply that carries no fd
+    payload = {
+        "v": 1,
+        "kind": "cuda_pool",
+        "pid": 0,  # not this process: imported through the socket, not taken back locally
+        "broker": b.address,
+        "ticket": ticket,
+        "shape": [2],
+        "strides": [1],
+        "dtype": "uint8",
+        "readonly": False,
+        "device_uuid": b"u" * 16,
+        "offset": 0,
+        "extent": 2,
+        "event": None,
+        "pool": b"p" * 64,
+        "pool_id": 7,
+    }
+    with pytest.raises(BufferError, match="expected 1 file descriptor for a pool View, received 0"):
+        _rebuild(payload)
+    gc.collect()
+    assert _pending_soon({}) == {}  # the failed import released its ticket
+
+
 def test_multiprocessing_heap_memory_travels_by_its_open_fd(worker):
     raw = mp.RawArray("i", 5)  # a block of an unlinked temporary file that multiprocessing keeps open
     a = np.frombuffer(raw, dtype=np.int32)

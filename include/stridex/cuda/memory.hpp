@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "stridex/cuda/driver.hpp"
 #include "stridex/device.hpp"
@@ -98,6 +99,7 @@ struct PoolMemory {
     int ordinal = 0;
     CUmemoryPool pool = nullptr;
     bool shareable = false;
+    std::string_view not_shareable;  // why not, when not shareable (the pool's own string)
 };
 std::optional<PoolMemory> pool_memory_of(const Owner& owner) noexcept;
 

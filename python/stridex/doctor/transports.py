@@ -74,6 +74,7 @@ _MECHANISM = {
     "host": "shared memory fd over a Unix socket (SCM_RIGHTS)",
     "cuda_ipc": "CUDA IPC memory handle + IPC event",
     "cuda_vmm": "VMM chunk fds over a Unix socket + IPC event",
+    "cuda_pool": "pool fd over a Unix socket + pool export data + IPC event",
 }
 
 

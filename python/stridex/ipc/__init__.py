@@ -6,9 +6,11 @@ of the *same* memory, with its shape, strides, dtype, device and read-only flag:
 
 * CUDA device memory from any allocator: the legacy IPC handle of its allocation, plus the offset;
 * VMM memory (``VirtualBuffer(..., shareable=True)``): one fd per chunk, over a Unix socket;
+* memory of stridex's stream-ordered pools (``stridex.empty``, ``View.copy()``, ...): the pool's fd,
+  over the socket, plus the allocation's export data and the offset;
 * host memory in a shared mapping (``multiprocessing.shared_memory``, :func:`shared_empty`, ...).
 
-Anything else (NumPy's private heap, pinned host memory, non-IPC CUDA pools) raises BufferError
+Anything else (NumPy's private heap, pinned host memory, pools without IPC support) raises BufferError
 naming why; :func:`to_shared` copies host memory into shared memory when the caller wants a copy.
 Pending CUDA work travels as an interprocess event: the imported View carries it, and each
 consumer's stream waits for it when the consumer takes the View (``__dlpack__(stream=...)``,
@@ -92,6 +94,8 @@ def _reduce(view: _stridex.View, in_flight: bool = False) -> Reduction:
         }
         if kind == "cuda_ipc":
             device["handle"] = cuda.handle
+        elif kind == "cuda_pool":
+            device["pool"], device["pool_id"] = cuda.pool_pointer, cuda.pool_id
         else:
             device["chunk_size"] = cuda.chunk_size
     elif kind_of_device == "cpu":
@@ -157,8 +161,9 @@ _FIELDS: dict[str, _FieldTypes] = {
     "host": {**_COMMON, **_REMOTE, "file_offset": int, "length": int, "lo": int, "writable": bool},
     "cuda_ipc": {**_COMMON, **_REMOTE, **_DEVICE, "handle": bytes, "slot": int, "serial": int},
     "cuda_vmm": {**_COMMON, **_REMOTE, **_DEVICE, "chunk_size": int},
+    "cuda_pool": {**_COMMON, **_REMOTE, **_DEVICE, "pool": bytes, "pool_id": int},
 }
-_UNSIGNED = ("offset", "extent", "chunk_size", "file_offset", "length")
+_UNSIGNED = ("offset", "extent", "chunk_size", "file_offset", "length", "pool_id")
 
 
 def _check_payload(payload: object) -> str:
@@ -242,6 +247,8 @@ def _rebuild(payload: Payload) -> _stridex.View:
             os.close(fd)
         assert view is not None
         return view
+    if kind == "cuda_pool":
+        return _import_pool(payload)
     fds, _ = _importer.open_ticket(payload["broker"], payload["pid"], payload["ticket"])
     try:
         if kind == "host":
@@ -271,6 +278,39 @@ def _rebuild(payload: Payload) -> _stridex.View:
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _import_pool(payload: Payload) -> _stridex.View:
+    fds, _ = _importer.open_ticket(payload["broker"], payload["pid"], payload["ticket"])
+    # The ticket stays open while the View lives, as a legacy handle's: the exporter must not free
+    # the allocation before this process freed its import. _Release tells it once the last View is
+    # gone, or at once when the import fails.
+    keep = _Release(payload["broker"], payload["ticket"])
+    try:
+        if len(fds) != 1:
+            raise BufferError(f"expected 1 file descriptor for a pool View, received {len(fds)}")
+        # The exporting pool, named across every exporter: its process's broker and its id there.
+        pool_key = payload["broker"] + payload["pool_id"].to_bytes(8, "little")
+        return _stridex._ipc_import_pool(
+            fds[0],
+            pool_key,
+            payload["pool"],
+            payload["device_uuid"],
+            payload["offset"],
+            payload["extent"],
+            payload["shape"],
+            payload["strides"],
+            payload["dtype"],
+            payload["readonly"],
+            payload["event"],
+            keep,
+        )
+    except BaseException:
+        del keep  # released now, not when the traceback (which holds this frame) goes
+        raise
+    finally:
+        for fd in fds:
+            os.close(fd)  # the pool, once imported, no longer needs its fd
 
 
 def register_multiprocessing() -> None:

@@ -3,14 +3,15 @@ side, which asks for them, is importer.py).
 
 Every pickled View is a *ticket* in the process that pickled it. The ticket keeps the View (and so
 its memory) alive and holds what the importer needs from the exporter: file descriptors (host
-shared memory, VMM chunks) and the interprocess CUDA event. Each exporting process runs one
-server thread on an abstract Unix socket (SOCK_SEQPACKET, so every message keeps its boundary and
-its file descriptors). An importer sends
+shared memory, VMM chunks, a stream-ordered pool) and the interprocess CUDA event. Each exporting
+process runs one server thread on an abstract Unix socket (SOCK_SEQPACKET, so every message keeps
+its boundary and its file descriptors). An importer sends
 
 * ``O`` + ticket: open. The reply carries the fds (SCM_RIGHTS). Host tickets end here: the
   importer's mapping no longer needs the exporter.
 * ``R`` + ticket: release. CUDA tickets end when the importer has no View of them left (legacy
-  IPC memory) or once it has waited on the event (VMM memory, whose chunks the driver then keeps).
+  IPC and pool memory) or once it has waited on the event (VMM memory, whose chunks the driver
+  then keeps).
   Only a ticket this connection opened or claimed is released by it.
 * ``T``: the ticket table, a shared file of one word per CUDA IPC ticket (once per connection).
   A legacy IPC ticket needs no fds, so its importer *claims* it in the table with one atomic
@@ -42,9 +43,10 @@ if TYPE_CHECKING:
 
 TICKET_BYTES = 16
 
-# Kinds whose memory dies with the exporting process (legacy CUDA IPC): exit waits for their
-# importers. Host memory and VMM chunks outlive it once the importer holds the fd.
-_DIES_WITH_EXPORTER = {"cuda_ipc"}
+# Kinds whose memory dies with the exporting process (legacy CUDA IPC, and pool memory, which the
+# exporter must not free before the importer did): exit waits for their importers. Host memory and
+# VMM chunks outlive it once the importer holds the fd.
+_DIES_WITH_EXPORTER = {"cuda_ipc", "cuda_pool"}
 
 
 class _Ticket:
