@@ -754,10 +754,6 @@ public:
     std::size_t imported_pointer_count() const { return imported_pointers_.size(); }
     std::string pool_name(CUmemoryPool p) const { return "pool" + hex(reinterpret_cast<std::uintptr_t>(p)); }
     int pools_imported = 0;
-    CUresult is_capturing(CUstream s, int* status) {
-        *status = std::find(capturing.begin(), capturing.end(), s) != capturing.end() ? 1 : 0;
-        return result::success;
-    }
     CUresult event_query(CUevent e) {
         return std::find(busy_events.begin(), busy_events.end(), e) != busy_events.end() ? result::not_ready
                                                                                          : result::success;
