@@ -17,6 +17,7 @@ it (the memory returns to the allocator, on whatever thread drops it).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import threading
 from collections.abc import Iterator
 from typing import Any, Protocol
@@ -46,7 +47,8 @@ class TorchAllocator:
     name = "torch"
 
     def __init__(self) -> None:
-        import torch
+        # import_module: the frameworks are optional, and their stubs are not the package's concern
+        torch: Any = importlib.import_module("torch")
 
         self._torch = torch
 
@@ -79,7 +81,7 @@ class CupyAllocator:
     name = "cupy"
 
     def __init__(self) -> None:
-        import cupy
+        cupy: Any = importlib.import_module("cupy")
 
         self._cupy = cupy
 
@@ -109,7 +111,7 @@ class RmmAllocator:
     name = "rmm"
 
     def __init__(self) -> None:
-        import rmm
+        rmm: Any = importlib.import_module("rmm")
 
         self._rmm = rmm
 
@@ -117,7 +119,7 @@ class RmmAllocator:
         rmm = self._rmm
         if not device.startswith("cuda:"):
             raise ValueError(f"allocator='rmm' allocates cuda:N memory, not {device}")
-        from rmm.pylibrmm.stream import Stream
+        Stream: Any = importlib.import_module("rmm.pylibrmm.stream").Stream
 
         class _Handle:  # the CUDA stream protocol RMM's Stream accepts
             def __cuda_stream__(self) -> tuple[int, int]:

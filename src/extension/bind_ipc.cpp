@@ -78,18 +78,9 @@ struct PyExport {
     Export exp;
 };
 
-// The sanitizer's "IPC View used before its producer's event is waited for": an imported View
-// carries that event as its Pending until a consumer takes it (cuda::order waits for it at every
-// ordered door), so only a use with no ordering (stream=-1) of a View whose event no stream of
-// this process and not the host waited for is that race.
-bool ipc_event_unwaited(const View& view, std::intptr_t consumer) noexcept {
-    return consumer == kNoStream && view.pending() && !view.pending()->waited();
-}
-
 }  // namespace
 
 void bind_ipc(nb::module_& m) {
-    sanitizer::set_ipc_unwaited_query(ipc_event_unwaited);
     nb::class_<PyExport>(m, "_IpcExport", "One CUDA export of a View (stridex.ipc); owns its event and fds.")
         .def_prop_ro("kind",
                      [](const PyExport& e) {

@@ -158,7 +158,6 @@ constexpr std::size_t kRecent = 256;
 // The test seam: a Python callable (stream, device_id) -> bool answering "still pending?" on a
 // machine without a GPU. Owned; None when absent.
 PyObject* g_pending_override = nullptr;
-IpcUnwaitedQuery g_ipc_query = nullptr;
 
 PyObject* g_warning = nullptr;  // stridex.StreamRaceWarning
 PyObject* g_error = nullptr;    // stridex.StreamRaceError
@@ -413,18 +412,21 @@ void check_reuse(const Entry& now, PyObject* owner) {
     }
 }
 
-// Class 4 with the sanitizer's own bookkeeping: an IPC import's event is waited for by the legacy
-// default stream at unpickle; a use with no ordering (NO_SYNC) skips that wait while it is pending.
-bool ipc_unwaited_default(const Entry& ipc_entry, std::intptr_t consumer) {
+// Class 4: only a use with no ordering (NO_SYNC) can skip the producer's event. Most IPC Views
+// carry that event as their Pending until a consumer takes them (every ordered door waits for it),
+// so the use races while no stream of this process, and not the host, has waited for it. A VMM
+// import has its event waited for by the legacy default stream at import instead (no Pending):
+// the use races while that stream is still pending.
+bool ipc_unwaited(const View& view, const Entry& ipc_entry, std::intptr_t consumer) {
     if (consumer != kNoStream) return false;
+    if (const auto& pending = view.pending()) return !pending->waited();
     return stream_pending(ipc_entry.consumer_stream, ipc_entry.device);
 }
 
 void check_ipc(const View& view, const Entry& now, std::intptr_t consumer) {
     for (const Entry& before : overlapping(now)) {
         if (!before.ipc) continue;
-        const bool unwaited = g_ipc_query ? g_ipc_query(view, consumer) : ipc_unwaited_default(before, consumer);
-        if (!unwaited) continue;
+        if (!ipc_unwaited(view, before, consumer)) continue;
         report(kIpc,
                "IPC View used before its producer's event was waited for (use it on a stream: stream=... orders "
                "it after the producer's work)" +
@@ -571,8 +573,6 @@ void stream_object_seen(PyObject* object, std::intptr_t handle) noexcept {
     } catch (...) {  // out of memory: the stream is just not vouched for
     }
 }
-
-void set_ipc_unwaited_query(IpcUnwaitedQuery query) noexcept { g_ipc_query = query; }
 
 namespace {
 

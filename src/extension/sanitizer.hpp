@@ -62,11 +62,6 @@ void released(View& view, nanobind::object& source) noexcept;
 // within the hand-over that names them).
 void stream_object_seen(PyObject* object, std::intptr_t handle) noexcept;
 
-// The IPC query ("this View's producer's event has not been waited for by `consumer`"): the
-// sanitizer's own bookkeeping by default. stridex.ipc's pending-event code installs its own.
-using IpcUnwaitedQuery = bool (*)(const View& view, std::intptr_t consumer) noexcept;
-void set_ipc_unwaited_query(IpcUnwaitedQuery query) noexcept;
-
 // stridex._stridex._sanitizer_* and StreamRaceWarning / StreamRaceError; reads STRIDEX_SANITIZE.
 void bind_sanitizer(nanobind::module_& m);
 
