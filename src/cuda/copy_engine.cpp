@@ -320,12 +320,9 @@ std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream) {
     check(dst, src);
     const Device sd = src.device(), dd = dst.device();
     if (sd.host_accessible() && dd.host_accessible()) {
-        // An explicit stream that captures: the copy would run on the CPU now, not at each replay.
-        if (stream != kNoStream && stream != kDefaultStream && stream != StreamRef::kPerThread)
-            if (const cuda::Capture c = cuda::capture_of(StreamRef(stream), 0); c.capturing())
-                cuda::refuse_in_capture("stridex.copy", StreamRef(stream), c,
-                                        std::string("copying ") + sd.name() + " to " + dd.name() +
-                                            " runs on the CPU, which a graph replay cannot run");
+        // Host to host: the CPU copies now, whatever `stream` says, and the stream is never asked
+        // anything (it may be any caller's value for a copy that enqueues nothing). Pending GPU
+        // work on either side is waited for first, which host_wait refuses inside a capture.
         host_wait(src);
         host_wait(dst);
         detail::copy_host_checked(dst, src);

@@ -312,11 +312,12 @@ Export Export::of(const View& view) {
         out.offset_ = element0 - pool->base;
         out.extent_ = pool->bytes;
         out.pool_id_ = reinterpret_cast<std::uintptr_t>(pool->pool);
-        d.call("cuMemPoolExportPointer", d.api().mem_pool_export_pointer, &out.pool_pointer_, pool->base);
+        // The pool first: the driver exports allocations only of a pool already shared.
         int fd = -1;
         d.call("cuMemPoolExportToShareableHandle", d.api().mem_pool_export_to_shareable_handle, static_cast<void*>(&fd),
                pool->pool, cu::kMemHandleTypePosixFileDescriptor, 0ull);
         out.fds_.push_back(fd);
+        d.call("cuMemPoolExportPointer", d.api().mem_pool_export_pointer, &out.pool_pointer_, pool->base);
     } else {
         const PointerInfo info = pointer_info(lo);
         if (info.memory_type != MemoryType::device || info.base == 0)

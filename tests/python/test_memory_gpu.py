@@ -64,7 +64,10 @@ def test_a_copy_on_another_stream_orders_the_release_after_it():
     n = 1 << 22
     a, b = torch.cuda.Stream(), torch.cuda.Stream()
     src = stridex.empty((n,), "float32", device="cuda:0", stream=a.cuda_stream)
-    stridex.copy(src, stridex.view(torch.ones(n, device="cuda")), stream=a.cuda_stream)
+    # Named, not temporaries: torch would hand a dropped tensor's block to the next allocation on
+    # its own stream while stream a still reads it (the race test_sanitizer_gpu seeds on purpose).
+    ones, threes = torch.ones(n, device="cuda"), torch.full((n,), 3.0, device="cuda")
+    stridex.copy(src, stridex.view(ones), stream=a.cuda_stream)
     out = torch.zeros(n, device="cuda")
     _sync()
     with torch.cuda.stream(b):
@@ -72,9 +75,10 @@ def test_a_copy_on_another_stream_orders_the_release_after_it():
     stridex.copy(out, src, stream=b.cuda_stream)  # read on b, not on src's allocation stream a
     del src
     again = stridex.empty((n,), "float32", device="cuda:0", stream=a.cuda_stream)
-    stridex.copy(again, stridex.view(torch.full((n,), 3.0, device="cuda")), stream=a.cuda_stream)
+    stridex.copy(again, stridex.view(threes), stream=a.cuda_stream)
     _sync()
     assert bool((out == 1).all())
+    del ones, threes
 
 
 def test_the_same_block_comes_back_on_reuse():
