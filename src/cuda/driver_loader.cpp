@@ -144,6 +144,8 @@ std::unique_ptr<Driver> load_driver(const char* library) {
     r.bind(t.mem_pool_import_pointer, "cuMemPoolImportPointer", "cuMemPoolImportPointer");
     // The hand-over sanitizer (issue 27).
     r.bind(t.stream_query, "cuStreamQuery", "cuStreamQuery");
+    r.bind(t.thread_exchange_stream_capture_mode, "cuThreadExchangeStreamCaptureMode",
+           "cuThreadExchangeStreamCaptureMode");
     // CUDA graphs (issue 26, capture.hpp). cuStreamGetCaptureInfo as of 12.0 is the _v2 ABI (graph and
     // dependencies), which drivers of CUDA 13 still serve to callers asking for that version.
     r.bind(t.stream_get_capture_info, "cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2");

@@ -390,23 +390,25 @@ public:
 
 Allocation allocate_device(std::size_t bytes, int ordinal, CUstream stream) {
     Driver& d = driver();
-    DevicePool& pool = device_pool(d, ordinal);
     const DriverTable& api = d.raw();
-    auto block = std::make_unique<DeviceBlock>();
-    block->driver = &d;
-    block->pool = &pool;
-    block->bytes = bytes;
-    block->ordinal = ordinal;
-    block->pid = ::getpid();
-    block->home = stream;
     // A capturing stream makes the allocation a node of the graph (the driver's rule for
     // cuMemAllocAsync in capture); pools with IPC handle types cannot be captured, so the
-    // device's default pool serves it. The capture query and its refusals are capture.hpp's.
+    // device's default pool serves it, and stridex's pool is not even created then
+    // (cuMemPoolCreate is not permitted during a capture). The capture query and its refusals are
+    // capture.hpp's.
     const StreamRef on = StreamRef::from_handle(stream);
     const Capture capture = capture_of(on, ordinal);
     if (capture.capturing() && !capture.active())
         refuse_in_capture("allocating device memory", on, capture,
                           "the stream is in a capture stridex cannot join (invalidated, or the legacy stream)");
+    DevicePool* const pool = capture.active() ? nullptr : &device_pool(d, ordinal);
+    auto block = std::make_unique<DeviceBlock>();
+    block->driver = &d;
+    block->pool = pool;
+    block->bytes = bytes;
+    block->ordinal = ordinal;
+    block->pid = ::getpid();
+    block->home = stream;
     block->graph = capture.active();
     CUresult r;
     if (block->graph) {
@@ -414,21 +416,25 @@ Allocation allocate_device(std::size_t bytes, int ordinal, CUstream stream) {
         r = api.mem_alloc_async(&block->ptr, bytes, stream);
     } else {
         d.require("cuMemAllocFromPoolAsync", api.mem_alloc_from_pool_async);
-        r = api.mem_alloc_from_pool_async(&block->ptr, bytes, pool.pool, stream);
+        r = api.mem_alloc_from_pool_async(&block->ptr, bytes, pool->pool, stream);
         if (r == result::out_of_memory) {
             // Cached blocks of other streams may be what is missing: return them and retry once.
-            (void)d.try_call(api.mem_pool_trim_to, pool.pool, std::size_t{0});
-            r = api.mem_alloc_from_pool_async(&block->ptr, bytes, pool.pool, stream);
+            (void)d.try_call(api.mem_pool_trim_to, pool->pool, std::size_t{0});
+            r = api.mem_alloc_from_pool_async(&block->ptr, bytes, pool->pool, stream);
         }
     }
-    if (r == result::out_of_memory) fail_out_of_memory(d, pool, ordinal, bytes);
+    if (r == result::out_of_memory) {
+        if (pool) fail_out_of_memory(d, *pool, ordinal, bytes);
+        fail(ErrorKind::memory, "cuda:", ordinal, ": out of memory for a graph allocation of ", bytes,
+             " bytes on capturing stream ", hex(stream));
+    }
     if (r == result::invalid_handle || r == result::invalid_context)
         fail(ErrorKind::value, "cuda:", ordinal, ": cannot allocate on stream ", hex(stream),
              ": the stream is invalid or destroyed, or belongs to another device (", d.describe(r), ")");
     if (r != result::success) d.fail_call(block->graph ? "cuMemAllocAsync" : "cuMemAllocFromPoolAsync", r);
     if (!block->graph) {
-        raise_max(pool.peak, pool.in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes);
-        pool.live.fetch_add(1, std::memory_order_relaxed);
+        raise_max(pool->peak, pool->in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+        pool->live.fetch_add(1, std::memory_order_relaxed);
     }
     void* data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(block->ptr));
     Owner owner;

@@ -23,6 +23,7 @@
 #include "export.hpp"
 #include "import.hpp"
 #include "py_owner.hpp"
+#include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/error.hpp"
 
@@ -207,7 +208,18 @@ bool stream_pending(std::intptr_t stream, Device device) {
     if (!d.usable() || !d.raw().stream_query || device.id >= d.device_count()) return false;
     try {
         const cuda::ContextGuard guard(d, device.id);  // the legacy stream is per context
-        return d.try_call(d.raw().stream_query, cuda::StreamRef(stream).handle()) == cuda::result::not_ready;
+        // A capturing stream is never queried (the query would end its capture), and what it
+        // captures runs only at a replay: nothing of it is pending now.
+        if (cuda::capture_of(cuda::StreamRef(stream), device.id).capturing()) return false;
+        // Another thread's capture in global mode forbids this thread's queries too; a query
+        // joins no capture, so the thread is relaxed for it (and restored).
+        constexpr int kRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED
+        int mode = kRelaxed;
+        const auto exchange = d.raw().thread_exchange_stream_capture_mode;
+        const bool relaxed = exchange && exchange(&mode) == cuda::result::success;
+        const cuda::CUresult r = d.try_call(d.raw().stream_query, cuda::StreamRef(stream).handle());
+        if (relaxed) (void)exchange(&mode);
+        return r == cuda::result::not_ready;
     } catch (const Error&) {
         return false;  // a stream of a context gone: nothing of it can still run
     }

@@ -271,7 +271,6 @@ def _graph_still_replays(cap, x, y):
     [
         "copy into pageable memory",
         "copy from pageable memory",
-        "host copy on the capturing stream",
         "export to a stream outside the capture",
     ],
 )
@@ -287,8 +286,6 @@ def test_refusals_leave_the_capture_valid(refused):
                 stridex.copy(pageable, x, stream=cap.stream)
             elif refused == "copy from pageable memory":
                 stridex.copy(x, pageable, stream=cap.stream)
-            elif refused == "host copy on the capturing stream":
-                stridex.copy(pageable, np.ones(N, np.float32), stream=cap.stream)
             else:
                 v = stridex.view(x, stream=cap.stream)
                 v.__dlpack__(stream=outside.cuda_stream)
@@ -296,6 +293,20 @@ def test_refusals_leave_the_capture_valid(refused):
         assert "cannot run inside a CUDA graph capture" in message
         assert hex(cap.handle) in message or f"{cap.handle:#x}" in message
         assert "Nothing was enqueued: the capture is still valid" in message
+        cap.step()  # still active
+    _graph_still_replays(cap, x, y)
+
+
+@needs_torch
+def test_a_host_copy_naming_the_capturing_stream_runs_now_and_leaves_the_capture_valid():
+    # Host to host enqueues nothing: it runs on the CPU at the call (docs/graphs.md).
+    x = torch.zeros(N, device="cuda")
+    y = torch.zeros(N, device="cuda")
+    pageable = np.zeros(N, np.float32)
+    with TorchCapture() as cap:
+        y.copy_(x + 1)
+        stridex.copy(pageable, np.ones(N, np.float32), stream=cap.stream)
+        assert (pageable == 1).all()
         cap.step()  # still active
     _graph_still_replays(cap, x, y)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import importlib.util
-import pickle
 import time
 
 import pytest
@@ -149,12 +148,6 @@ def test_pinned_results_come_from_the_pinned_pool():
     back = torch.empty_like(x)
     stridex.copy(back, h2, stream=stridex.NO_SYNC)
     assert torch.equal(back, x)
-
-
-def test_pickling_pool_memory_is_refused_by_name():
-    v = stridex.empty((16,), "float32", device="cuda:0")
-    with pytest.raises(BufferError, match="stridex's stream-ordered pool"):
-        pickle.dumps(v)
 
 
 def test_allocator_torch_memory_is_torchs_and_returns_to_its_pool():

@@ -268,6 +268,7 @@ struct DriverTable {
     CUresult (*mem_pool_import_pointer)(CUdeviceptr*, CUmemoryPool, MemPoolPtrExportData*);
     // The hand-over sanitizer (issue 27, src/extension/sanitizer.cpp): host queries, never a wait.
     CUresult (*stream_query)(CUstream);
+    CUresult (*thread_exchange_stream_capture_mode)(int* mode);  // CUstreamCaptureMode, in and out
     // CUDA graphs (issue 26, capture.hpp): a stream's capture state and the graph it captures into,
     // and user objects that tie what captured work uses to the graph's lifetime.
     CUresult (*stream_get_capture_info)(CUstream, int* status, unsigned long long* id, CUgraph* graph,
