@@ -27,6 +27,7 @@ from ._shortcuts import shortcuts_disabled
 # Memory (issue 25, docs/memory.md): the caller's allocator and the pools' introspection.
 from ._memory import get_allocator, set_allocator, using_allocator
 from ._stridex import empty_cache, memory_stats
+
 # The hand-over race sanitizer (docs/sanitizer.md).
 from ._sanitize import StreamRaceError, StreamRaceWarning, sanitize, sanitizer_counts, sanitizer_reports
 
