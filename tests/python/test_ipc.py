@@ -3,10 +3,12 @@ pickle and multiprocessing -- aliasing both ways, layouts, lifetime, and every r
 
 import gc
 import multiprocessing as mp
+import os
 import pickle
 import subprocess
 import sys
 import time
+import weakref
 from multiprocessing import shared_memory
 
 import numpy as np
@@ -407,6 +409,42 @@ def test_a_pool_ticket_without_its_pools_fd_is_refused_and_released(shm):
         _rebuild(payload)
     gc.collect()
     assert _pending_soon({}) == {}  # the failed import released its ticket
+
+
+def test_a_pool_ticket_is_opened_once_kept_while_opened_and_freed_by_its_release():
+    # The exporter's side of a cuda_pool View (what the GPU test checks with memory counts): the
+    # importer's open marks it opened (exit and wait_released wait for it), the ticket keeps the
+    # memory after the exporter dropped its own View, and the importer's release frees it.
+    from stridex.ipc import _OwnedFd, broker, importer
+
+    memory = np.zeros(4, dtype=np.uint8)
+    gone = weakref.ref(memory)
+    v = stridex.view(memory)
+    del memory
+    b = broker.broker()
+    fd = os.memfd_create("stridex-test-pool", os.MFD_CLOEXEC)  # stands in for the pool's fd
+    ticket = b.add(v, _OwnedFd(fd), [fd], "cuda_pool", True)  # pickled by multiprocessing
+    del v
+    assert stridex.ipc.pending() == {"cuda_pool not opened": 1}
+    assert not stridex.ipc.wait_released(0.05)  # on its way: waited for
+    fds, _ = importer.open_ticket(b.address, 0, ticket)
+    assert len(fds) == 1
+    for f in fds:
+        os.close(f)
+    assert stridex.ipc.pending() == {"cuda_pool opened": 1}
+    with pytest.raises(BufferError, match="unknown ticket"):
+        importer.open_ticket(b.address, 0, ticket)  # opened once
+    assert not stridex.ipc.wait_released(0.05)  # the importer holds it: kept
+    gc.collect()
+    assert gone() is not None
+    importer.release_ticket(b.address, ticket)
+    assert stridex.ipc.wait_released(5)
+    assert stridex.ipc.pending() == {}
+    deadline = time.monotonic() + 5
+    while gone() is not None and time.monotonic() < deadline:  # dropped by the broker's thread
+        gc.collect()
+        time.sleep(0.01)
+    assert gone() is None
 
 
 def test_multiprocessing_heap_memory_travels_by_its_open_fd(worker):

@@ -12,6 +12,7 @@ import pytest
 
 import stridex
 import stridex.ipc
+from stridex.ipc import broker
 from conftest import cuda_device_count
 
 import ipc_gpu_worker
@@ -54,6 +55,10 @@ def test_a_pickled_pool_view_carries_the_pools_fd_not_a_legacy_handle(torch):
     _shareable_pool()
     v = stridex.empty(N, "float32", device="cuda")
     payload = stridex.ipc._reduce(v)[1][0]
+    # A reduction nobody loads keeps its View (4 MiB of the pool) until exit: released here, or
+    # the later tests' memory counts and pending() would see it.
+    broker.current().release(payload["ticket"])
+    assert stridex.ipc.pending() == {}
     assert payload["kind"] == "cuda_pool"
     assert len(payload["pool"]) == 64 and payload["offset"] == 0 and payload["extent"] >= 4 * N
     assert "handle" not in payload
@@ -125,7 +130,7 @@ def test_the_exporter_keeps_the_allocation_while_the_child_holds_it(torch, worke
         torch.from_dlpack(f).fill_(9.0)
     torch.cuda.synchronize()
     assert worker("sum_held", 0) == 4.0 * N
-    del fresh
+    del fresh, f  # the loop variable too: it holds the last fresh allocation
     assert worker("drop") == 0
     assert stridex.ipc.wait_released(30)
     # Freed once the child released it (the broker thread drops the ticket's View just after).
@@ -134,6 +139,7 @@ def test_the_exporter_keeps_the_allocation_while_the_child_holds_it(torch, worke
         gc.collect()
         time.sleep(0.05)
     assert stridex.memory_stats(device=0)["in_use"] == before
+    assert stridex.ipc.pending() == {}
 
 
 def test_a_producer_that_exits_first_waits_for_the_importers_release(torch):
