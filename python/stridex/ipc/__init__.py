@@ -211,18 +211,7 @@ def _rebuild(payload: Payload) -> _stridex.View:
         # No fds to wait for: claimed in the exporter's ticket table, with no round trip; the owner
         # that releases it is made only once the claim is ours.
         _importer.claim_ticket(payload["broker"], payload["pid"], payload["ticket"], payload["slot"], payload["serial"])
-        return _stridex._ipc_import_handle(
-            payload["handle"],
-            payload["device_uuid"],
-            payload["offset"],
-            payload["extent"],
-            payload["shape"],
-            payload["strides"],
-            payload["dtype"],
-            payload["readonly"],
-            payload["event"],
-            _Release(payload["broker"], payload["ticket"]),
-        )
+        return _import_handle(payload, _Release(payload["broker"], payload["ticket"]))
     if kind == "cuda_ipc":
         # The table was full: opened over the socket, the handle opened while the exporter answers.
         keep = _Release(payload["broker"], payload["ticket"])
@@ -230,18 +219,7 @@ def _rebuild(payload: Payload) -> _stridex.View:
             payload["broker"],
             payload["pid"],
             payload["ticket"],
-            lambda: _stridex._ipc_import_handle(
-                payload["handle"],
-                payload["device_uuid"],
-                payload["offset"],
-                payload["extent"],
-                payload["shape"],
-                payload["strides"],
-                payload["dtype"],
-                payload["readonly"],
-                payload["event"],
-                keep,
-            ),
+            lambda: _import_handle(payload, keep),
         )
         for fd in fds:
             os.close(fd)
@@ -278,6 +256,22 @@ def _rebuild(payload: Payload) -> _stridex.View:
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _import_handle(payload: Payload, keep: object) -> _stridex.View:
+    """A legacy CUDA IPC handle's View, whichever way its ticket was taken (claimed or opened)."""
+    return _stridex._ipc_import_handle(
+        payload["handle"],
+        payload["device_uuid"],
+        payload["offset"],
+        payload["extent"],
+        payload["shape"],
+        payload["strides"],
+        payload["dtype"],
+        payload["readonly"],
+        payload["event"],
+        keep,
+    )
 
 
 def _import_pool(payload: Payload) -> _stridex.View:
