@@ -225,28 +225,43 @@ bool stream_pending(std::intptr_t stream, Device device) {
     }
 }
 
-// Stream handles that may be queried after the hand-over that named them: the default streams,
-// and handles of stream objects still alive (weak references, by handle). Guarded by g_log_mutex.
+// Stream handles that may be queried after the hand-over that named them: the default streams, and
+// handles of the stream objects callers passed, held here (strong references) while an entry of
+// the log names their handle, so that the stream cannot be destroyed and its handle reused while
+// it may still be queried. Not weak references: torch.cuda.Stream and torch.cuda.Event of torch
+// 2.9 to 2.11 claim weak reference support but never clear their weak references when they die
+// (pytorch/pytorch#183403), so a weak reference to one dangles and crashes when released.
+// Guarded by g_log_mutex; references are dropped outside it (a stream's finalizer may run Python
+// code that hands over again).
 std::map<std::intptr_t, nb::object> g_stream_objects;
-
-bool object_alive(const nb::object& weak) {
-#if PY_VERSION_HEX >= 0x030D0000
-    PyObject* o = nullptr;
-    if (PyWeakref_GetRef(weak.ptr(), &o) < 0) PyErr_Clear();
-    Py_XDECREF(o);
-    return o != nullptr;
-#else
-    return PyWeakref_GetObject(weak.ptr()) != Py_None;
-#endif
-}
+std::size_t g_stream_objects_prune_at = 64;  // doubles with what a prune has to keep
 
 // Whether `stream`, named by an earlier hand-over, may be queried now.
 bool queryable_later(std::intptr_t stream) {
     if (g_pending_override) return true;  // the test seam answers, no driver is asked
     if (stream == cuda::StreamRef::kLegacy || stream == cuda::StreamRef::kPerThread) return true;
     const std::lock_guard lock(g_log_mutex);
-    const auto it = g_stream_objects.find(stream);
-    return it != g_stream_objects.end() && object_alive(it->second);
+    return g_stream_objects.count(stream) != 0;
+}
+
+// Moves the stream objects no log entry names any more into `dropped` (released by the caller,
+// outside the mutex). Called with the mutex held.
+void prune_stream_objects_locked(std::vector<nb::object>& dropped) {
+    std::vector<std::intptr_t> named;
+    named.reserve(g_log.size() * 2);
+    for (const auto& [key, e] : g_log) {
+        named.push_back(e.consumer_stream);
+        named.push_back(e.producer_stream);
+    }
+    std::sort(named.begin(), named.end());
+    for (auto it = g_stream_objects.begin(); it != g_stream_objects.end();)
+        if (std::binary_search(named.begin(), named.end(), it->first)) {
+            ++it;
+        } else {
+            dropped.push_back(std::move(it->second));
+            it = g_stream_objects.erase(it);
+        }
+    g_stream_objects_prune_at = std::max<std::size_t>(64, g_stream_objects.size() * 2);
 }
 
 std::string stream_name(std::intptr_t s) {
@@ -364,17 +379,21 @@ void prune_locked() {
     }
 }
 
-// Logs `e`, replacing an entry of the same range, owner and consumer stream (a loop importing one
-// array keeps one entry).
+// Logs `e`. An entry of the same range, owner and consumer stream is the same hand-over again (a
+// loop importing one array, a View used again on the stream it is ready on): the earlier entry is
+// kept and only made recent, because it names the producer's stream, where the owner's allocator
+// works; a later use of the View names the View's own stream there, the consumer's, and would
+// hide every race between the two.
 void log_entry(Entry&& e, PyObject* owner) {
     const std::lock_guard lock(g_log_mutex);
     e.seq = ++g_seq;
     const Key key{static_cast<int>(e.device.type), e.device.id, e.lo};
     for (auto [it, end] = g_log.equal_range(key); it != end; ++it)
         if (it->second.hi == e.hi && it->second.consumer_stream == e.consumer_stream && same_owner(it->second, owner)) {
-            const bool ipc = it->second.ipc;
-            it->second = std::move(e);
-            it->second.ipc = it->second.ipc || ipc;
+            Entry& kept = it->second;
+            kept.seq = e.seq;
+            kept.ipc = kept.ipc || e.ipc;
+            if (kept.producer_stream == kNoStream) kept.producer_stream = e.producer_stream;
             return;
         }
     g_max_span = std::max(g_max_span, e.hi - e.lo);
@@ -570,18 +589,15 @@ void released(View& view, nb::object& source) noexcept {
 
 void stream_object_seen(PyObject* object, std::intptr_t handle) noexcept {
     if (handle == cuda::StreamRef::kLegacy || handle == cuda::StreamRef::kPerThread) return;
-    if (!PyType_SUPPORTS_WEAKREFS(Py_TYPE(object))) return;  // not vouched for: never queried later
-    nb::object weak = nb::steal(PyWeakref_NewRef(object, nullptr));
-    if (!weak.is_valid()) {
-        PyErr_Clear();
-        return;
-    }
+    std::vector<nb::object> dropped;  // released after the mutex
     try {
         const std::lock_guard lock(g_log_mutex);
-        if (g_stream_objects.size() > 1024)
-            for (auto it = g_stream_objects.begin(); it != g_stream_objects.end();)
-                it = object_alive(it->second) ? std::next(it) : g_stream_objects.erase(it);
-        g_stream_objects[handle] = std::move(weak);
+        nb::object& held = g_stream_objects[handle];
+        if (held.ptr() != object) {
+            dropped.push_back(std::move(held));
+            held = nb::borrow(object);
+        }
+        if (g_stream_objects.size() > g_stream_objects_prune_at) prune_stream_objects_locked(dropped);
     } catch (...) {  // out of memory: the stream is just not vouched for
     }
 }
@@ -679,13 +695,15 @@ void bind_sanitizer(nb::module_& m) {
     m.def(
         "_sanitizer_reset",
         [] {
+            std::map<std::intptr_t, nb::object> streams;  // released after the mutex
             const std::lock_guard lock(g_log_mutex);
             g_log.clear();
+            streams.swap(g_stream_objects);
             g_counts = {};
             g_recent.clear();
             g_max_span = 0;
         },
-        "Forgets the log and the reports (tests).");
+        "Forgets the log, the stream objects it held and the reports (tests).");
     m.def(
         "_sanitizer_log",
         [] {
@@ -728,6 +746,7 @@ void bind_sanitizer(nb::module_& m) {
     // The summary at exit, while the interpreter is whole; nothing when no report was made.
     nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
         bool ever = false;
+        std::map<std::intptr_t, nb::object> streams;
         {
             const std::lock_guard lock(g_switch_mutex);
             ever = g_ever_on;
@@ -738,8 +757,9 @@ void bind_sanitizer(nb::module_& m) {
         {
             const std::lock_guard lock(g_log_mutex);
             g_log.clear();  // weak references and code objects go while Python can take them
-            g_stream_objects.clear();
+            streams.swap(g_stream_objects);
         }
+        streams.clear();  // outside the mutex: a stream's finalizer may run Python code
         std::uint64_t total = 0;
         for (int k = 0; k < kKinds; ++k) total += g_counts[k];
         // Only where there is something to say: a clean run's processes (subprocesses that inherit

@@ -57,9 +57,9 @@ void ipc_imported(const View& view, PyObject* keep, bool has_event);
 void released(View& view, nanobind::object& source) noexcept;
 
 // A stream object the caller passed (stridex.view(stream=...), stridex.copy, ...) and its handle:
-// while the object lives, its handle may be queried after the call that passed it (a stream
-// handle outliving its stream is not safe to query; streams known no other way are queried only
-// within the hand-over that names them).
+// the sanitizer holds the object while its log names the handle, so the handle may be queried
+// after the call that passed it (a stream handle outliving its stream is not safe to query;
+// streams known no other way are queried only within the hand-over that names them).
 void stream_object_seen(PyObject* object, std::intptr_t handle) noexcept;
 
 // stridex._stridex._sanitizer_* and StreamRaceWarning / StreamRaceError; reads STRIDEX_SANITIZE.

@@ -166,6 +166,26 @@ def test_release_with_pending_consumer_work(pending):
     assert "hand-over: stridex.view" in text and "release: View released" in text
 
 
+def test_a_use_on_the_views_stream_keeps_the_producers_stream(pending):
+    # As torch.from_dlpack(v) on the consumer's stream does after stridex.view(x, stream=side): the
+    # use names the View's stream as its producer. The log keeps the import's producer stream, so
+    # both races stay visible (found on a GPU: the use hid them).
+    memory = np.zeros(8, np.float32)
+    with stridex.sanitize():
+        owner = producer(memory)
+        v = stridex.view(owner, stream=SIDE)
+        del owner
+        v.__dlpack__(stream=SIDE)  # the consumer's use; its capsule is dropped at once
+        ((_, _, _, door, producer_stream, consumer_stream, _, _),) = _stridex._sanitizer_log()
+        assert (door, producer_stream, consumer_stream) == ("stridex.view", PRODUCER, SIDE)
+        pending.add(SIDE)
+        with pytest.warns(stridex.StreamRaceWarning, match="release_pending: View released") as record:
+            del v
+        assert "producer's allocator (on stream 0x7)" in str(races(record)[0].message)
+        with pytest.warns(stridex.StreamRaceWarning, match="reuse_after_release: memory handed over again"):
+            stridex.view(producer(memory))
+
+
 def test_release_silent_when_owner_kept_idle_or_same_stream(pending):
     with stridex.sanitize(), warnings.catch_warnings():
         warnings.simplefilter("error", stridex.StreamRaceWarning)
@@ -246,6 +266,55 @@ def test_log_is_bounded_lru_and_prunes_dead_idle_owners(pending):
         _stridex._sanitizer_set_cap(previous)
     with pytest.raises(ValueError, match="at least 4, found 1"):
         _stridex._sanitizer_set_cap(1)
+
+
+class StreamObject:
+    """A caller's stream object (the __cuda_stream__ protocol)."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def test_stream_objects_are_held_while_named_never_weakly_referenced(pending):
+    # torch.cuda.Stream of torch 2.9-2.11 leaves weak references dangling when it dies
+    # (pytorch/pytorch#183403): releasing one crashed the process at exit. The log holds the
+    # stream objects it may query later instead, while an entry names their stream.
+    memory = np.zeros(8, np.float32)
+    side = StreamObject(SIDE)
+    ref = weakref.ref(side)
+    with stridex.sanitize():
+        owner = producer(memory)
+        v = stridex.view(owner, stream=side)
+        assert weakref.getweakrefcount(side) == 1  # the test's own
+        del v, owner, side
+        gc.collect()
+        assert ref() is not None  # held: its handle may still be queried
+    _stridex._sanitizer_reset()
+    assert ref() is None  # the log forgot it, and let it go
+
+
+def test_stream_objects_no_entry_names_are_let_go(pending):
+    previous = _stridex._sanitizer_set_cap(4)
+    try:
+        memory = [np.zeros(4, np.float32) for _ in range(100)]
+        refs = []
+        with stridex.sanitize():
+            for i, m in enumerate(memory):
+                s = StreamObject(1000 + i)
+                refs.append(weakref.ref(s))
+                stridex.view(producer(m), stream=s)
+                del s
+        alive = [i for i, r in enumerate(refs) if r() is not None]
+        assert len(alive) <= 65, len(alive)  # pruned once more than 64 are held
+        named = {consumer for *_, consumer, _alive, _ipc in _stridex._sanitizer_log()}
+        assert {1000 + i for i in range(96, 100)} <= named
+        assert set(range(96, 100)) <= set(alive)  # those the log still names are held
+    finally:
+        _stridex._sanitizer_set_cap(previous)
+        _stridex._sanitizer_reset()
 
 
 def test_log_keeps_no_owner_alive(pending):
