@@ -80,19 +80,6 @@ Layout checked_layout(const Shape& shape, std::uint64_t offset, std::uint64_t ex
     return layout;
 }
 
-// VMM imports only: makes the device's legacy stream wait for the exporter's event now (no host
-// block). A VMM ticket is released right after the import, so that the memory may outlive its
-// exporter, and CUDA leaves a wait on an opened event undefined once its exporter destroyed it:
-// the wait cannot be left for the point of use (docs/distributed.md, "Ordering at the point of
-// use"). The opened event can be destroyed at once: a wait captures its state when enqueued.
-void wait_event_now(Driver& d, const IpcHandle& handle) {
-    CUevent event = nullptr;
-    d.call("cuIpcOpenEventHandle", d.api().ipc_open_event_handle, &event, handle);
-    const CUresult r = d.raw().stream_wait_event(StreamRef::legacy().handle(), event, 0u);
-    d.try_call(d.raw().event_destroy, event);
-    if (r != result::success) d.fail_call("cuStreamWaitEvent", r);
-}
-
 // An Owner running both the mapping's release and the caller's `keep`.
 template <class Release>
 Owner owner_with(Release release, Owner keep) {
@@ -102,14 +89,15 @@ Owner owner_with(Release release, Owner keep) {
     });
 }
 
-// A legacy handle's View is ready after the exporter's event, when it sent one: carried as its
-// Pending and waited for by each consumer's stream when it takes the View (ipc_event.hpp). A VMM
-// View whose legacy stream waited already says stream 1.
+// An imported View is ready after the exporter's event, when it sent one: carried as its Pending
+// (the opened event, or for VMM memory this process's relay of it) and waited for by each
+// consumer's stream when it takes the View (ipc_event.hpp). No stream of this process has work
+// for it: its stream is none.
 View make_view(std::uint64_t data, Layout layout, const Shape& shape, int ordinal, std::shared_ptr<const Pending> event,
-               bool waited, Owner owner) {
+               Owner owner) {
     View v(reinterpret_cast<void*>(static_cast<std::uintptr_t>(data)), 0, std::move(layout), shape.dtype,
            Device::cuda(ordinal), shape.readonly, std::move(owner));
-    v.set_stream(waited ? StreamRef::kLegacy : kNoStream);
+    v.set_stream(kNoStream);
     v.set_pending(std::move(event));
     return v;
 }
@@ -398,8 +386,7 @@ View import_handle(const IpcHandle& handle, const DeviceUuid& device, std::uint6
         release_handle(d, key);
         throw;
     }
-    return make_view(base + offset, std::move(layout), shape, ordinal, std::move(opened_event), false,
-                     std::move(owner));
+    return make_view(base + offset, std::move(layout), shape, ordinal, std::move(opened_event), std::move(owner));
 }
 
 View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const DeviceUuid& device, std::uint64_t offset,
@@ -419,6 +406,7 @@ View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const Device
     CUdeviceptr base = 0;
     d.call("cuMemAddressReserve", api.mem_address_reserve, &base, extent, 0, 0, 0ull);
     std::size_t mapped = 0;
+    std::shared_ptr<const Pending> relayed;
     try {
         for (const int fd : fds) {
             CUmemGenericAllocationHandle h = 0;
@@ -431,7 +419,7 @@ View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const Device
         }
         const MemAccessDesc access{{cu::kMemLocationTypeDevice, ordinal}, cu::kMemAccessReadWrite};
         d.call("cuMemSetAccess", api.mem_set_access, base, extent, &access, std::size_t{1});
-        if (event) wait_event_now(d, *event);
+        if (event) relayed = relay_event(d, *event, ordinal);
     } catch (...) {
         for (std::size_t i = mapped; i-- > 0;) d.try_call(api.mem_unmap, base + i * chunk_size, chunk_size);
         d.try_call(api.mem_address_free, base, extent);
@@ -450,7 +438,7 @@ View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const Device
             }
         },
         std::move(keep));
-    return make_view(base + offset, std::move(layout), shape, ordinal, nullptr, event.has_value(), std::move(owner));
+    return make_view(base + offset, std::move(layout), shape, ordinal, std::move(relayed), std::move(owner));
 }
 
 View import_pool(int fd, const std::string& pool_key, const MemPoolPtrExportData& pointer, const DeviceUuid& device,
@@ -467,15 +455,14 @@ View import_pool(int fd, const std::string& pool_key, const MemPoolPtrExportData
     std::shared_ptr<const Pending> opened_event;
     try {
         // Carried, not waited for here: the exporter's event lives as long as its ticket, which
-        // this View's release ends (as for a legacy handle; VMM imports must wait at import).
+        // this View's release ends (as for a legacy handle; a VMM import relays it at import).
         if (event) opened_event = open_event(d, *event, ordinal);
         owner = owner_with([&d, key]() noexcept { release_pool_pointer(d, key); }, std::move(keep));
     } catch (...) {
         release_pool_pointer(d, key);
         throw;
     }
-    return make_view(base + offset, std::move(layout), shape, ordinal, std::move(opened_event), false,
-                     std::move(owner));
+    return make_view(base + offset, std::move(layout), shape, ordinal, std::move(opened_event), std::move(owner));
 }
 
 std::size_t open_handles() {

@@ -132,4 +132,24 @@ std::shared_ptr<const Pending> open_event(Driver& d, const IpcHandle& handle, in
     }
 }
 
+std::shared_ptr<const Pending> relay_event(Driver& d, const IpcHandle& handle, int ordinal) {
+    const ContextGuard guard(d, ordinal);
+    const StreamRef side = side_stream(ordinal);
+    CUevent opened = nullptr;
+    d.call("cuIpcOpenEventHandle", d.api().ipc_open_event_handle, &opened, handle);
+    // The wait captures the exporter's event as it is now: the opened event may go at once.
+    const CUresult waited = d.raw().stream_wait_event(side.handle(), opened, 0u);
+    d.try_call(d.raw().event_destroy, opened);
+    if (waited != result::success) d.fail_call("cuStreamWaitEvent", waited);
+    CUevent own = nullptr;
+    d.call("cuEventCreate", d.api().event_create, &own, cu::kEventDisableTiming);
+    try {
+        d.call("cuEventRecord", d.api().event_record, own, side.handle());
+        return std::make_shared<const IpcEvent>(d, own, ordinal);
+    } catch (...) {
+        d.try_call(d.raw().event_destroy, own);
+        throw;
+    }
+}
+
 }  // namespace stridex::cuda::ipc

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -26,6 +27,7 @@
 #include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/error.hpp"
+#include "stridex/pending.hpp"
 
 namespace nb = nanobind;
 
@@ -443,21 +445,20 @@ void check_reuse(const Entry& now, PyObject* owner) {
     }
 }
 
-// Class 4: only a use with no ordering (NO_SYNC) can skip the producer's event. Most IPC Views
-// carry that event as their Pending until a consumer takes them (every ordered door waits for it),
-// so the use races while no stream of this process, and not the host, has waited for it. A VMM
-// import has its event waited for by the legacy default stream at import instead (no Pending):
-// the use races while that stream is still pending.
-bool ipc_unwaited(const View& view, const Entry& ipc_entry, std::intptr_t consumer) {
+// Class 4: only a use with no ordering (NO_SYNC) can skip the producer's event. An IPC View
+// carries that event (or, for VMM memory, this process's relay of it) as its Pending until a
+// consumer takes it (every ordered door waits for it), so the use races while no stream of this
+// process, and not the host, has waited for it.
+bool ipc_unwaited(const View& view, std::intptr_t consumer) {
     if (consumer != kNoStream) return false;
-    if (const auto& pending = view.pending()) return !pending->waited();
-    return stream_pending(ipc_entry.consumer_stream, ipc_entry.device);
+    const auto& pending = view.pending();
+    return pending && !pending->waited();
 }
 
 void check_ipc(const View& view, const Entry& now, std::intptr_t consumer) {
     for (const Entry& before : overlapping(now)) {
         if (!before.ipc) continue;
-        if (!ipc_unwaited(view, before, consumer)) continue;
+        if (!ipc_unwaited(view, consumer)) continue;
         report(kIpc,
                "IPC View used before its producer's event was waited for (use it on a stream: stream=... orders "
                "it after the producer's work)" +
@@ -654,6 +655,33 @@ nb::dict summary() {
     return counts;
 }
 
+// The test seam's stand-in for an opened IPC event (_sanitizer_mark_ipc): records who waited, and
+// asks no driver.
+class RecordedPending final : public Pending {
+public:
+    void order_before(std::intptr_t consumer, Device) const override {
+        const std::lock_guard lock(mutex_);
+        waiters_.push_back(consumer);
+    }
+    void synchronize() const override {
+        const std::lock_guard lock(mutex_);
+        host_ = true;
+    }
+    bool waited_by(std::intptr_t consumer, Device) const noexcept override {
+        const std::lock_guard lock(mutex_);
+        return host_ || std::find(waiters_.begin(), waiters_.end(), consumer) != waiters_.end();
+    }
+    bool waited() const noexcept override {
+        const std::lock_guard lock(mutex_);
+        return host_ || !waiters_.empty();
+    }
+
+private:
+    mutable std::mutex mutex_;
+    mutable std::vector<std::intptr_t> waiters_;
+    mutable bool host_ = false;
+};
+
 }  // namespace
 
 void bind_sanitizer(nb::module_& m) {
@@ -739,10 +767,14 @@ void bind_sanitizer(nb::module_& m) {
         "_sanitizer_mark_ipc",
         [](nb::handle view, nb::object keep) {
             if (!is_view(view.ptr())) fail(ErrorKind::type, "expected a stridex.View, found ", type_name(view.ptr()));
-            ipc_imported(py_view(view.ptr()).view, keep.ptr(), true);
+            View imported = py_view(view.ptr()).view;
+            imported.set_pending(std::make_shared<const RecordedPending>());
+            ipc_imported(imported, keep.ptr(), true);
+            return wrap_view(std::move(imported), keep);
         },
         nb::arg("view"), nb::arg("keep").none(),
-        "Test seam: logs `view` as a View imported from another process with its producer's event.");
+        "Test seam: `view` as a View imported from another process would be, ready after its producer's "
+        "event (one that only records which streams waited for it), logged as such.");
     // The summary at exit, while the interpreter is whole; nothing when no report was made.
     nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
         bool ever = false;

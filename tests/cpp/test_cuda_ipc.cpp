@@ -13,6 +13,7 @@
 #include "fake_driver.hpp"
 #include "stridex/cuda/ipc.hpp"
 #include "stridex/cuda/memory.hpp"
+#include "stridex/cuda/stream.hpp"
 #include "stridex/cuda/vmm.hpp"
 
 namespace {
@@ -227,11 +228,19 @@ TEST(CudaIpc, VmmChunksTravelAsFdsAndMapInOrderAtAFreshReservation) {
             const auto log = fake->take_log();
             EXPECT_TRUE(logged(log, "reserve 6M"));
             EXPECT_TRUE(logged(log, "access +0M 6M dev0"));
-            // The exporter's event may go with the ticket right after: waited for now, not carried.
-            EXPECT_TRUE(logged(log, "wait legacy on e"));
-            EXPECT_EQ(v->stream(), 1);
-            EXPECT_EQ(v->pending(), nullptr);
+            // The exporter's event may go with the ticket right after: a private stream waits for
+            // it now and records an event of this process's, which the View carries; no stream of
+            // the caller's (not the legacy default stream) waits at import.
+            EXPECT_TRUE(logged(log, "wait s"));
+            EXPECT_TRUE(logged(log, "record e"));
+            EXPECT_FALSE(logged(log, "wait legacy"));
+            EXPECT_EQ(v->stream(), stridex::kNoStream);
+            ASSERT_NE(v->pending(), nullptr);
+            EXPECT_FALSE(v->pending()->waited());
             EXPECT_EQ(v->device(), Device::cuda(0));
+            stridex::cuda::order(*v, stridex::cuda::StreamRef::legacy());  // the consumer's door, at the point of use
+            EXPECT_TRUE(logged(fake->take_log(), "wait legacy on e"));
+            EXPECT_TRUE(v->pending()->waited_by(stridex::cuda::StreamRef::kLegacy, Device::cuda(0)));
             // Same physical memory: a byte written through the exporter's address reads through ours.
             fake->bytes_at(reinterpret_cast<CUdeviceptr>(src.ptr()))[0] = std::byte{42};
             EXPECT_EQ(fake->bytes_at(reinterpret_cast<CUdeviceptr>(v->ptr()))[0], std::byte{42});

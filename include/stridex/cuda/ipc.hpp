@@ -22,9 +22,10 @@
 //   * Pending work is ordered with an interprocess event (CU_EVENT_INTERPROCESS) recorded on the
 //     View's stream (or the legacy default stream when it says none). A legacy handle's or pool
 //     allocation's View carries the opened event as its Pending (stridex/pending.hpp), and each
-//     consumer's stream waits for it when the consumer takes the View: nothing waits at import. A VMM import's
-//     legacy default stream waits at import (its ticket, and so the exporter's event, is released
-//     right after). The host never blocks at import.
+//     consumer's stream waits for it when the consumer takes the View: nothing waits at import. A VMM
+//     import's ticket, and so the exporter's event, is released right after it: a private stream
+//     waits for the event at import and the View carries this process's relay event instead
+//     (ipc_event.hpp). The host never blocks at import.
 //   * Devices are named by UUID: CUDA_VISIBLE_DEVICES may number them differently in each process.
 //
 // The fds and the release protocol are the Python layer's (python/stridex/ipc/): a fd crosses a
