@@ -60,6 +60,19 @@ def torch_with_cuda():
     return torch
 
 
+@pytest.fixture(scope="module")
+def gpu_worker(torch_with_cuda):
+    """A spawned process answering ipc_gpu_worker's requests, one per test module
+    (test_ipc_gpu*.py); stopped and joined after the module."""
+    import ipc_gpu_worker as requests
+    import ipc_harness
+
+    w = ipc_harness.Worker(requests.serve, timeout=60)
+    yield w
+    w.stop()
+    w.process.join(timeout=60)
+
+
 @pytest.fixture(scope="session")
 def jax_gpu():
     """(jax, its first GPU), skipping the test (with the reason) unless JAX has a GPU backend."""

@@ -29,11 +29,8 @@ def torch(torch_with_cuda):
 
 
 @pytest.fixture(scope="module")
-def worker(torch):
-    w = ipc_harness.Worker(ipc_gpu_worker.serve, timeout=60)
-    yield w
-    w.stop()
-    w.process.join(timeout=60)
+def worker(gpu_worker):
+    return gpu_worker
 
 
 def _shareable_pool():

@@ -187,6 +187,22 @@ def test_allocator_cupy_memory_is_cupys_and_returns_to_its_pool():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("rmm") is None, reason="needs RMM (not installed on this machine)")
-def test_allocator_rmm_allocates():
-    r = stridex.view(torch.rand(64, 64, device="cuda")).T.contiguous(allocator="rmm")
-    assert r.shape == (64, 64)
+def test_allocator_rmm_allocates_from_rmms_resource_and_returns_to_it():
+    import rmm
+    import rmm.statistics
+
+    previous = rmm.mr.get_current_device_resource()
+    rmm.statistics.enable_statistics()  # a statistics adaptor over RMM's current resource
+    try:
+        x = stridex.view(torch.rand(512, 512, device="cuda"))
+        before = rmm.statistics.get_statistics()
+        r = x.T.contiguous(allocator="rmm")
+        during = rmm.statistics.get_statistics()
+        assert during.current_bytes >= before.current_bytes + 512 * 512 * 4  # RMM's memory
+        assert during.total_count == before.total_count + 1
+        assert torch.equal(torch.from_dlpack(r), torch.from_dlpack(x).T)
+        del r
+        gc.collect()
+        assert rmm.statistics.get_statistics().current_bytes == before.current_bytes  # returned to RMM
+    finally:
+        rmm.mr.set_current_device_resource(previous)
