@@ -1,10 +1,7 @@
-// The hand-over race sanitizer (sanitizer.hpp, docs/sanitizer.md).
-//
-// The log: one entry per (memory range, owner) handed over while on, with the producer's and the
-// consumer's streams, the door, the owner as a weak reference and a few Python frames (code object
-// and line, formatted only when a report is made). Checks copy what they need out of the log under
-// its mutex and ask the driver (or a test's stand-in) outside it: a Python callable or a warning
-// filter may run Python code that hands over again.
+// The hand-over race sanitizer (sanitizer.hpp, docs/sanitizer.md): the switch, the four checks,
+// the reports and the bindings. The log they read and write is sanitizer_log.hpp. Checks copy what
+// they need out of the log and ask the driver (or a test's stand-in) outside its mutex: a Python
+// callable or a warning filter may run Python code that hands over again.
 #include "sanitizer.hpp"
 
 #include <nanobind/stl/string.h>
@@ -13,17 +10,16 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "arguments.hpp"
 #include "export.hpp"
 #include "import.hpp"
 #include "py_owner.hpp"
+#include "sanitizer_log.hpp"
 #include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/error.hpp"
@@ -33,6 +29,9 @@ namespace nb = nanobind;
 
 namespace stridex::python::sanitizer {
 namespace {
+
+using log::describe, log::Entry, log::forget, log::make_entry, log::overlapping, log::owner_alive, log::same_owner,
+    log::stream_name;
 
 // ---- the switch -----------------------------------------------------------------------------------
 std::mutex g_switch_mutex;  // guards the counts below; g_on follows them
@@ -49,109 +48,8 @@ void update_switch() {  // with g_switch_mutex held
     detail::g_on.store(on, std::memory_order_relaxed);
 }
 
-// ---- Python stacks ------------------------------------------------------------------------------
-constexpr int kFrames = 8;  // captured; stridex's own frames are dropped when formatting
-struct Frame {
-    nb::object code;
-    int line = 0;  // the instruction offset on Python >= 3.11, the line before
-};
-struct Stack {
-    std::array<Frame, kFrames> frames;
-    int size = 0;
-};
-
-Stack capture_stack() {
-    Stack s;
-    PyFrameObject* f = PyEval_GetFrame();  // borrowed; null from a thread without Python frames
-    Py_XINCREF(f);
-    while (f && s.size < kFrames) {
-        s.frames[s.size].code = nb::steal(reinterpret_cast<PyObject*>(PyFrame_GetCode(f)));
-#if PY_VERSION_HEX >= 0x030B0000
-        // The instruction offset: its line is looked up only when a report is made (the line
-        // table walk is most of what a stack costs).
-        s.frames[s.size].line = PyFrame_GetLasti(f);
-#else
-        s.frames[s.size].line = PyFrame_GetLineNumber(f);
-#endif
-        ++s.size;
-        PyFrameObject* back = PyFrame_GetBack(f);
-        Py_DECREF(f);
-        f = back;
-    }
-    Py_XDECREF(f);
-    return s;
-}
-
-std::string package_dir() {  // stridex's own frames are not the user's hand-over
-    static std::string dir = [] {
-        nb::object mod = nb::steal(PyImport_ImportModule("stridex"));
-        if (!mod.is_valid()) {
-            PyErr_Clear();
-            return std::string();
-        }
-        nb::object file = nb::steal(PyObject_GetAttrString(mod.ptr(), "__file__"));
-        if (!file.is_valid() || !PyUnicode_Check(file.ptr())) {
-            PyErr_Clear();
-            return std::string();
-        }
-        std::string path = PyUnicode_AsUTF8(file.ptr());
-        return path.substr(0, path.rfind('/') + 1);
-    }();
-    return dir;
-}
-
-std::string format_stack(const Stack& s) {
-    const std::string own = package_dir();
-    std::string out;
-    int shown = 0;
-    for (int i = 0; i < s.size && shown < 4; ++i) {
-        auto* code = reinterpret_cast<PyCodeObject*>(s.frames[i].code.ptr());
-        const char* file = PyUnicode_AsUTF8(code->co_filename);
-        const char* name = PyUnicode_AsUTF8(code->co_name);
-        if (!file || !name) {
-            PyErr_Clear();
-            continue;
-        }
-        if (!own.empty() && std::strncmp(file, own.c_str(), own.size()) == 0 && i + 1 < s.size) continue;
-        out += "\n      ";
-        out += file;
-#if PY_VERSION_HEX >= 0x030B0000
-        const int line = PyCode_Addr2Line(code, s.frames[i].line);
-#else
-        const int line = s.frames[i].line;
-#endif
-        out += ":" + std::to_string(line) + " in " + name;
-        ++shown;
-    }
-    if (shown == 0) out = "\n      (no Python frames: called from native code)";
-    return out;
-}
-
-// ---- the log ------------------------------------------------------------------------------------
-struct Entry {
-    std::uint64_t seq = 0;  // last use, for the LRU
-    Device device;
-    std::uintptr_t lo = 0, hi = 0;
-    // The producer: its type (a strong reference to the type, never to an instance), named only
-    // when a report is made, or a fixed label.
-    nb::object producer_type;
-    const char* producer_label = nullptr;
-    nb::object owner;  // a weak reference to the owner object, or empty where it takes none
-    std::uintptr_t owner_id = 0;
-    std::intptr_t producer_stream = kNoStream, consumer_stream = kNoStream;
-    const char* door = "";
-    bool ipc = false;
-    Stack stack;
-};
-
-using Key = std::tuple<int, int, std::uintptr_t>;  // device type, device id, lo
-std::mutex g_log_mutex;
-std::multimap<Key, Entry> g_log;
-std::uint64_t g_seq = 0;
-std::uintptr_t g_max_span = 0;  // the longest range logged: how far below `lo` an overlap can start
-std::size_t g_cap = 4096;
-
-// The report counts and the last reports (tests and the summary).
+// The report counts and the last reports (tests and the summary), guarded by g_reports_mutex.
+std::mutex g_reports_mutex;
 enum Kind : int { kNoSync, kReuse, kRelease, kIpc, kKinds };
 const char* const kKindNames[kKinds] = {"no_sync", "reuse_after_release", "release_pending", "ipc_unwaited"};
 std::array<std::uint64_t, kKinds> g_counts{};
@@ -164,36 +62,6 @@ PyObject* g_pending_override = nullptr;
 
 PyObject* g_warning = nullptr;  // stridex.StreamRaceWarning
 PyObject* g_error = nullptr;    // stridex.StreamRaceError
-
-bool owner_alive(const Entry& e) {
-    if (!e.owner.is_valid()) return true;  // no weak reference: cannot tell, assume alive
-#if PY_VERSION_HEX >= 0x030D0000
-    PyObject* o = nullptr;
-    if (PyWeakref_GetRef(e.owner.ptr(), &o) < 0) {
-        PyErr_Clear();
-        return true;
-    }
-    Py_XDECREF(o);
-    return o != nullptr;
-#else
-    return PyWeakref_GetObject(e.owner.ptr()) != Py_None;
-#endif
-}
-
-bool same_owner(const Entry& e, PyObject* owner) {
-    if (!owner || owner == Py_None) return false;
-    if (e.owner.is_valid()) {
-#if PY_VERSION_HEX >= 0x030D0000
-        PyObject* o = nullptr;
-        if (PyWeakref_GetRef(e.owner.ptr(), &o) < 0) PyErr_Clear();
-        Py_XDECREF(o);
-        return o == owner;
-#else
-        return PyWeakref_GetObject(e.owner.ptr()) == owner;
-#endif
-    }
-    return e.owner_id == reinterpret_cast<std::uintptr_t>(owner);
-}
 
 // Whether work queued on `stream` may still be running. A host query, never a wait.
 bool stream_pending(std::intptr_t stream, Device device) {
@@ -227,86 +95,13 @@ bool stream_pending(std::intptr_t stream, Device device) {
     }
 }
 
-// Stream handles that may be queried after the hand-over that named them: the default streams, and
-// handles of the stream objects callers passed, held here (strong references) while an entry of
-// the log names their handle, so that the stream cannot be destroyed and its handle reused while
-// it may still be queried. Not weak references: torch.cuda.Stream and torch.cuda.Event of torch
-// 2.9 to 2.11 claim weak reference support but never clear their weak references when they die
-// (pytorch/pytorch#183403), so a weak reference to one dangles and crashes when released.
-// Guarded by g_log_mutex; references are dropped outside it (a stream's finalizer may run Python
-// code that hands over again).
-std::map<std::intptr_t, nb::object> g_stream_objects;
-std::size_t g_stream_objects_prune_at = 64;  // doubles with what a prune has to keep
-
-// Whether `stream`, named by an earlier hand-over, may be queried now.
+// Whether `stream`, named by an earlier hand-over, may be queried now: a default stream, or one
+// whose stream object the log holds (log::hold_stream_object). A stream handle outliving its
+// stream is not safe to query.
 bool queryable_later(std::intptr_t stream) {
     if (g_pending_override) return true;  // the test seam answers, no driver is asked
     if (stream == cuda::StreamRef::kLegacy || stream == cuda::StreamRef::kPerThread) return true;
-    const std::lock_guard lock(g_log_mutex);
-    return g_stream_objects.count(stream) != 0;
-}
-
-// Moves the stream objects no log entry names any more into `dropped` (released by the caller,
-// outside the mutex). Called with the mutex held.
-void prune_stream_objects_locked(std::vector<nb::object>& dropped) {
-    std::vector<std::intptr_t> named;
-    named.reserve(g_log.size() * 2);
-    for (const auto& [key, e] : g_log) {
-        named.push_back(e.consumer_stream);
-        named.push_back(e.producer_stream);
-    }
-    std::sort(named.begin(), named.end());
-    for (auto it = g_stream_objects.begin(); it != g_stream_objects.end();)
-        if (std::binary_search(named.begin(), named.end(), it->first)) {
-            ++it;
-        } else {
-            dropped.push_back(std::move(it->second));
-            it = g_stream_objects.erase(it);
-        }
-    g_stream_objects_prune_at = std::max<std::size_t>(64, g_stream_objects.size() * 2);
-}
-
-std::string stream_name(std::intptr_t s) {
-    if (s == kNoStream) return "none";
-    if (s == cuda::StreamRef::kLegacy) return "legacy default stream";
-    if (s == cuda::StreamRef::kPerThread) return "per-thread default stream";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "stream 0x%llx", static_cast<unsigned long long>(s));
-    return buf;
-}
-
-std::string range_name(const Entry& e) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "[0x%llx, 0x%llx) (%llu bytes)", static_cast<unsigned long long>(e.lo),
-                  static_cast<unsigned long long>(e.hi), static_cast<unsigned long long>(e.hi - e.lo));
-    return buf;
-}
-
-// "torch.Tensor": the top-level package of the type's module, and the type's name.
-std::string type_name_of(PyObject* type) {
-    auto* t = reinterpret_cast<PyTypeObject*>(type);
-    nb::object module = nb::steal(PyObject_GetAttrString(type, "__module__"));
-    std::string out;
-    if (module.is_valid() && PyUnicode_Check(module.ptr())) {
-        out = PyUnicode_AsUTF8(module.ptr());
-        out = out.substr(0, out.find('.')) + ".";
-    } else {
-        PyErr_Clear();
-    }
-    const char* name = std::strrchr(t->tp_name, '.');
-    return out + (name ? name + 1 : t->tp_name);
-}
-
-std::string producer_name(const Entry& e) {
-    if (e.producer_label) return e.producer_label;
-    if (!e.producer_type.is_valid()) return "stridex (no owner object)";
-    return type_name_of(e.producer_type.ptr());
-}
-
-std::string describe(const char* label, const Entry& e) {
-    return std::string("\n  ") + label + ": " + e.door + ", producer " + producer_name(e) + " on " +
-           stream_name(e.producer_stream) + ", consumer on " + stream_name(e.consumer_stream) + ", " + e.device.name() +
-           " " + range_name(e) + format_stack(e.stack);
+    return log::holds_stream_object(stream);
 }
 
 // Warns (or raises, in raise mode, where `may_raise`) with the report. Throws nb::python_error when
@@ -314,7 +109,7 @@ std::string describe(const char* label, const Entry& e) {
 void report(Kind kind, const std::string& text, bool may_raise) {
     const std::string message = std::string("stridex sanitizer: ") + kKindNames[kind] + ": " + text;
     {
-        const std::lock_guard lock(g_log_mutex);
+        const std::lock_guard lock(g_reports_mutex);
         ++g_counts[kind];
         if (g_recent.size() < kRecent) g_recent.emplace_back(kind, message);
     }
@@ -323,95 +118,6 @@ void report(Kind kind, const std::string& text, bool may_raise) {
         throw nb::python_error();
     }
     if (PyErr_WarnEx(g_warning, message.c_str(), 1) < 0) throw nb::python_error();
-}
-
-Entry make_entry(const View& v, PyObject* owner, const char* producer_label, std::intptr_t producer_stream,
-                 std::intptr_t consumer_stream, const char* door) {
-    Entry e;
-    e.device = v.device();
-    const Span span = v.byte_span();
-    const auto base = reinterpret_cast<std::uintptr_t>(v.ptr());
-    e.lo = base + static_cast<std::uintptr_t>(span.lo);
-    e.hi = base + static_cast<std::uintptr_t>(span.hi);
-    e.producer_label = producer_label;
-    if (!producer_label && owner && owner != Py_None)
-        e.producer_type = nb::borrow(reinterpret_cast<PyObject*>(Py_TYPE(owner)));
-    if (owner && owner != Py_None) {
-        e.owner_id = reinterpret_cast<std::uintptr_t>(owner);
-        if (PyType_SUPPORTS_WEAKREFS(Py_TYPE(owner))) {
-            e.owner = nb::steal(PyWeakref_NewRef(owner, nullptr));
-            if (!e.owner.is_valid()) PyErr_Clear();
-        }
-    }
-    e.producer_stream = producer_stream;
-    e.consumer_stream = consumer_stream;
-    e.door = door;
-    e.stack = capture_stack();
-    return e;
-}
-
-// The entries overlapping `e`'s range on its device (copies: checked outside the mutex).
-std::vector<Entry> overlapping(const Entry& e) {
-    std::vector<Entry> out;
-    const std::lock_guard lock(g_log_mutex);
-    const int type = static_cast<int>(e.device.type);
-    const std::uintptr_t from = e.lo > g_max_span ? e.lo - g_max_span : 0;
-    for (auto it = g_log.lower_bound({type, e.device.id, from});
-         it != g_log.end() && it->first < Key{type, e.device.id, e.hi == e.lo ? e.hi + 1 : e.hi}; ++it)
-        if (it->second.hi > e.lo || (e.hi == e.lo && it->second.lo == e.lo)) out.push_back(it->second);
-    return out;
-}
-
-// Bounds the log: entries whose owner died go first, then the least recently used. Called with the
-// mutex held.
-void prune_locked() {
-    if (g_log.size() <= g_cap) return;
-    for (auto it = g_log.begin(); it != g_log.end() && g_log.size() > g_cap * 3 / 4;) {
-        // No stream query under the mutex: a dead owner's entry goes first whatever its stream.
-        if (!owner_alive(it->second))
-            it = g_log.erase(it);
-        else
-            ++it;
-    }
-    while (g_log.size() > g_cap * 3 / 4) {
-        auto oldest = g_log.begin();
-        for (auto it = g_log.begin(); it != g_log.end(); ++it)
-            if (it->second.seq < oldest->second.seq) oldest = it;
-        g_log.erase(oldest);
-    }
-}
-
-// Logs `e`. An entry of the same range, owner and consumer stream is the same hand-over again (a
-// loop importing one array, a View used again on the stream it is ready on): the earlier entry is
-// kept and only made recent, because it names the producer's stream, where the owner's allocator
-// works; a later use of the View names the View's own stream there, the consumer's, and would
-// hide every race between the two.
-void log_entry(Entry&& e, PyObject* owner) {
-    const std::lock_guard lock(g_log_mutex);
-    e.seq = ++g_seq;
-    const Key key{static_cast<int>(e.device.type), e.device.id, e.lo};
-    for (auto [it, end] = g_log.equal_range(key); it != end; ++it)
-        if (it->second.hi == e.hi && it->second.consumer_stream == e.consumer_stream && same_owner(it->second, owner)) {
-            Entry& kept = it->second;
-            kept.seq = e.seq;
-            kept.ipc = kept.ipc || e.ipc;
-            if (kept.producer_stream == kNoStream) kept.producer_stream = e.producer_stream;
-            return;
-        }
-    g_max_span = std::max(g_max_span, e.hi - e.lo);
-    g_log.emplace(key, std::move(e));
-    prune_locked();
-}
-
-// Forgets the entries of these sequence numbers: hand-overs proven finished.
-void forget(const std::vector<std::uint64_t>& done) {
-    if (done.empty()) return;
-    const std::lock_guard lock(g_log_mutex);
-    for (auto it = g_log.begin(); it != g_log.end();)
-        if (std::find(done.begin(), done.end(), it->second.seq) != done.end())
-            it = g_log.erase(it);
-        else
-            ++it;
 }
 
 // Class 2: an earlier hand-over of overlapping memory whose owner has died, whose consumer's
@@ -501,7 +207,7 @@ void imported(PyObject* obj, const StreamRequest& request, std::intptr_t ready, 
                true);
     check_reuse(now, obj);
     if (is_view) check_ipc(view, now, unordered ? kNoStream : view.stream());
-    log_entry(std::move(now), obj);
+    log::add(std::move(now), obj);
 }
 
 void used(const View& view, PyObject* source, std::intptr_t consumer, const char* door, bool unordered) {
@@ -514,14 +220,14 @@ void used(const View& view, PyObject* source, std::intptr_t consumer, const char
                    " still has pending work (pass the consumer's stream)" + describe("this hand-over", now),
                true);
     check_ipc(view, now, unordered ? kNoStream : consumer);
-    log_entry(std::move(now), source);
+    log::add(std::move(now), source);
 }
 
 void ipc_imported(const View& view, PyObject* keep, bool has_event) {
     if (!has_event || !view.device().is_cuda_family()) return;
     Entry now = make_entry(view, keep, "stridex.ipc (another process)", kNoStream, view.stream(), "stridex.ipc import");
     now.ipc = true;
-    log_entry(std::move(now), keep);
+    log::add(std::move(now), keep);
 }
 
 void released(View& view, nb::object& source) noexcept {
@@ -590,17 +296,7 @@ void released(View& view, nb::object& source) noexcept {
 
 void stream_object_seen(PyObject* object, std::intptr_t handle) noexcept {
     if (handle == cuda::StreamRef::kLegacy || handle == cuda::StreamRef::kPerThread) return;
-    std::vector<nb::object> dropped;  // released after the mutex
-    try {
-        const std::lock_guard lock(g_log_mutex);
-        nb::object& held = g_stream_objects[handle];
-        if (held.ptr() != object) {
-            dropped.push_back(std::move(held));
-            held = nb::borrow(object);
-        }
-        if (g_stream_objects.size() > g_stream_objects_prune_at) prune_stream_objects_locked(dropped);
-    } catch (...) {  // out of memory: the stream is just not vouched for
-    }
+    log::hold_stream_object(object, handle);
 }
 
 namespace {
@@ -650,7 +346,7 @@ void read_environment() {
 
 nb::dict summary() {
     nb::dict counts;
-    const std::lock_guard lock(g_log_mutex);
+    const std::lock_guard lock(g_reports_mutex);
     for (int k = 0; k < kKinds; ++k) counts[kKindNames[k]] = g_counts[k];
     return counts;
 }
@@ -715,7 +411,7 @@ void bind_sanitizer(nb::module_& m) {
         "_sanitizer_reports",
         [] {
             nb::list out;
-            const std::lock_guard lock(g_log_mutex);
+            const std::lock_guard lock(g_reports_mutex);
             for (const auto& [kind, text] : g_recent) out.append(nb::make_tuple(kKindNames[kind], text));
             return out;
         },
@@ -723,35 +419,19 @@ void bind_sanitizer(nb::module_& m) {
     m.def(
         "_sanitizer_reset",
         [] {
-            std::map<std::intptr_t, nb::object> streams;  // released after the mutex
-            const std::lock_guard lock(g_log_mutex);
-            g_log.clear();
-            streams.swap(g_stream_objects);
+            log::clear();
+            const std::lock_guard lock(g_reports_mutex);
             g_counts = {};
             g_recent.clear();
-            g_max_span = 0;
         },
         "Forgets the log, the stream objects it held and the reports (tests).");
-    m.def(
-        "_sanitizer_log",
-        [] {
-            nb::list out;
-            const std::lock_guard lock(g_log_mutex);
-            for (const auto& [key, e] : g_log)
-                out.append(nb::make_tuple(e.device.name(), e.lo, e.hi, e.door, e.producer_stream, e.consumer_stream,
-                                          owner_alive(e), e.ipc));
-            return out;
-        },
-        "The log, read-only (tests): (device, lo, hi, door, producer stream, consumer stream, owner alive, ipc).");
+    m.def("_sanitizer_log", &log::snapshot,
+          "The log, read-only (tests): (device, lo, hi, door, producer stream, consumer stream, owner alive, ipc).");
     m.def(
         "_sanitizer_set_cap",
         [](std::size_t cap) {
             if (cap < 4) fail(ErrorKind::value, "the sanitizer's log cap must be at least 4, found ", cap);
-            const std::lock_guard lock(g_log_mutex);
-            const std::size_t before = g_cap;
-            g_cap = cap;
-            prune_locked();
-            return before;
+            return log::set_cap(cap);
         },
         nb::arg("cap"), "Sets the log's entry cap (LRU beyond it); returns the previous one.");
     m.def(
@@ -778,7 +458,6 @@ void bind_sanitizer(nb::module_& m) {
     // The summary at exit, while the interpreter is whole; nothing when no report was made.
     nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
         bool ever = false;
-        std::map<std::intptr_t, nb::object> streams;
         {
             const std::lock_guard lock(g_switch_mutex);
             ever = g_ever_on;
@@ -786,12 +465,7 @@ void bind_sanitizer(nb::module_& m) {
             update_switch();
         }
         Py_CLEAR(g_pending_override);
-        {
-            const std::lock_guard lock(g_log_mutex);
-            g_log.clear();  // weak references and code objects go while Python can take them
-            streams.swap(g_stream_objects);
-        }
-        streams.clear();  // outside the mutex: a stream's finalizer may run Python code
+        log::clear();  // weak references, stream objects and code objects go while Python can take them
         std::uint64_t total = 0;
         for (int k = 0; k < kKinds; ++k) total += g_counts[k];
         // Only where there is something to say: a clean run's processes (subprocesses that inherit

@@ -1,0 +1,84 @@
+// The hand-over race sanitizer's log (sanitizer.hpp, docs/sanitizer.md, "The log"): one entry per
+// (memory range, owner, consumer stream) handed over while the sanitizer is on, with the producer's
+// and the consumer's streams, the door, the owner as a weak reference and a few Python frames, and
+// the stream objects the checks may query later. Every function takes the log's mutex itself and
+// releases Python references only outside it (a finalizer may run Python code that hands over
+// again). The GIL is held by every caller.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stridex/view.hpp"
+
+namespace stridex::python::sanitizer::log {
+
+// A few Python frames of a hand-over: code objects and instruction offsets, whose lines are looked
+// up only when a report is made (the line table walk is most of what a stack costs).
+constexpr int kFrames = 8;  // captured; stridex's own frames are dropped when formatting
+struct Frame {
+    nanobind::object code;
+    int line = 0;  // the instruction offset on Python >= 3.11, the line before
+};
+struct Stack {
+    std::array<Frame, kFrames> frames;
+    int size = 0;
+};
+
+struct Entry {
+    std::uint64_t seq = 0;  // last use, for the LRU
+    Device device;
+    std::uintptr_t lo = 0, hi = 0;
+    // The producer: its type (a strong reference to the type, never to an instance), named only
+    // when a report is made, or a fixed label.
+    nanobind::object producer_type;
+    const char* producer_label = nullptr;
+    nanobind::object owner;  // a weak reference to the owner object, or empty where it takes none
+    std::uintptr_t owner_id = 0;
+    std::intptr_t producer_stream = kNoStream, consumer_stream = kNoStream;
+    const char* door = "";
+    bool ipc = false;
+    Stack stack;
+};
+
+// The hand-over of `v` (owned by `owner`, may be null or None; the producer named by its type, or
+// by `producer_label` where given) through `door`, with the calling Python frames.
+Entry make_entry(const View& v, PyObject* owner, const char* producer_label, std::intptr_t producer_stream,
+                 std::intptr_t consumer_stream, const char* door);
+
+// "\n  label: door, producer P on S, consumer on C, device [lo, hi) (n bytes)" and the stack.
+std::string describe(const char* label, const Entry& e);
+// "legacy default stream", "stream 0x...", "none".
+std::string stream_name(std::intptr_t stream);
+
+// Whether the entry's owner is still alive (true where it takes no weak reference: cannot tell).
+bool owner_alive(const Entry& e);
+// Whether `owner` is the entry's owner.
+bool same_owner(const Entry& e, PyObject* owner);
+
+// Logs `e`. An entry of the same range, owner and consumer stream is the same hand-over again: the
+// earlier one is kept and made recent (log.cpp says why).
+void add(Entry&& e, PyObject* owner);
+// Copies of the entries overlapping `e`'s range on its device, to check outside the mutex.
+std::vector<Entry> overlapping(const Entry& e);
+// Forgets the entries of these sequence numbers: hand-overs proven finished.
+void forget(const std::vector<std::uint64_t>& done);
+// Sets the entry cap (beyond it: entries whose owner died, then the least recently used, go);
+// returns the previous one.
+std::size_t set_cap(std::size_t cap);
+// Forgets everything: entries and stream objects (tests, and at exit).
+void clear();
+// The log, read-only (tests): (device, lo, hi, door, producer stream, consumer stream, owner alive, ipc).
+nanobind::list snapshot();
+
+// A stream object the caller passed for `handle`: held while an entry names the handle.
+void hold_stream_object(PyObject* object, std::intptr_t handle) noexcept;
+// Whether a stream object for `handle` is held (its handle may be queried later).
+bool holds_stream_object(std::intptr_t handle);
+
+}  // namespace stridex::python::sanitizer::log
