@@ -3,8 +3,6 @@
 // points looked up by name, and a plan becomes one cuLaunchKernel on a grid sized to the GPU.
 #include <algorithm>
 #include <array>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -38,7 +36,7 @@ int slot_of(std::int64_t unit) noexcept {
 // A kernel and the blocks of it one SM holds at once.
 struct Kernel {
     CUfunction f = nullptr;
-    int per_sm = 16;
+    int per_sm = 16;            // a driver without the occupancy query: 16, the kernels loop over the rest
     unsigned shared_bytes = 0;  // dynamic shared memory per block
 };
 
@@ -51,8 +49,8 @@ struct Module {
     int multiprocessors = 1;
     std::array<Kernel, 5> strided{};
     std::array<Kernel, 5> tiled{};
-    std::array<Kernel, 2> tiled_words{};                          // units of 1 and 2 bytes moved as 4-byte words
-    std::array<std::array<Kernel, 4>, k::kVecVariants> vtiled{};  // units of 1, 2, 4, 8 bytes
+    std::array<Kernel, 2> tiled_words{};  // units of 1 and 2 bytes moved as 4-byte words
+    std::array<Kernel, 4> vtiled{};       // 16-byte vectors on both sides: units of 1, 2, 4, 8 bytes
 };
 
 // One Module per device, loaded in its primary context on first use; never unloaded (the process
@@ -92,46 +90,18 @@ Module& module_for(int ordinal) {
     }
     m->tiled_words[0] = get("stridex_tiled_1_4", tile_threads);
     m->tiled_words[1] = get("stridex_tiled_2_2", tile_threads);
-    for (int v = 0; v < k::kVecVariants; ++v)
-        for (int i = 0; i < 4; ++i)
-            m->vtiled[static_cast<std::size_t>(v)][static_cast<std::size_t>(i)] =
-                get(std::string("stridex_vtiled_") + units[i] + "_" + std::to_string(v), k::kVecTiles[v][i].threads,
-                    k::vec_tile_bytes(k::kVecTiles[v][i], 1 << i));
+    for (int i = 0; i < 4; ++i)
+        m->vtiled[static_cast<std::size_t>(i)] = get(std::string("stridex_vtiled_") + units[i], k::kVecTiles[i].threads,
+                                                     k::vec_tile_bytes(k::kVecTiles[i], 1 << i));
     d.call("cuDeviceGetAttribute", d.api().device_get_attribute, &m->multiprocessors,
            cu::kDeviceAttrMultiprocessorCount, d.device(ordinal));
     slot = std::move(m);
     return *slot;
 }
 
-// VARIANTS (measurement only): STRIDEX_VT_<unit>="variant:grid:order" (variant -1: the old tiles;
-// grid 0 one wave, 1 balanced, 2 sixteen per SM), else STRIDEX_TILE_VARIANT / STRIDEX_GRID /
-// STRIDEX_TILE_ORDER for every unit.
-struct Choice {
-    int variant = 0, grid = 0, order = 0;
-};
-Choice choice_for(std::int64_t unit) {
-    Choice c;
-    const std::string key = "STRIDEX_VT_" + std::to_string(unit);
-    if (const char* e = std::getenv(key.c_str())) {
-        std::sscanf(e, "%d:%d:%d", &c.variant, &c.grid, &c.order);
-        return c;
-    }
-    if (const char* v = std::getenv("STRIDEX_TILE_VARIANT")) c.variant = std::string(v) == "old" ? -1 : std::atoi(v);
-    if (const char* g = std::getenv("STRIDEX_GRID"))
-        c.grid = std::string(g) == "old" ? 2 : std::string(g) == "balanced" ? 1 : 0;
-    if (const char* o = std::getenv("STRIDEX_TILE_ORDER")) c.order = std::atoi(o);
-    return c;
-}
-int g_grid_mode = 0;
-
 // Blocks in flight: as many as the GPU holds at once; the kernels loop over the rest.
 unsigned grid_for(std::int64_t blocks, const Module& m, const Kernel& kernel) {
-    const std::int64_t per_sm = g_grid_mode == 2 ? 16 : kernel.per_sm;
-    const std::int64_t cap = std::int64_t{m.multiprocessors} * per_sm;
-    if (g_grid_mode == 1 && blocks > cap) {
-        const std::int64_t rounds = (blocks + cap - 1) / cap;
-        return static_cast<unsigned>((blocks + rounds - 1) / rounds);
-    }
+    const std::int64_t cap = std::int64_t{m.multiprocessors} * kernel.per_sm;
     return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(blocks, cap)));
 }
 
@@ -150,7 +120,6 @@ std::int64_t tile_side(std::int64_t unit, int vec) noexcept {
 
 void launch_strided(const stridex::detail::CopyPlan& plan, std::byte* dst, const std::byte* src, const Module& m,
                     CUstream stream) {
-    g_grid_mode = 0;
     k::StridedArgs a{};
     a.dst = address(dst + plan.dst_offset);
     a.src = address(src + plan.src_offset);
@@ -205,18 +174,13 @@ void launch_tiled(const stridex::detail::CopyPlan& plan, std::byte* dst, const s
     }
     void* params[] = {&a};
     Driver& d = driver();
-    const Choice choice = choice_for(plan.unit);
-    g_grid_mode = choice.grid;
-    if (plan.tile_vectors && choice.variant >= 0) {
-        const int v = std::clamp(choice.variant, 0, k::kVecVariants - 1);
+    if (plan.tile_vectors) {
         const int slot = slot_of(plan.unit);
-        const k::VecTile& shape = k::kVecTiles[v][slot];
-        a.vec = static_cast<int>(16 / plan.unit);
-        a.order = choice.order;
+        const k::VecTile& shape = k::kVecTiles[slot];
         a.tiles_i = (a.ni + shape.ti - 1) / shape.ti;
         a.tiles_j = (a.nj + shape.tj - 1) / shape.tj;
         a.blocks = a.tiles_i * a.tiles_j * batch;
-        const Kernel& kernel = m.vtiled[static_cast<std::size_t>(v)][static_cast<std::size_t>(slot)];
+        const Kernel& kernel = m.vtiled[static_cast<std::size_t>(slot)];
         d.call("cuLaunchKernel", d.api().launch_kernel, kernel.f, grid_for(a.blocks, m, kernel), 1u, 1u,
                static_cast<unsigned>(shape.threads), 1u, 1u, kernel.shared_bytes, stream, params, nullptr);
         return;

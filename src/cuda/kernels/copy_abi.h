@@ -48,8 +48,6 @@ struct TiledArgs {
     int64_t dst_i, dst_j, src_i, src_j;
     int32_t nbatch;
     int32_t vec;
-    int32_t order;  // vector transpose: 0 tiles along J first, -1 along I first, H > 0 in bands of H tile rows
-    int32_t pad_;
     int64_t shape[kMaxAxes];
     int64_t dst_stride[kMaxAxes];
     int64_t src_stride[kMaxAxes];
@@ -57,27 +55,26 @@ struct TiledArgs {
 
 // The vector transpose: like the tiled one, but every global access is a 16-byte vector on both
 // sides (the plan's `tile_vectors`: both bases and every stride but the unit ones are multiples of
-// 16 bytes, both tile extents multiples of V = 16 / unit elements). A thread reads V src rows of
-// one vector, transposes that V x V block in registers and writes V dst rows of one vector, so
-// shared memory is only read and written in 16-byte chunks too. Units of 1, 2, 4 and 8 bytes; the
-// tile is ti x tj elements (ti along dst's contiguous axis I, tj along src's J), moved by `threads`
-// threads of a 1-d block. Indexed by slot (unit 1, 2, 4, 8) and by variant (kVecVariants: the
-// candidates measured against each other; the engine uses variant 0 unless told otherwise).
+// 16 bytes, both tile extents multiples of V = 16 / unit elements). Shared memory is written and
+// read in chunks of 16 and 4 (8) bytes; a thread turns V rows of one word into whole dst vectors
+// in registers. Units of 1, 2, 4 and 8 bytes, one shape each (kVecTiles, by unit 1, 2, 4, 8):
+// a tile of ti x tj elements (ti along dst's contiguous axis I, tj along src's J), moved by
+// `threads` threads of a 1-d block. The shapes are the fastest of those measured on an H200
+// (docs/runs/bench-copy-kernels-h200.txt): runs of >= 256 bytes on both sides, for 1-byte units
+// 256 x 256 (64 KiB of shared memory) with every chunk in flight at once through cp.async.
 struct VecTile {
     int ti, tj, threads;
-    int mode;        // 0: through registers; 1: cp.async (sm_80+); 2: cp.async, double-buffered
+    bool async;      // chunks copied to shared memory by cp.async (sm_80+), not through registers
+    bool i_first;    // tiles visited along I first (else along J)
     int min_blocks;  // resident blocks per SM the registers must allow (__launch_bounds__)
 };
-constexpr int kVecVariants = 6;
-constexpr VecTile kVecTiles[kVecVariants][4] = {
-    {{128, 128, 256, 0, 4}, {128, 128, 256, 0, 4}, {64, 64, 256, 0, 4}, {32, 32, 256, 0, 4}},
-    {{128, 128, 256, 1, 4}, {128, 128, 256, 1, 4}, {64, 64, 256, 1, 4}, {64, 64, 256, 1, 4}},
-    {{256, 256, 256, 1, 3}, {256, 128, 256, 1, 3}, {128, 64, 256, 1, 4}, {64, 64, 256, 1, 4}},
-    {{256, 256, 512, 1, 1}, {128, 128, 512, 1, 2}, {128, 128, 512, 1, 1}, {128, 64, 512, 1, 2}},
-    {{128, 128, 256, 1, 6}, {128, 128, 256, 1, 6}, {64, 64, 256, 1, 6}, {64, 32, 256, 1, 6}},
-    {{256, 128, 256, 2, 3}, {128, 64, 256, 2, 4}, {64, 64, 256, 2, 6}, {64, 32, 256, 2, 6}},
+constexpr VecTile kVecTiles[4] = {
+    {256, 256, 512, true, false, 1},  // 1 byte: 64 KiB
+    {128, 128, 256, false, true, 4},  // 2 bytes: 32 KiB
+    {64, 64, 256, false, false, 4},   // 4 bytes: 16 KiB
+    {64, 64, 256, true, false, 4},    // 8 bytes: 32 KiB
 };
-// Shared memory of a vector tile (dynamic: more than 48 KiB takes an opt-in, see copy_kernels.cpp).
-constexpr int vec_tile_bytes(const VecTile& t, int unit) { return t.ti * t.tj * unit * (t.mode == 2 ? 2 : 1); }
+// Dynamic shared memory of a vector tile (more than 48 KiB takes an opt-in, see copy_kernels.cpp).
+constexpr int vec_tile_bytes(const VecTile& t, int unit) { return t.ti * t.tj * unit; }
 
 }  // namespace stridex::kernels

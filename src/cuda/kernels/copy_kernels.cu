@@ -1,6 +1,6 @@
 // The copy kernels, compiled by nvcc into a fatbin that the library embeds (copy_fatbin.cpp) and
-// loads through the driver API at first use. Two kernels, each instantiated for units of 1, 2, 4,
-// 8 and 16 bytes (the plan widens contiguous runs to the largest unit their alignment allows):
+// loads through the driver API at first use. Three kernels, instantiated for units of 1, 2, 4, 8
+// and 16 bytes (the plan widens contiguous runs to the largest unit their alignment allows):
 //
 //   strided: any layouts, one thread per unit, kUnroll loads in flight per thread. In rows mode a
 //            block walks part of one innermost row, so the outer index is decomposed once per block
@@ -9,8 +9,11 @@
 //   tiled:   transposes (dst's contiguous axis is not src's): a kTile x kTile tile is read along
 //            src's contiguous axis and written along dst's, through shared memory padded so that
 //            the column reads hit 32 distinct banks for every element size (see kPad).
+//   vtiled:  transposes whose 16-byte vectors line up on both sides (units of 1 to 8 bytes): the
+//            tile moves in 16-byte chunks from src and 16-byte vectors to dst, and each thread
+//            transposes strips of V = 16 / unit rows in registers (byte permutes for 1 and 2).
 //
-// Both kernels loop over their blocks (grid-stride), so any size runs on a grid sized to the GPU.
+// All loop over their blocks (grid-stride), so any size runs on a grid sized to the GPU.
 #include <stdint.h>
 
 #include "copy_abi.h"
@@ -272,11 +275,10 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // The vector transpose (VecTile in copy_abi.h). The tile sits in shared memory as src wrote it:
 // TI rows (along I) of CJ 16-byte chunks (along J). Chunk c of row r is stored at c ^ ((r / V) % 8)
-// so that both the row-wise chunk writes and the block reads (8 threads: 8 blocks down I, one
-// chunk column) hit 8 distinct 16-byte bank groups.
-template <int E, int TI, int TJ, int NT, int Mode>
+// so that both the row-wise chunk writes and the strip reads (8 lanes: 8 strips down I, the same
+// word of one chunk column) hit distinct banks.
+template <int E, int TI, int TJ, int NT, bool Async, bool IFirst>
 __device__ __forceinline__ void vtiled(const TiledArgs& p) {
-    constexpr bool Async = Mode != 0;
     constexpr int V = 16 / E;
     constexpr int CJ = TJ / V;            // chunks per tile row
     constexpr int MI = TI / V;            // blocks down I
@@ -287,8 +289,7 @@ __device__ __forceinline__ void vtiled(const TiledArgs& p) {
     constexpr int kStrips = MI * CJ * kWordsPerChunk / NT;  // strips each thread transposes
     static_assert(CJ % 8 == 0 && MI % 8 == 0 && TI * CJ % NT == 0 && MI * CJ * kWordsPerChunk % NT == 0);
     static_assert(CJ * kWordsPerChunk % kLanesJ == 0 && NT % 32 == 0);
-    extern __shared__ uint4 vtile_smem[];  // TI * CJ chunks, twice when double-buffered (Mode 2)
-    uint4* const tile[2] = {vtile_smem, vtile_smem + (Mode == 2 ? TI * CJ : 0)};
+    extern __shared__ uint4 tile[];  // TI * CJ chunks
     char* const dst = reinterpret_cast<char*>(p.dst);
     const char* const src = reinterpret_cast<const char*>(p.src);
     const int t = threadIdx.x;
@@ -304,30 +305,25 @@ __device__ __forceinline__ void vtiled(const TiledArgs& p) {
             const uint32_t u = static_cast<uint32_t>(b), nj = static_cast<uint32_t>(p.tiles_j);
             const uint32_t ni = static_cast<uint32_t>(p.tiles_i);
             const uint32_t per = ni * nj, batch = u / per, in = u - batch * per;
-            if (p.order == 0) {
-                ti = in / nj;
-                tj = in - static_cast<uint32_t>(ti) * nj;
-            } else if (p.order < 0) {
+            if constexpr (IFirst) {
                 tj = in / ni;
                 ti = in - static_cast<uint32_t>(tj) * ni;
-            } else {  // bands of H tile rows, I first within a band
-                const uint32_t h = static_cast<uint32_t>(p.order), band = in / (h * nj), r = in - band * h * nj;
-                const uint32_t rows = min(h, ni - band * h);
-                tj = r / rows;
-                ti = band * h + (r - static_cast<uint32_t>(tj) * rows);
+            } else {
+                ti = in / nj;
+                tj = in - static_cast<uint32_t>(ti) * nj;
             }
             if (p.nbatch > 0) outer_offsets32(p.shape, p.dst_stride, p.src_stride, p.nbatch, batch, doff, soff);
         } else {
-            tj = b % p.tiles_j;
-            ti = (b / p.tiles_j) % p.tiles_i;
-            if (p.nbatch > 0)
-                outer_offsets(p.shape, p.dst_stride, p.src_stride, p.nbatch, b / p.tiles_j / p.tiles_i, doff, soff);
+            const int64_t per = p.tiles_i * p.tiles_j, in = b % per;
+            ti = IFirst ? in % p.tiles_i : in / p.tiles_j;
+            tj = IFirst ? in / p.tiles_i : in % p.tiles_j;
+            if (p.nbatch > 0) outer_offsets(p.shape, p.dst_stride, p.src_stride, p.nbatch, b / per, doff, soff);
         }
         const int64_t i0 = ti * TI, j0 = tj * TJ;
         return Where{i0, j0, src + soff + i0 * p.src_i + j0 * E, dst + doff + j0 * p.dst_j + i0 * E};
     };
     auto slot = [](int r, int c) { return r * CJ + (c ^ ((r / V) & 7)); };
-    // Reads tile b's chunks that the view has (the rest of the buffer is never stored).
+    // Reads the tile's chunks that the view has (the rest of the buffer is never stored).
     auto load = [&](const Where& w, uint4* buf) {
         const int64_t i0 = w.i0, j0 = w.j0;
         const char* const s = w.s;
@@ -338,7 +334,8 @@ __device__ __forceinline__ void vtiled(const TiledArgs& p) {
                 if (i0 + r < p.ni && j0 + int64_t{c} * V < p.nj) cp_async16(buf + slot(r, c), s + r * p.src_i + c * 16);
             }
         } else {
-            // Through registers, at most 4 chunks (64 bytes) in flight per thread: more spills.
+            // Through registers, 4 chunks (64 bytes) in flight per thread at most: more would
+            // spill within the 64 registers that 4 resident blocks of 256 threads leave.
             constexpr int kBatch = kLoads < 4 ? kLoads : 4;
 #pragma unroll
             for (int k0 = 0; k0 < kLoads; k0 += kBatch) {
@@ -380,49 +377,16 @@ __device__ __forceinline__ void vtiled(const TiledArgs& p) {
             for (int x = 0; x < S::N; ++x) *reinterpret_cast<uint4*>(g + x * p.dst_j) = out[x];
         }
     };
-    if constexpr (Mode == 1) {
-        // cp.async into one buffer: every chunk of the tile in flight at once, none in registers.
-        for (int64_t b = blockIdx.x; b < p.blocks; b += gridDim.x) {
-            const Where here = locate(b);
-            load(here, tile[0]);
+    for (int64_t b = blockIdx.x; b < p.blocks; b += gridDim.x) {
+        const Where here = locate(b);
+        load(here, tile);
+        if constexpr (Async) {  // every chunk of the tile in flight at once, none in registers
             cp_async_commit();
             cp_async_wait<0>();
-            __syncthreads();
-            store(here, tile[0]);
-            __syncthreads();
         }
-    } else if constexpr (Mode == 2) {
-        // Double-buffered: the next tile's chunks are in flight while this one is written out.
-        int buf = 0;
-        Where here{};
-        if (blockIdx.x < p.blocks) {
-            here = locate(blockIdx.x);
-            load(here, tile[0]);
-        }
-        cp_async_commit();
-        for (int64_t b = blockIdx.x; b < p.blocks; b += gridDim.x) {
-            Where next{};
-            if (b + gridDim.x < p.blocks) {
-                next = locate(b + gridDim.x);
-                load(next, tile[buf ^ 1]);
-            }
-            cp_async_commit();
-            cp_async_wait<1>();
-            __syncthreads();
-            store(here, tile[buf]);
-            __syncthreads();  // the next iteration refills this buffer
-            buf ^= 1;
-            here = next;
-        }
-        cp_async_wait<0>();
-    } else {
-        for (int64_t b = blockIdx.x; b < p.blocks; b += gridDim.x) {
-            const Where here = locate(b);
-            load(here, tile[0]);
-            __syncthreads();
-            store(here, tile[0]);
-            __syncthreads();
-        }
+        __syncthreads();
+        store(here, tile);
+        __syncthreads();  // the next tile overwrites the buffer
     }
 }
 
@@ -458,22 +422,15 @@ STRIDEX_TILED(4, 1, 2)
 STRIDEX_TILED(8, 1, 2)
 STRIDEX_TILED(16, 1, 1)
 
-// The vector transposes: stridex_vtiled_<unit>_<variant>, shapes from kVecTiles.
-#define STRIDEX_VTILED(B, S, VAR) \
-    extern "C" __global__ void __launch_bounds__(stridex::kernels::kVecTiles[VAR][S].threads, \
-                                                 stridex::kernels::kVecTiles[VAR][S].min_blocks) \
-        stridex_vtiled_##B##_##VAR(const TiledArgs p) { \
-        constexpr stridex::kernels::VecTile t = stridex::kernels::kVecTiles[VAR][S]; \
-        stridex::kernels::vtiled<B, t.ti, t.tj, t.threads, t.mode>(p); \
+// The vector transposes: stridex_vtiled_<unit>, shapes from kVecTiles.
+#define STRIDEX_VTILED(B, S) \
+    extern "C" __global__ void __launch_bounds__(stridex::kernels::kVecTiles[S].threads, \
+                                                 stridex::kernels::kVecTiles[S].min_blocks) \
+        stridex_vtiled_##B(const TiledArgs p) { \
+        constexpr stridex::kernels::VecTile t = stridex::kernels::kVecTiles[S]; \
+        stridex::kernels::vtiled<B, t.ti, t.tj, t.threads, t.async, t.i_first>(p); \
     }
-#define STRIDEX_VTILED_ALL(VAR) \
-    STRIDEX_VTILED(1, 0, VAR) \
-    STRIDEX_VTILED(2, 1, VAR) \
-    STRIDEX_VTILED(4, 2, VAR) \
-    STRIDEX_VTILED(8, 3, VAR)
-STRIDEX_VTILED_ALL(0)
-STRIDEX_VTILED_ALL(1)
-STRIDEX_VTILED_ALL(2)
-STRIDEX_VTILED_ALL(3)
-STRIDEX_VTILED_ALL(4)
-STRIDEX_VTILED_ALL(5)
+STRIDEX_VTILED(1, 0)
+STRIDEX_VTILED(2, 1)
+STRIDEX_VTILED(4, 2)
+STRIDEX_VTILED(8, 3)
