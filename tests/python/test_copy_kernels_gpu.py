@@ -92,3 +92,13 @@ def test_misaligned_and_padded_sources(dtype):
     check(src[16:144, 16:48], host[1:].reshape(64, 160).T[16:144, 16:48])
     aligned = on_gpu(host[: 64 * 160].reshape(64, 160)).T
     check(aligned[16:144, 16:48], host[: 64 * 160].reshape(64, 160).T[16:144, 16:48])
+
+
+def test_reversed_and_broadcast_batch_axes():
+    # Batch strides that are negative (a reversed axis) or zero (broadcast) keep the vectors lined up.
+    host = random_array((3, 64, 48), "float32")
+    buf = on_gpu(host)
+    check(buf[::-1].permute((0, 2, 1)), host[::-1].transpose(0, 2, 1))
+    rows = on_gpu(host[0])
+    wide = stridex.from_pointer(rows.ptr, (3, 64, 48), "float32", strides=(0, 48, 1), owner=rows)
+    check(wide.permute((0, 2, 1)), np.broadcast_to(host[0], (3, 64, 48)).transpose(0, 2, 1))
