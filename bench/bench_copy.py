@@ -142,7 +142,14 @@ def main() -> int:
     device_case("slice [::2] float32", big[::2])
     blk = torch.rand(side, 2 * side, device=dev)
     device_case(f"column block [:, :{side}] float32", blk[:, :side])
-    del a, b, x, y, y8, z, w, nchw, big, blk
+    # The permutations of bench_alloc.py's table (issue 25), at its sizes.
+    sq16 = torch.rand(8192, 8192, device=dev).to(torch.bfloat16)
+    device_case("transpose 8192x8192 bfloat16", sq16.T)
+    p3 = torch.rand(256, 1024, 256, device=dev)
+    device_case(f"permute (2,0,1) {tuple(p3.shape)} float32", p3.permute(2, 0, 1))
+    nchw16 = torch.rand(32, 256, 128, 128, device=dev).to(torch.bfloat16)
+    device_case(f"permute (0,2,3,1) {tuple(nchw16.shape)} bfloat16", nchw16.permute(0, 2, 3, 1))
+    del a, b, x, y, y8, z, w, nchw, big, blk, sq16, p3, nchw16
     torch.cuda.empty_cache()
 
     pinned = torch.rand(f32).pin_memory().numpy()

@@ -109,6 +109,18 @@ CopyPlan plan_copy(const View& dst, const View& src) noexcept {
         }
         p.tile_words = ok;
     }
+    if (p.kind == CopyPlan::Kind::tiled && unit <= 8) {
+        // Vectors of 16 bytes (16 / unit elements): src's along the tile axis and dst's along the
+        // inner axis start at 16-byte boundaries, and no vector crosses the end of either axis.
+        const std::int64_t v = 16 / unit;
+        bool ok = address(dst, p.dst_offset) % 16 == 0 && address(src, p.src_offset) % 16 == 0 &&
+                  p.axes[n - 1].extent % v == 0 && p.axes[p.tile_axis].extent % v == 0;
+        for (int a = 0; a < n && ok; ++a) {
+            if (a != p.tile_axis) ok = p.axes[a].src % 16 == 0;
+            if (a != n - 1) ok = ok && p.axes[a].dst % 16 == 0;
+        }
+        p.tile_vectors = ok;
+    }
     return p;
 }
 

@@ -33,12 +33,24 @@ int slot_of(std::int64_t unit) noexcept {
     }
 }
 
+// A kernel and the blocks of it one SM holds at once.
+struct Kernel {
+    CUfunction f = nullptr;
+    int per_sm = 16;            // a driver without the occupancy query: 16, the kernels loop over the rest
+    unsigned shared_bytes = 0;  // dynamic shared memory per block
+};
+
+// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: a kernel may take more than 48 KiB of dynamic
+// shared memory only after this opt-in.
+constexpr int kFuncAttrMaxDynamicSharedBytes = 8;
+
 struct Module {
     CUmodule module = nullptr;
     int multiprocessors = 1;
-    std::array<CUfunction, 5> strided{};
-    std::array<CUfunction, 5> tiled{};
-    std::array<CUfunction, 2> tiled_words{};  // units of 1 and 2 bytes moved as 4-byte words
+    std::array<Kernel, 5> strided{};
+    std::array<Kernel, 5> tiled{};
+    std::array<Kernel, 2> tiled_words{};  // units of 1 and 2 bytes moved as 4-byte words
+    std::array<Kernel, 4> vtiled{};       // 16-byte vectors on both sides: units of 1, 2, 4, 8 bytes
 };
 
 // One Module per device, loaded in its primary context on first use; never unloaded (the process
@@ -55,27 +67,41 @@ Module& module_for(int ordinal) {
     auto m = std::make_unique<Module>();
     const ContextGuard guard(d, ordinal);
     d.call("cuModuleLoadData", d.api().module_load_data, &m->module, static_cast<const void*>(detail::copy_fatbin));
-    auto get = [&](const std::string& name) {
-        CUfunction f = nullptr;
-        d.call("cuModuleGetFunction", d.api().module_get_function, &f, m->module, name.c_str());
-        return f;
+    auto get = [&](const std::string& name, int threads, int shared_bytes = 0) {
+        Kernel kernel;
+        d.call("cuModuleGetFunction", d.api().module_get_function, &kernel.f, m->module, name.c_str());
+        kernel.shared_bytes = static_cast<unsigned>(shared_bytes);
+        if (shared_bytes > 48 * 1024)
+            d.call("cuFuncSetAttribute", d.api().func_set_attribute, kernel.f, kFuncAttrMaxDynamicSharedBytes,
+                   shared_bytes);
+        // A grid of one wave: more blocks than fit would run as a partly filled second wave.
+        if (d.api().occupancy_max_active_blocks_per_multiprocessor)
+            d.call("cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                   d.api().occupancy_max_active_blocks_per_multiprocessor, &kernel.per_sm, kernel.f, threads,
+                   static_cast<std::size_t>(shared_bytes));
+        kernel.per_sm = std::max(kernel.per_sm, 1);
+        return kernel;
     };
     const char* units[] = {"1", "2", "4", "8", "16"};
+    constexpr int tile_threads = k::kTile * k::kTileRows;
     for (int i = 0; i < 5; ++i) {
-        m->strided[static_cast<std::size_t>(i)] = get(std::string("stridex_strided_") + units[i]);
-        m->tiled[static_cast<std::size_t>(i)] = get(std::string("stridex_tiled_") + units[i] + "_1");
+        m->strided[static_cast<std::size_t>(i)] = get(std::string("stridex_strided_") + units[i], k::kThreads);
+        m->tiled[static_cast<std::size_t>(i)] = get(std::string("stridex_tiled_") + units[i] + "_1", tile_threads);
     }
-    m->tiled_words[0] = get("stridex_tiled_1_4");
-    m->tiled_words[1] = get("stridex_tiled_2_2");
+    m->tiled_words[0] = get("stridex_tiled_1_4", tile_threads);
+    m->tiled_words[1] = get("stridex_tiled_2_2", tile_threads);
+    for (int i = 0; i < 4; ++i)
+        m->vtiled[static_cast<std::size_t>(i)] = get(std::string("stridex_vtiled_") + units[i], k::kVecTiles[i].threads,
+                                                     k::vec_tile_bytes(k::kVecTiles[i], 1 << i));
     d.call("cuDeviceGetAttribute", d.api().device_get_attribute, &m->multiprocessors,
            cu::kDeviceAttrMultiprocessorCount, d.device(ordinal));
     slot = std::move(m);
     return *slot;
 }
 
-// Blocks in flight: enough to fill every SM several times over; the kernels loop over the rest.
-unsigned grid_for(std::int64_t blocks, const Module& m) {
-    const std::int64_t cap = std::int64_t{m.multiprocessors} * 16;
+// Blocks in flight: as many as the GPU holds at once; the kernels loop over the rest.
+unsigned grid_for(std::int64_t blocks, const Module& m, const Kernel& kernel) {
+    const std::int64_t cap = std::int64_t{m.multiprocessors} * kernel.per_sm;
     return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(blocks, cap)));
 }
 
@@ -117,8 +143,9 @@ void launch_strided(const stridex::detail::CopyPlan& plan, std::byte* dst, const
     }
     void* params[] = {&a};
     Driver& d = driver();
-    d.call("cuLaunchKernel", d.api().launch_kernel, m.strided[static_cast<std::size_t>(slot_of(plan.unit))],
-           grid_for(a.blocks, m), 1u, 1u, static_cast<unsigned>(k::kThreads), 1u, 1u, 0u, stream, params, nullptr);
+    const Kernel& kernel = m.strided[static_cast<std::size_t>(slot_of(plan.unit))];
+    d.call("cuLaunchKernel", d.api().launch_kernel, kernel.f, grid_for(a.blocks, m, kernel), 1u, 1u,
+           static_cast<unsigned>(k::kThreads), 1u, 1u, 0u, stream, params, nullptr);
 }
 
 void launch_tiled(const stridex::detail::CopyPlan& plan, std::byte* dst, const std::byte* src, const Module& m,
@@ -145,16 +172,27 @@ void launch_tiled(const stridex::detail::CopyPlan& plan, std::byte* dst, const s
         ++a.nbatch;
         batch *= plan.axes[i].extent;
     }
+    void* params[] = {&a};
+    Driver& d = driver();
+    if (plan.tile_vectors) {
+        const int slot = slot_of(plan.unit);
+        const k::VecTile& shape = k::kVecTiles[slot];
+        a.tiles_i = (a.ni + shape.ti - 1) / shape.ti;
+        a.tiles_j = (a.nj + shape.tj - 1) / shape.tj;
+        a.blocks = a.tiles_i * a.tiles_j * batch;
+        const Kernel& kernel = m.vtiled[static_cast<std::size_t>(slot)];
+        d.call("cuLaunchKernel", d.api().launch_kernel, kernel.f, grid_for(a.blocks, m, kernel), 1u, 1u,
+               static_cast<unsigned>(shape.threads), 1u, 1u, kernel.shared_bytes, stream, params, nullptr);
+        return;
+    }
     const std::int64_t side = tile_side(plan.unit, a.vec);
     a.tiles_i = (a.ni + side - 1) / side;
     a.tiles_j = (a.nj + side - 1) / side;
     a.blocks = a.tiles_i * a.tiles_j * batch;
-    const CUfunction f = a.vec > 1 ? m.tiled_words[plan.unit == 1 ? 0 : 1]
-                                   : m.tiled[static_cast<std::size_t>(slot_of(plan.unit))];
-    void* params[] = {&a};
-    Driver& d = driver();
-    d.call("cuLaunchKernel", d.api().launch_kernel, f, grid_for(a.blocks, m), 1u, 1u, static_cast<unsigned>(k::kTile),
-           static_cast<unsigned>(k::kTileRows), 1u, 0u, stream, params, nullptr);
+    const Kernel& kernel = a.vec > 1 ? m.tiled_words[plan.unit == 1 ? 0 : 1]
+                                     : m.tiled[static_cast<std::size_t>(slot_of(plan.unit))];
+    d.call("cuLaunchKernel", d.api().launch_kernel, kernel.f, grid_for(a.blocks, m, kernel), 1u, 1u,
+           static_cast<unsigned>(k::kTile), static_cast<unsigned>(k::kTileRows), 1u, 0u, stream, params, nullptr);
 }
 
 }  // namespace

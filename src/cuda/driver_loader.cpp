@@ -152,6 +152,10 @@ std::unique_ptr<Driver> load_driver(const char* library) {
     r.bind(t.user_object_create, "cuUserObjectCreate", "cuUserObjectCreate");
     r.bind(t.user_object_release, "cuUserObjectRelease", "cuUserObjectRelease");
     r.bind(t.graph_retain_user_object, "cuGraphRetainUserObject", "cuGraphRetainUserObject");
+    // The copy kernels' grids (issue 25).
+    r.bind(t.occupancy_max_active_blocks_per_multiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+           "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    r.bind(t.func_set_attribute, "cuFuncSetAttribute", "cuFuncSetAttribute");
     if (!t.init)
         return Driver::unavailable(std::string("CUDA driver ") + library + " has no cuInit: not a CUDA driver");
     return std::make_unique<Driver>(t, library);

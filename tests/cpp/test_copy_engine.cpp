@@ -88,6 +88,48 @@ TEST(CopyPlan, SmallElementTransposeMovesWords) {
     EXPECT_FALSE(detail::plan_copy(odd_dst, odd).tile_words);  // dst rows of 62 bytes: words misalign
 }
 
+TEST(CopyPlan, AlignedTransposesMoveVectors) {
+    // 16-byte vectors line up when both bases, every stride but the unit ones and both tile extents
+    // allow them: the vector transpose then serves 1-, 2-, 4- and 8-byte units.
+    const View s = over(g_src, {64, 32}, {1, 64}, dtypes::float32);
+    const View d = over(g_dst, {64, 32}, {32, 1}, dtypes::float32);
+    EXPECT_TRUE(detail::plan_copy(d, s).tile_vectors);
+    const View sb = over(g_src, {3, 64, 32}, {2048, 1, 64}, dtypes::bfloat16);  // batched, 8-element vectors
+    const View db = over(g_dst, {3, 64, 32}, {2048, 32, 1}, dtypes::bfloat16);
+    EXPECT_TRUE(detail::plan_copy(db, sb).tile_vectors);
+    const View s8 = over(g_src, {32, 48}, {1, 32}, dtypes::uint8);
+    const View d8 = over(g_dst, {32, 48}, {48, 1}, dtypes::uint8);
+    const CopyPlan p8 = detail::plan_copy(d8, s8);
+    ASSERT_EQ(p8.kind, CopyPlan::Kind::tiled);
+    EXPECT_TRUE(p8.tile_vectors);
+    EXPECT_TRUE(p8.tile_words);
+    const View s16 = over(g_src, {16, 16}, {1, 16}, dtypes::complex128);
+    const View d16 = over(g_dst, {16, 16}, {16, 1}, dtypes::complex128);
+    const CopyPlan p16 = detail::plan_copy(d16, s16);
+    ASSERT_EQ(p16.kind, CopyPlan::Kind::tiled);
+    EXPECT_FALSE(p16.tile_vectors);  // a 16-byte unit is a vector already: the tiled kernel moves it
+}
+
+TEST(CopyPlan, MisalignedTransposesMoveNoVectors) {
+    const View d = over(g_dst, {64, 32}, {32, 1}, dtypes::float32);
+    // src's base 4 bytes past a 16-byte boundary
+    EXPECT_FALSE(detail::plan_copy(d, over(g_src, {64, 32}, {1, 64}, dtypes::float32, 4)).tile_vectors);
+    // src rows of 66 floats (264 bytes): every other row starts mid-vector
+    EXPECT_FALSE(detail::plan_copy(d, over(g_src, {64, 32}, {1, 66}, dtypes::float32)).tile_vectors);
+    // dst's rows padded to 20 floats (aligned), but the inner extent 18 is no multiple of 4 elements
+    const View s18 = over(g_src, {64, 18}, {1, 64}, dtypes::float32);
+    const View d18 = over(g_dst, {64, 18}, {20, 1}, dtypes::float32);
+    const CopyPlan p18 = detail::plan_copy(d18, s18);
+    ASSERT_EQ(p18.kind, CopyPlan::Kind::tiled);
+    EXPECT_FALSE(p18.tile_vectors);
+    // 1-byte units: 16-element vectors, so an extent of 24 does not line up, though words do
+    const View s24 = over(g_src, {32, 24}, {1, 32}, dtypes::uint8);
+    const View d24 = over(g_dst, {32, 24}, {32, 1}, dtypes::uint8);
+    const CopyPlan p24 = detail::plan_copy(d24, s24);
+    EXPECT_TRUE(p24.tile_words);
+    EXPECT_FALSE(p24.tile_vectors);
+}
+
 TEST(CopyPlan, ThinTransposeStaysStrided) {
     const View s = over(g_src, {64, 2}, {1, 64}, dtypes::float32);
     const View d = over(g_dst, {64, 2}, {2, 1}, dtypes::float32);

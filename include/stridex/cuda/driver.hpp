@@ -277,6 +277,11 @@ struct DriverTable {
                                    unsigned flags);
     CUresult (*user_object_release)(CUuserObject, unsigned count);
     CUresult (*graph_retain_user_object)(CUgraph, CUuserObject, unsigned count, unsigned flags);
+    // The copy kernels' grids (issue 25, src/cuda/copy_kernels.cpp): blocks of a kernel an SM holds
+    // at once, so a grid is exactly one wave of resident blocks.
+    CUresult (*occupancy_max_active_blocks_per_multiprocessor)(int* blocks, CUfunction, int block_size,
+                                                               std::size_t dynamic_shared_bytes);
+    CUresult (*func_set_attribute)(CUfunction, int attribute, int value);  // tiles above 48 KiB of shared memory
 };
 
 // A failed driver call: Error(cuda) that also keeps the CUresult, for callers that branch on it.

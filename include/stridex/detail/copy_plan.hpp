@@ -35,6 +35,7 @@ struct CopyPlan {
     CopyAxis axes[kMaxNdim + 1] = {};  // outermost first; one more for a split element
     int tile_axis = -1;                // tiled: the axis src reads contiguously
     bool tile_words = false;           // tiled, units of 1 or 2 bytes: 4-byte words line up on both sides
+    bool tile_vectors = false;         // tiled, units of 1 to 8 bytes: 16-byte vectors line up on both sides
 };
 
 // Shapes and dtypes must already match; `dst` must not address one element twice (the engine

@@ -53,4 +53,28 @@ struct TiledArgs {
     int64_t src_stride[kMaxAxes];
 };
 
+// The vector transpose: like the tiled one, but every global access is a 16-byte vector on both
+// sides (the plan's `tile_vectors`: both bases and every stride but the unit ones are multiples of
+// 16 bytes, both tile extents multiples of V = 16 / unit elements). Shared memory is written and
+// read in chunks of 16 and 4 (8) bytes; a thread turns V rows of one word into whole dst vectors
+// in registers. Units of 1, 2, 4 and 8 bytes, one shape each (kVecTiles, by unit 1, 2, 4, 8):
+// a tile of ti x tj elements (ti along dst's contiguous axis I, tj along src's J), moved by
+// `threads` threads of a 1-d block. The shapes are the fastest of those measured on an H200
+// (docs/runs/bench-copy-kernels-h200.txt): runs of >= 256 bytes on both sides, for 1-byte units
+// 256 x 256 (64 KiB of shared memory) with every chunk in flight at once through cp.async.
+struct VecTile {
+    int ti, tj, threads;
+    bool async;      // chunks copied to shared memory by cp.async (sm_80+), not through registers
+    bool i_first;    // tiles visited along I first (else along J)
+    int min_blocks;  // resident blocks per SM the registers must allow (__launch_bounds__)
+};
+constexpr VecTile kVecTiles[4] = {
+    {256, 256, 512, true, false, 1},  // 1 byte: 64 KiB
+    {128, 128, 256, false, true, 4},  // 2 bytes: 32 KiB
+    {64, 64, 256, false, false, 4},   // 4 bytes: 16 KiB
+    {64, 64, 256, true, false, 4},    // 8 bytes: 32 KiB
+};
+// Dynamic shared memory of a vector tile (more than 48 KiB takes an opt-in, see copy_kernels.cpp).
+constexpr int vec_tile_bytes(const VecTile& t, int unit) { return t.ti * t.tj * unit; }
+
 }  // namespace stridex::kernels

@@ -1,6 +1,6 @@
 // The copy kernels, compiled by nvcc into a fatbin that the library embeds (copy_fatbin.cpp) and
-// loads through the driver API at first use. Two kernels, each instantiated for units of 1, 2, 4,
-// 8 and 16 bytes (the plan widens contiguous runs to the largest unit their alignment allows):
+// loads through the driver API at first use. Three kernels, instantiated for units of 1, 2, 4, 8
+// and 16 bytes (the plan widens contiguous runs to the largest unit their alignment allows):
 //
 //   strided: any layouts, one thread per unit, kUnroll loads in flight per thread. In rows mode a
 //            block walks part of one innermost row, so the outer index is decomposed once per block
@@ -9,8 +9,11 @@
 //   tiled:   transposes (dst's contiguous axis is not src's): a kTile x kTile tile is read along
 //            src's contiguous axis and written along dst's, through shared memory padded so that
 //            the column reads hit 32 distinct banks for every element size (see kPad).
+//   vtiled:  transposes whose 16-byte vectors line up on both sides (units of 1 to 8 bytes): the
+//            tile moves in 16-byte chunks from src and 16-byte vectors to dst, and each thread
+//            transposes strips of V = 16 / unit rows in registers (byte permutes for 1 and 2).
 //
-// Both kernels loop over their blocks (grid-stride), so any size runs on a grid sized to the GPU.
+// All loop over their blocks (grid-stride), so any size runs on a grid sized to the GPU.
 #include <stdint.h>
 
 #include "copy_abi.h"
@@ -225,6 +228,168 @@ __device__ __forceinline__ void tiled(const TiledArgs& p) {
     }
 }
 
+// One column strip of a tile, transposed: V rows (V = 16 / E elements of E bytes) of one word of W
+// bytes each (W = max(E, 4)) become W / E vectors of 16 bytes, each one element column of the
+// strip in row order. Whole words move for 4- and 8-byte elements; byte permutes for 1 and 2.
+template <int E>
+struct Strip {
+    static constexpr int V = 16 / E, W = E > 4 ? E : 4, N = W / E;  // N: vectors out
+    using Word = typename UnitOf<W>::type;
+    __device__ __forceinline__ static void transpose(const Word (&a)[V], uint4 (&out)[N]) {
+        if constexpr (E == 8) {
+            out[0] = make_uint4(static_cast<uint32_t>(a[0]), static_cast<uint32_t>(a[0] >> 32),
+                                static_cast<uint32_t>(a[1]), static_cast<uint32_t>(a[1] >> 32));
+        } else if constexpr (E == 4) {
+            out[0] = make_uint4(a[0], a[1], a[2], a[3]);
+        } else if constexpr (E == 2) {  // word k of column x: element x of rows 2k and 2k + 1
+#pragma unroll
+            for (int x = 0; x < 2; ++x) {
+                const unsigned sel = x ? 0x7632 : 0x5410;
+                out[x] = make_uint4(__byte_perm(a[0], a[1], sel), __byte_perm(a[2], a[3], sel),
+                                    __byte_perm(a[4], a[5], sel), __byte_perm(a[6], a[7], sel));
+            }
+        } else {  // E == 1: word k of column x: byte x of rows 4k .. 4k + 3
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+                const unsigned sel = x | ((x + 4) << 4);
+                uint32_t w[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+                    w[k] = __byte_perm(__byte_perm(a[4 * k], a[4 * k + 1], sel),
+                                       __byte_perm(a[4 * k + 2], a[4 * k + 3], sel), 0x5410);
+                out[x] = make_uint4(w[0], w[1], w[2], w[3]);
+            }
+        }
+    }
+};
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* global) {
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(global) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// The vector transpose (VecTile in copy_abi.h). The tile sits in shared memory as src wrote it:
+// TI rows (along I) of CJ 16-byte chunks (along J). Chunk c of row r is stored at c ^ ((r / V) % 8)
+// so that both the row-wise chunk writes and the strip reads (8 lanes: 8 strips down I, the same
+// word of one chunk column) hit distinct banks.
+template <int E, int TI, int TJ, int NT, bool Async, bool IFirst>
+__device__ __forceinline__ void vtiled(const TiledArgs& p) {
+    constexpr int V = 16 / E;
+    constexpr int CJ = TJ / V;            // chunks per tile row
+    constexpr int MI = TI / V;            // blocks down I
+    constexpr int kLoads = TI * CJ / NT;  // chunks each thread reads
+    using S = Strip<E>;
+    constexpr int kWordsPerChunk = 16 / S::W;
+    constexpr int kLanesJ = 4;                              // strips across J per warp row
+    constexpr int kStrips = MI * CJ * kWordsPerChunk / NT;  // strips each thread transposes
+    static_assert(CJ % 8 == 0 && MI % 8 == 0 && TI * CJ % NT == 0 && MI * CJ * kWordsPerChunk % NT == 0);
+    static_assert(CJ * kWordsPerChunk % kLanesJ == 0 && NT % 32 == 0);
+    extern __shared__ uint4 tile[];  // TI * CJ chunks
+    char* const dst = reinterpret_cast<char*>(p.dst);
+    const char* const src = reinterpret_cast<const char*>(p.src);
+    const int t = threadIdx.x;
+    // Where tile `b` starts on both sides (32-bit division whenever the tile count allows it).
+    struct Where {
+        int64_t i0, j0;
+        const char* s;
+        char* d;
+    };
+    auto locate = [&](int64_t b) {
+        int64_t tj, ti, doff = 0, soff = 0;
+        if (p.blocks <= INT32_MAX) {
+            const uint32_t u = static_cast<uint32_t>(b), nj = static_cast<uint32_t>(p.tiles_j);
+            const uint32_t ni = static_cast<uint32_t>(p.tiles_i);
+            const uint32_t per = ni * nj, batch = u / per, in = u - batch * per;
+            if constexpr (IFirst) {
+                tj = in / ni;
+                ti = in - static_cast<uint32_t>(tj) * ni;
+            } else {
+                ti = in / nj;
+                tj = in - static_cast<uint32_t>(ti) * nj;
+            }
+            if (p.nbatch > 0) outer_offsets32(p.shape, p.dst_stride, p.src_stride, p.nbatch, batch, doff, soff);
+        } else {
+            const int64_t per = p.tiles_i * p.tiles_j, in = b % per;
+            ti = IFirst ? in % p.tiles_i : in / p.tiles_j;
+            tj = IFirst ? in / p.tiles_i : in % p.tiles_j;
+            if (p.nbatch > 0) outer_offsets(p.shape, p.dst_stride, p.src_stride, p.nbatch, b / per, doff, soff);
+        }
+        const int64_t i0 = ti * TI, j0 = tj * TJ;
+        return Where{i0, j0, src + soff + i0 * p.src_i + j0 * E, dst + doff + j0 * p.dst_j + i0 * E};
+    };
+    auto slot = [](int r, int c) { return r * CJ + (c ^ ((r / V) & 7)); };
+    // Reads the tile's chunks that the view has (the rest of the buffer is never stored).
+    auto load = [&](const Where& w, uint4* buf) {
+        const int64_t i0 = w.i0, j0 = w.j0;
+        const char* const s = w.s;
+        if constexpr (Async) {
+#pragma unroll
+            for (int k = 0; k < kLoads; ++k) {
+                const int q = t + k * NT, r = q / CJ, c = q % CJ;
+                if (i0 + r < p.ni && j0 + int64_t{c} * V < p.nj) cp_async16(buf + slot(r, c), s + r * p.src_i + c * 16);
+            }
+        } else {
+            // Through registers, 4 chunks (64 bytes) in flight per thread at most: more would
+            // spill within the 64 registers that 4 resident blocks of 256 threads leave.
+            constexpr int kBatch = kLoads < 4 ? kLoads : 4;
+#pragma unroll
+            for (int k0 = 0; k0 < kLoads; k0 += kBatch) {
+                uint4 v[kBatch];
+#pragma unroll
+                for (int k = 0; k < kBatch; ++k) {
+                    const int q = t + (k0 + k) * NT, r = q / CJ, c = q % CJ;
+                    if (i0 + r < p.ni && j0 + int64_t{c} * V < p.nj)
+                        v[k] = *reinterpret_cast<const uint4*>(s + r * p.src_i + c * 16);
+                }
+#pragma unroll
+                for (int k = 0; k < kBatch; ++k) {
+                    const int q = t + (k0 + k) * NT;
+                    buf[slot(q / CJ, q % CJ)] = v[k];
+                }
+            }
+        }
+    };
+    // Strips: a warp takes 8 strips down I (so 8 lanes write 128 contiguous bytes of a dst row)
+    // times 4 words across J; 8 lanes reading one word of 8 strips hit 8 distinct chunk slots.
+    auto store = [&](const Where& w, const uint4* buf) {
+        const int64_t i0 = w.i0, j0 = w.j0;
+        char* const d = w.d;
+        const auto* words = reinterpret_cast<const typename S::Word*>(buf);
+#pragma unroll 1
+        for (int k = 0; k < kStrips; ++k) {
+            const int m = t + k * NT, lane = m & 31, group = m >> 5;
+            const int ib = group % (MI / 8) * 8 + (lane & 7);
+            const int jw = group / (MI / 8) * kLanesJ + (lane >> 3);
+            if (i0 + int64_t{ib} * V >= p.ni || j0 + int64_t{jw} * S::N >= p.nj) continue;
+            typename S::Word a[V];
+            const int chunk = (jw / kWordsPerChunk) ^ (ib & 7), within = jw % kWordsPerChunk;
+#pragma unroll
+            for (int v = 0; v < V; ++v) a[v] = words[((ib * V + v) * CJ + chunk) * kWordsPerChunk + within];
+            uint4 out[S::N];
+            S::transpose(a, out);
+            char* g = d + int64_t{jw} * S::N * p.dst_j + ib * 16;
+#pragma unroll
+            for (int x = 0; x < S::N; ++x) *reinterpret_cast<uint4*>(g + x * p.dst_j) = out[x];
+        }
+    };
+    for (int64_t b = blockIdx.x; b < p.blocks; b += gridDim.x) {
+        const Where here = locate(b);
+        load(here, tile);
+        if constexpr (Async) {  // every chunk of the tile in flight at once, none in registers
+            cp_async_commit();
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        store(here, tile);
+        __syncthreads();  // the next tile overwrites the buffer
+    }
+}
+
 }  // namespace
 }  // namespace stridex::kernels
 
@@ -256,3 +421,16 @@ STRIDEX_TILED(2, 2, 2)
 STRIDEX_TILED(4, 1, 2)
 STRIDEX_TILED(8, 1, 2)
 STRIDEX_TILED(16, 1, 1)
+
+// The vector transposes: stridex_vtiled_<unit>, shapes from kVecTiles.
+#define STRIDEX_VTILED(B, S) \
+    extern "C" __global__ void __launch_bounds__(stridex::kernels::kVecTiles[S].threads, \
+                                                 stridex::kernels::kVecTiles[S].min_blocks) \
+        stridex_vtiled_##B(const TiledArgs p) { \
+        constexpr stridex::kernels::VecTile t = stridex::kernels::kVecTiles[S]; \
+        stridex::kernels::vtiled<B, t.ti, t.tj, t.threads, t.async, t.i_first>(p); \
+    }
+STRIDEX_VTILED(1, 0)
+STRIDEX_VTILED(2, 1)
+STRIDEX_VTILED(4, 2)
+STRIDEX_VTILED(8, 3)

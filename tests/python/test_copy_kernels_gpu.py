@@ -1,0 +1,104 @@
+"""The copy engine's transpose kernels on a GPU (issue 25), against NumPy.
+
+Every element size the vector transpose serves (1, 2, 4 and 8 bytes) with full tiles, ragged edge
+tiles, batch axes and more tiles than one grid holds; then the layouts it leaves to the word and
+element tiles (16-byte units, extents that are no multiple of a vector, misaligned bases, padded
+rows). Destinations are poisoned first so that an unwritten element shows. Skips without a GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import stridex
+
+pytestmark = pytest.mark.skipif(
+    not stridex.cuda_available(), reason="no CUDA device (stridex.cuda_available() is False)"
+)
+POISON = 0xA5
+
+
+def on_gpu(host: np.ndarray) -> stridex.View:
+    buf = stridex.empty(host.shape, str(host.dtype), device="cuda:0")
+    return stridex.copy(buf, stridex.view(host), stream=stridex.NO_SYNC)
+
+
+def to_host(v: stridex.View) -> np.ndarray:
+    out = stridex.empty(v.shape, v.dtype, device="cpu")
+    stridex.copy(out, v, stream=stridex.NO_SYNC)
+    return np.asarray(out)
+
+
+def random_array(shape, dtype, seed=3) -> np.ndarray:
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8).view(dtype).reshape(shape)
+
+
+def check(src: stridex.View, expected: np.ndarray) -> None:
+    """Copies `src` (on the GPU) into a poisoned C-contiguous GPU array and compares the bytes."""
+    dst = on_gpu(np.frombuffer(bytes([POISON]) * expected.nbytes, expected.dtype).reshape(expected.shape))
+    stridex.copy(dst, src, stream=stridex.NO_SYNC)
+    got = to_host(dst)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.tobytes() == np.ascontiguousarray(expected).tobytes()
+
+
+VECTOR_CASES = [
+    ((256, 384), (1, 0), "uint8"),  # 16-element vectors, whole tiles
+    ((272, 336), (1, 0), "uint8"),  # extents multiples of 16, not of the tile: ragged edge tiles
+    ((3, 48, 80), (0, 2, 1), "uint8"),  # a batch axis
+    ((4096, 4096), (1, 0), "uint8"),  # more tiles than one grid of resident blocks
+    ((200, 136), (1, 0), "int16"),
+    ((4, 16, 24, 40), (0, 2, 3, 1), "int16"),  # NCHW -> NHWC: two batch axes
+    ((264, 520), (1, 0), "float32"),
+    ((24, 100, 36), (2, 0, 1), "float32"),
+    ((2048, 4096), (1, 0), "float32"),
+    ((18, 34, 20), (2, 1, 0), "float64"),
+    ((6, 40, 66), (0, 2, 1), "complex64"),
+]
+
+
+@pytest.mark.parametrize("shape,perm,dtype", VECTOR_CASES)
+def test_vector_transposes(shape, perm, dtype):
+    host = random_array(shape, dtype)
+    check(on_gpu(host).permute(perm), host.transpose(perm))
+
+
+FALLBACK_CASES = [
+    ((32, 48), (1, 0), "complex128"),  # 16-byte units: element tiles
+    ((301, 203), (1, 0), "uint8"),  # extents no multiple of 16 (nor of 4): element tiles
+    ((96, 40), (1, 0), "uint8"),  # 40: no multiple of 16, words line up
+    ((100, 36), (1, 0), "int16"),  # 36: no multiple of 8, words line up
+    ((66, 34), (1, 0), "float32"),  # 34: no multiple of 4 (and rows of 136 bytes)
+]
+
+
+@pytest.mark.parametrize("shape,perm,dtype", FALLBACK_CASES)
+def test_transposes_without_vectors(shape, perm, dtype):
+    host = random_array(shape, dtype)
+    check(on_gpu(host).permute(perm), host.transpose(perm))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "float32", "float64"])
+def test_misaligned_and_padded_sources(dtype):
+    item = np.dtype(dtype).itemsize
+    host = random_array((1 + 64 * 160,), dtype)
+    buf = on_gpu(host)
+    # One element past a 16-byte boundary: no vectors on the source side.
+    src = stridex.from_pointer(buf.ptr + item, (64, 160), dtype, owner=buf).T
+    check(src, host[1:].reshape(64, 160).T)
+    # A column block of a transposed array: aligned, rows padded to 160 elements.
+    check(src[16:144, 16:48], host[1:].reshape(64, 160).T[16:144, 16:48])
+    aligned = on_gpu(host[: 64 * 160].reshape(64, 160)).T
+    check(aligned[16:144, 16:48], host[: 64 * 160].reshape(64, 160).T[16:144, 16:48])
+
+
+def test_reversed_and_broadcast_batch_axes():
+    # Batch strides that are negative (a reversed axis) or zero (broadcast) keep the vectors lined up.
+    host = random_array((3, 64, 48), "float32")
+    buf = on_gpu(host)
+    check(buf[::-1].permute((0, 2, 1)), host[::-1].transpose(0, 2, 1))
+    rows = on_gpu(host[0])
+    wide = stridex.from_pointer(rows.ptr, (3, 64, 48), "float32", strides=(0, 48, 1), owner=rows)
+    check(wide.permute((0, 2, 1)), np.broadcast_to(host[0], (3, 64, 48)).transpose(0, 2, 1))
