@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """What the hand-over race sanitizer costs per hand-over (docs/sanitizer.md, "Cost").
 
-    taskset -c 1 python bench/bench_sanitizer.py [--baseline DIR] [--json out.json]
+    python bench/bench_sanitizer.py --make-baseline /tmp/nosan      # once: builds the baseline
+    taskset -c 1 python bench/bench_sanitizer.py [--baseline /tmp/nosan] [--json out.json]
 
-off   stridex.view(x) with the sanitizer off: this build against --baseline, a stridex built
-      without the sanitizer (`pip install --target DIR .` of the commit before it), each timed in
-      a process of its own, the processes interleaved (A B A B ...); the table shows the medians
-      and the median of the run-by-run differences. Goal: <= 2 ns per call.
+off   stridex.view(x) with the sanitizer off: this build against --baseline, the same source tree
+      built with the sanitizer compiled out (--make-baseline: `sanitizer::on()` made a constant
+      false, so every hook is dropped by the compiler), each timed in a process of its own, the
+      processes interleaved (A B A B ...); the table shows the medians and the median of the
+      run-by-run differences. Goal: <= 2 ns per call.
 on    the same call inside stridex.sanitize(), interleaved with off in one process; the
       difference is the sanitizer's work per hand-over (the log, a few Python frames, a stream
       query). Goal: <= 2 us per hand-over.
@@ -64,6 +66,30 @@ def producers() -> dict:
         cai.keep = a
         out["fake-cuda"] = (cai, 11)
     return out
+
+
+ROOT = os.path.dirname(HERE)
+SWITCH = "inline bool on() noexcept { return detail::g_on.load(std::memory_order_relaxed); }"
+
+
+def make_baseline(target: str) -> None:
+    """Builds this source tree with the sanitizer compiled out into `target` (pip --target)."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = os.path.join(tmp, "stridex")
+        skip = shutil.ignore_patterns(".git", ".gpu", ".venv", "build", "build-*", "__pycache__")
+        shutil.copytree(ROOT, tree, ignore=skip)
+        header = os.path.join(tree, "src", "extension", "sanitizer.hpp")
+        with open(header) as f:
+            text = f.read()
+        if SWITCH not in text:
+            raise SystemExit(f"{header}: the switch's definition changed; update SWITCH in {__file__}")
+        with open(header, "w") as f:
+            f.write(text.replace(SWITCH, "inline bool on() noexcept { return false; }"))
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps"]
+        subprocess.run([*pip, "--target", target, tree], check=True)
 
 
 def time_call(fn, budget: float) -> float:
@@ -134,6 +160,7 @@ def on_against_off(name: str, repeats: int, budget: float) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline", help="a stridex without the sanitizer, on PYTHONPATH for the off comparison")
+    parser.add_argument("--make-baseline", metavar="DIR", help="build that baseline into DIR, then exit")
     parser.add_argument("--repeats", type=int, default=9, help="interleaved runs (default 9)")
     parser.add_argument("--budget", type=float, default=0.2, help="seconds per timing (default 0.2)")
     parser.add_argument("--json", help="also write the numbers to this file")
@@ -141,6 +168,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.child:
         child(args.child, args.budget)
+        return 0
+    if args.make_baseline:
+        make_baseline(args.make_baseline)
         return 0
     import stridex
 
