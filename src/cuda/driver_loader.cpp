@@ -152,6 +152,9 @@ std::unique_ptr<Driver> load_driver(const char* library) {
     r.bind(t.user_object_create, "cuUserObjectCreate", "cuUserObjectCreate");
     r.bind(t.user_object_release, "cuUserObjectRelease", "cuUserObjectRelease");
     r.bind(t.graph_retain_user_object, "cuGraphRetainUserObject", "cuGraphRetainUserObject");
+    // Host copies at pinned speed (issue 25, host paths): the pageable pool's registered blocks.
+    r.bind(t.mem_host_register, "cuMemHostRegister", "cuMemHostRegister_v2");
+    r.bind(t.mem_host_unregister, "cuMemHostUnregister", "cuMemHostUnregister");
     if (!t.init)
         return Driver::unavailable(std::string("CUDA driver ") + library + " has no cuInit: not a CUDA driver");
     return std::make_unique<Driver>(t, library);

@@ -277,6 +277,10 @@ struct DriverTable {
                                    unsigned flags);
     CUresult (*user_object_release)(CUuserObject, unsigned count);
     CUresult (*graph_retain_user_object)(CUgraph, CUuserObject, unsigned count, unsigned flags);
+    // Host copies at pinned speed (issue 25, host paths): the pageable pool's blocks are
+    // page-locked for the DMA engine (src/cuda/pool.cpp).
+    CUresult (*mem_host_register)(void*, std::size_t bytes, unsigned flags);  // _v2
+    CUresult (*mem_host_unregister)(void*);
 };
 
 // A failed driver call: Error(cuda) that also keeps the CUresult, for callers that branch on it.
