@@ -155,12 +155,14 @@ void refuse_uncapturable(const View& dst, const View& src, StreamRef run, const 
 }
 
 // Whether a host side of the copy lies in the pageable pool's blocks (fresh cpu results), each
-// registered with the driver now where `policy` says so (copy_internal.hpp's host tuning).
-bool pooled_host(const View& dst, const View& src, cuda::detail::HostRegister policy) {
+// registered with the driver now where the host tuning's policy says so (copy_internal.hpp), and
+// never inside a capture (which refuses them). Copies without a host side ask nothing.
+bool pooled_host(const View& dst, const View& src, bool capturing) {
     bool pooled = false;
     for (const View* v : {&src, &dst}) {
         if (!is_host_only(v->device()) || v->size() == 0) continue;
         const Span span = v->byte_span();
+        const auto policy = capturing ? cuda::detail::HostRegister::never : ce::host_register();
         pooled = cuda::detail::pageable_pool_memory(v->ptr() + span.lo, static_cast<std::size_t>(span.hi - span.lo),
                                                     policy)
                      .pooled ||
@@ -355,9 +357,9 @@ std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream) {
     const cuda::Capture capture = cuda::capture_of(run, ordinal);
     // An invalidated capture is left to the driver, which reports the capture's first error.
     const bool capturing = capture.active() || capture.status == cuda::CaptureStatus::implicit;
-    // The pageable pool's blocks are page-locked at their first copy (none in a capture, which
-    // refuses them), after which the DMA engine moves them like pinned memory.
-    const bool pooled = pooled_host(dst, src, capturing ? cuda::detail::HostRegister::never : ce::host_register());
+    // The pageable pool's blocks are page-locked when reused (docs/memory.md; none in a capture,
+    // which refuses them), after which the DMA engine moves them like pinned memory.
+    const bool pooled = pooled_host(dst, src, capturing);
     if (capturing) refuse_uncapturable(dst, src, run, capture, pooled);
     wait_for(src, run, ordinal);
     wait_for(dst, run, ordinal);

@@ -185,6 +185,9 @@ TEST(HostTuning, ABadSettingIsAValueErrorNamingTheItem) {
         const Tuning tuning("stages=1");
         EXPECT_ERROR(copy(h, dev.view(shape), kCopyStream), value,
                      "STRIDEX_HOST_COPY: stages is 2 to 16, found 'stages=1'");
+        // A copy without a host side never reads it.
+        DeviceFloats other(fake, kFloats);
+        EXPECT_EQ(copy(other.view(shape), dev.view(shape), kCopyStream), kCopyStream);
     }
     {
         const Tuning tuning("stage_mib=4,speed=9");
