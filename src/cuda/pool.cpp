@@ -279,13 +279,14 @@ void free_cached_pinned(Driver& d, PinnedPool& pool, bool only_completed) {
 // kPageableCache bytes) and handed out again, already faulted in. Blocks are mmap'ed with
 // MADV_HUGEPAGE, so a fresh one faults in 2 MiB pages.
 //
-// The first copy between a block and a GPU page-locks the whole block with the driver
-// (cuMemHostRegister, portable), and it stays registered while the pool keeps it: from then on the
-// DMA engine moves it directly, at pinned speed, where foreign pageable memory goes through the
-// staging buffers. The registration is undone just before the block is unmapped. Copies into or out
-// of the pool's blocks still complete before returning (the copy engine waits for them), so a
-// block's memory is never used by queued GPU work once its View is gone, and a block is reusable at
-// once.
+// A copy between a block and a GPU page-locks the whole block with the driver (cuMemHostRegister,
+// portable) when the registration policy says so (pageable_pool_memory: by default once the block
+// is handed out again, docs/memory.md has the measurements), and it stays registered while the
+// pool keeps it: from then on the DMA engine moves it directly, at pinned speed, where foreign
+// pageable memory goes through the staging buffers. The registration is undone just before the
+// block is unmapped. Copies into or out of the pool's blocks still complete before returning (the
+// copy engine waits for them), so a block's memory is never used by queued GPU work once its View
+// is gone, and a block is reusable at once.
 constexpr std::size_t kPageableMin = std::size_t{1} << 20;
 constexpr std::size_t kPageableCache = std::size_t{1} << 30;
 constexpr unsigned kMemHostRegisterPortable = 1;  // CU_MEMHOSTREGISTER_PORTABLE

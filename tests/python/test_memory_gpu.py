@@ -1,6 +1,8 @@
 """stridex's stream-ordered pools on a GPU (docs/memory.md): a release never waits for another
 stream, reuse across streams keeps the order, the same block comes back, out of memory leaves the
-pool usable, graph capture, pinned results, and allocator='torch' / 'cupy' / 'rmm'."""
+pool usable, graph capture, pinned results, and allocator='torch' / 'cupy' / 'rmm'; the host paths:
+a reused cpu result page-locked and moved directly, strided pageable memory both ways, each ordered
+after a sleeping producer and exact."""
 
 from __future__ import annotations
 

@@ -90,7 +90,8 @@ void trim_device_pool(int ordinal);
 // cached block of the pageable pool (fresh cpu results of 1 MiB and more, kept for reuse).
 void trim_host_pools();
 // The pageable pool (cpu results of 1 MiB and more: mmap'ed with MADV_HUGEPAGE, up to 1 GiB of
-// freed blocks kept faulted-in for the next result).
+// freed blocks kept faulted-in for the next result, page-locked with the driver when reused for a
+// copy with a GPU: `registered` counts those bytes).
 PoolStats pageable_pool_stats();
 
 // For ipc.hpp: the pool memory an owner keeps alive, when it is a device pool's.
