@@ -104,6 +104,28 @@ TEST(PageablePool, AFreshCpuResultIsRegisteredAtItsFirstCopyThenMovedDirectlyAnd
     fake->expect_clean();
 }
 
+TEST(PageablePool, ABlockReleasedPastTheCacheIsUnregisteredBeforeItIsUnmapped) {
+    stridex_test::FakeCuda fake;
+    cuda::trim_host_pools();
+    const Tuning tuning("register=first");
+    DeviceFloats dev(fake, kFloats);
+    const std::vector<std::int64_t> shape{kFloats};
+    View out = allocate(shape, dtypes::float32, Device::cpu());
+    EXPECT_EQ(copy(out, dev.view(shape), kCopyStream), kNoStream);
+    // A 1 GiB result (never touched) released first fills the cache: the registered block no longer fits.
+    View big = allocate(std::vector<std::int64_t>{std::int64_t{1} << 30}, dtypes::uint8, Device::cpu());
+    big = View();
+    (void)fake->take_log();
+    out = View();
+    EXPECT_EQ(only(fake->take_log(), {"host_unregister"}), (Log{"host_unregister 2M"}));
+    EXPECT_TRUE(fake->registered.empty());
+    EXPECT_EQ(cuda::pageable_pool_stats().registered, 0u);
+    EXPECT_EQ(cuda::pageable_pool_stats().reserved, std::uint64_t{1} << 30);  // the cached 1 GiB block
+    cuda::trim_host_pools();
+    EXPECT_EQ(cuda::pageable_pool_stats().reserved, 0u);
+    fake->expect_clean();
+}
+
 TEST(PageablePool, ByDefaultABlockIsRegisteredOnReuseAndItsFirstCopyIsStaged) {
     stridex_test::FakeCuda fake;
     cuda::trim_host_pools();
