@@ -133,7 +133,9 @@ bool needs_cpu(const View& host, const CopyPlan& p) {
 
 // Inside a capture the copy must be work a graph replays: nothing on the CPU (copy.hpp's contract
 // and docs/graphs.md). Refused before anything is enqueued.
-void refuse_uncapturable(const View& dst, const View& src, StreamRef run, const cuda::Capture& capture) {
+// `pooled`: a host side is a block of the pageable pool, which is pageable memory to the caller
+// (copies of it complete before returning) even where it is page-locked, so it is refused alike.
+void refuse_uncapturable(const View& dst, const View& src, StreamRef run, const cuda::Capture& capture, bool pooled) {
     const auto words = [&](const char* what) {
         return std::string("copying ") + src.device().name() + " to " + dst.device().name() + " " + what;
     };
@@ -142,13 +144,31 @@ void refuse_uncapturable(const View& dst, const View& src, StreamRef run, const 
                                 words("on the legacy default stream, which cannot take part in a capture; pass the "
                                       "capturing stream (stream=...)"));
     const View* host = is_host_only(src.device()) ? &src : is_host_only(dst.device()) ? &dst : nullptr;
-    if (host && src.size() > 0 && needs_cpu(*host, detail::plan_copy(dst, src)))
+    if (host && src.size() > 0 && (pooled || needs_cpu(*host, detail::plan_copy(dst, src))))
         cuda::refuse_in_capture("stridex.copy", run, capture,
-                                words(is_pinned(*host) ? "in this layout needs the CPU to pack the host side, "
-                                                         "which a graph replay cannot run; copy a dense view"
-                                                       : "needs the CPU (pageable host memory is staged or waited "
-                                                         "for by the host), which a graph replay cannot run; use "
-                                                         "pinned memory (cuda_host) or copy outside the capture"));
+                                words(is_pinned(*host) && !pooled
+                                          ? "in this layout needs the CPU to pack the host side, "
+                                            "which a graph replay cannot run; copy a dense view"
+                                          : "needs the CPU (pageable host memory is staged or waited "
+                                            "for by the host), which a graph replay cannot run; use "
+                                            "pinned memory (cuda_host) or copy outside the capture"));
+}
+
+// Whether a host side of the copy lies in the pageable pool's blocks (fresh cpu results), each
+// registered with the driver now where the host tuning's policy says so (copy_internal.hpp), and
+// never inside a capture (which refuses them). Copies without a host side ask nothing.
+bool pooled_host(const View& dst, const View& src, bool capturing) {
+    bool pooled = false;
+    for (const View* v : {&src, &dst}) {
+        if (!is_host_only(v->device()) || v->size() == 0) continue;
+        const Span span = v->byte_span();
+        const auto policy = capturing ? cuda::detail::HostRegister::never : ce::host_register();
+        pooled = cuda::detail::pageable_pool_memory(v->ptr() + span.lo, static_cast<std::size_t>(span.hi - span.lo),
+                                                    policy)
+                     .pooled ||
+                 pooled;
+    }
+    return pooled;
 }
 
 // A copy as one cuMemcpy2DAsync: two axes, rows contiguous on both sides, non-negative pitches.
@@ -336,8 +356,11 @@ std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream) {
     const cuda::CUstream handle = run.handle();
     const cuda::Capture capture = cuda::capture_of(run, ordinal);
     // An invalidated capture is left to the driver, which reports the capture's first error.
-    if (capture.active() || capture.status == cuda::CaptureStatus::implicit)
-        refuse_uncapturable(dst, src, run, capture);
+    const bool capturing = capture.active() || capture.status == cuda::CaptureStatus::implicit;
+    // The pageable pool's blocks are page-locked when reused (docs/memory.md; none in a capture,
+    // which refuses them), after which the DMA engine moves them like pinned memory.
+    const bool pooled = pooled_host(dst, src, capturing);
+    if (capturing) refuse_uncapturable(dst, src, run, capture, pooled);
     wait_for(src, run, ordinal);
     wait_for(dst, run, ordinal);
     // Pool memory used on a stream other than its allocation stream is freed after this copy.
@@ -361,7 +384,9 @@ std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream) {
         cuda::keep_alive_in_capture(capture, dst.owner());
     }
     if (!pending) return kNoStream;
-    if (stream == kNoStream) {
+    // A pool block is pageable memory to its user: the copy completes before returning, as staged
+    // copies do, so the block is never used by queued work once its View is gone.
+    if (stream == kNoStream || pooled) {
         cuda::Stream::borrow(run, ordinal).synchronize();
         return kNoStream;
     }

@@ -41,11 +41,28 @@ private:
 // outlives every use, which is queued on its stream).
 View scratch_view(const Scratch& scratch, const View& like, int ordinal);
 
+// host_tuning.cpp: the settings of the host copy paths (docs/memory.md, "Host memory"): defaults
+// measured on the GPU machines, overridden by STRIDEX_HOST_COPY ("stage_mib=16,stages=4,
+// threads=16,streaming=1,pack_streaming=0,register=reuse"; ValueError naming the item otherwise).
+struct HostTuning {
+    std::int64_t stage_bytes = std::int64_t{16} << 20;  // one staging buffer
+    std::size_t stages = 4;                             // buffers in flight
+    int threads = 16;                                   // host threads packing or unpacking a piece
+    bool streaming = true;                              // non-temporal stores for long runs unpacked into host memory
+    bool pack_streaming = false;                        // the same for packing into a staging buffer (to the device)
+    detail::HostRegister register_policy = detail::HostRegister::on_reuse;  // the pageable pool's blocks
+};
+HostTuning host_tuning();
+detail::HostRegister host_register();
+
 // copy_staging.cpp: copies between host memory the DMA engine cannot read or write as laid out
 // and a GPU, through pinned staging buffers. `device` must be C-contiguous device memory on
 // `ordinal`. H2D returns with the host side read and the transfers queued on `stream`; D2H returns
 // with the host side written.
 void staged_to_device(const View& device, const View& host, int ordinal, CUstream stream);
 void staged_to_host(const View& host, const View& device, int ordinal, CUstream stream);
+// Drops the staging buffers' bookkeeping of a driver that is going (detail::forget_pools calls it),
+// without calling it: a later Driver at the same address must not find them.
+void forget_staging(Driver& d) noexcept;
 
 }  // namespace stridex::cuda::copy_engine

@@ -9,25 +9,36 @@
 // queued up front and each piece is unpacked as soon as its transfer completes, while the next ones
 // are in flight. The device side is always C-contiguous (the engine gathers into or scatters from
 // scratch memory with a kernel otherwise), so a piece is one contiguous byte range there.
+//
+// To the host, the pageable side is written with non-temporal (streaming) stores where it is a long
+// run: it is not read again by this copy, and a plain store would first read every destination line
+// into the cache, a third pass over host memory. To the device, the staging buffer is written with
+// plain stores: the DMA engine reads it right away, partly from the cache.
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "copy_internal.hpp"
 
 namespace stridex::cuda::copy_engine {
 namespace {
 
-constexpr std::int64_t kStageBytes = std::int64_t{16} << 20;
-constexpr std::size_t kStages = 4;
 // Pieces below this are packed by the calling thread alone: waking workers costs more.
 constexpr std::int64_t kParallelBytes = std::int64_t{1} << 20;
+// Runs shorter than this are copied with plain stores (streaming stores pay off on long runs).
+constexpr std::size_t kStreamMin = std::size_t{4} << 10;
 
 // A fixed set of worker threads that run the parts of one job at a time, the caller included.
 class Workers {
@@ -107,19 +118,93 @@ private:
     std::exception_ptr error_;
 };
 
-// copy_host, split along the first axis over the workers when the piece is large.
-void parallel_copy_host(const View& dst, const View& src) {
-    const std::int64_t bytes = src.size() * src.itemsize();
-    Workers& w = Workers::instance();
-    if (bytes < kParallelBytes || src.ndim() == 0 || src.shape()[0] < 2 || w.size() == 1) {
+// memcpy with non-temporal stores for the 16-byte-aligned body of a long run (x86-64; elsewhere
+// memcpy). The stores are fenced before returning: the bytes are visible to the DMA engine and to
+// the thread that joins this one.
+void stream_copy(std::byte* d, const std::byte* s, std::size_t n) noexcept {
+#if defined(__SSE2__)
+    if (n >= kStreamMin) {
+        const std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(d) % 16) % 16;
+        std::memcpy(d, s, head);
+        d += head;
+        s += head;
+        n -= head;
+        const std::size_t body = n / 64 * 64;
+        for (std::size_t i = 0; i < body; i += 64) {
+            const auto* from = reinterpret_cast<const __m128i*>(s + i);
+            auto* into = reinterpret_cast<__m128i*>(d + i);
+            const __m128i a = _mm_loadu_si128(from), b = _mm_loadu_si128(from + 1), c = _mm_loadu_si128(from + 2),
+                          e = _mm_loadu_si128(from + 3);
+            _mm_stream_si128(into, a);
+            _mm_stream_si128(into + 1, b);
+            _mm_stream_si128(into + 2, c);
+            _mm_stream_si128(into + 3, e);
+        }
+        _mm_sfence();
+        d += body;
+        s += body;
+        n -= body;
+    }
+#endif
+    std::memcpy(d, s, n);
+}
+
+// copy_host, with streaming stores for runs contiguous on both sides (the whole piece, or each
+// row of a strided one); other layouts go to copy_host as they are.
+void copy_piece(const View& dst, const View& src, bool streaming) {
+    if (!streaming || src.is_packed_subbyte()) {
         copy_host(dst, src);
         return;
     }
+    const stridex::detail::CopyPlan p = stridex::detail::plan_copy(dst, src);
+    std::byte* const d0 = dst.ptr() + p.dst_offset;
+    const std::byte* const s0 = src.ptr() + p.src_offset;
+    if (p.kind == stridex::detail::CopyPlan::Kind::nothing) return;
+    if (p.kind == stridex::detail::CopyPlan::Kind::contiguous) {
+        stream_copy(d0, s0, static_cast<std::size_t>(p.bytes));
+        return;
+    }
+    const stridex::detail::CopyAxis& inner = p.axes[p.ndim - 1];
+    const auto row = static_cast<std::size_t>(inner.extent * p.unit);
+    if (inner.dst != p.unit || inner.src != p.unit || row < kStreamMin) {
+        copy_host(dst, src);
+        return;
+    }
+    // An odometer over the outer axes (the last fastest), as the core's host copy walks them.
+    std::int64_t index[kMaxNdim + 1] = {};
+    std::byte* d = d0;
+    const std::byte* s = s0;
+    for (;;) {
+        stream_copy(d, s, row);
+        int a = p.ndim - 2;
+        for (; a >= 0; --a) {
+            if (++index[a] < p.axes[a].extent) {
+                d += p.axes[a].dst;
+                s += p.axes[a].src;
+                break;
+            }
+            index[a] = 0;
+            d -= (p.axes[a].extent - 1) * p.axes[a].dst;
+            s -= (p.axes[a].extent - 1) * p.axes[a].src;
+        }
+        if (a < 0) return;
+    }
+}
+
+// copy_piece, split along the first axis over up to `threads` workers when the piece is large.
+void parallel_copy_host(const View& dst, const View& src, const HostTuning& tuning, bool streaming) {
+    const std::int64_t bytes = src.size() * src.itemsize();
+    Workers& w = Workers::instance();
+    const int threads = std::min(w.size(), tuning.threads);
+    if (bytes < kParallelBytes || src.ndim() == 0 || src.shape()[0] < 2 || threads <= 1) {
+        copy_piece(dst, src, streaming);
+        return;
+    }
     const std::int64_t rows = src.shape()[0];
-    const int parts = static_cast<int>(std::min<std::int64_t>(rows, w.size()));
+    const int parts = static_cast<int>(std::min<std::int64_t>(rows, threads));
     w.run(parts, [&](int i) {
         const Slice s{rows * i / parts, rows * (i + 1) / parts, 1};
-        copy_host(dst.slice(0, s), src.slice(0, s));
+        copy_piece(dst.slice(0, s), src.slice(0, s), streaming);
     });
 }
 
@@ -145,12 +230,12 @@ void split(const View& v, std::int64_t max_elements, std::int64_t offset, std::v
     for (std::int64_t i = 0; i < rows; ++i) split(v.index(0, i), max_elements, offset + i * row, out);
 }
 
-std::vector<Piece> pieces_of(const View& host) {
+std::vector<Piece> pieces_of(const View& host, std::int64_t stage_bytes) {
     // Fewer, longer axes first (same elements, same C order), so pieces are as large as allowed.
     const View merged(host.data(), host.byte_offset(), host.layout().merged(), host.dtype(), Device::cpu(),
                       /*readonly=*/false, Owner{}, host.subbyte_padded());
     std::vector<Piece> out;
-    split(merged, std::max<std::int64_t>(1, kStageBytes / host.itemsize()), 0, out);
+    split(merged, std::max<std::int64_t>(1, stage_bytes / host.itemsize()), 0, out);
     return out;
 }
 
@@ -162,14 +247,23 @@ struct Stage {
 struct Pool {
     std::mutex mutex;  // one staged copy per device at a time
     std::vector<Stage> stages;
+    std::int64_t stage_bytes = 0;
 };
 
-// The staging buffers of a device, allocated on first use and kept for the process.
-Pool& pool_for(int ordinal) {
+// The staging buffers of each driver's devices (the process's libcuda, or a test's fake), allocated
+// on first use and kept for the process.
+std::mutex& pools_mutex() {
     static std::mutex mutex;
-    static std::vector<std::unique_ptr<Pool>> pools;
-    const std::lock_guard lock(mutex);
-    Driver& d = driver();
+    return mutex;
+}
+std::map<Driver*, std::vector<std::unique_ptr<Pool>>>& all_pools() {
+    static auto* pools = new std::map<Driver*, std::vector<std::unique_ptr<Pool>>>();  // never destroyed
+    return *pools;
+}
+
+Pool& pool_for(Driver& d, int ordinal) {
+    const std::lock_guard lock(pools_mutex());
+    auto& pools = all_pools()[&d];
     if (pools.size() < static_cast<std::size_t>(d.device_count()))
         pools.resize(static_cast<std::size_t>(d.device_count()));
     auto& pool = pools.at(static_cast<std::size_t>(ordinal));
@@ -177,10 +271,22 @@ Pool& pool_for(int ordinal) {
     return *pool;
 }
 
-void fill(Pool& pool, Driver& d) {
-    while (pool.stages.size() < kStages) {
+// At least `count` buffers of at least `bytes` each. Buffers are only ever grown: smaller ones
+// are freed first (once their last transfer completed) when a larger stage is asked for, and a
+// smaller stage uses the front of the buffers it finds.
+void fill(Pool& pool, Driver& d, std::int64_t bytes, std::size_t count) {
+    if (pool.stage_bytes < bytes) {
+        for (const Stage& s : pool.stages) {
+            d.call("cuEventSynchronize", d.api().event_synchronize, s.done);
+            (void)d.try_call(d.raw().event_destroy, s.done);
+            (void)d.try_call(d.raw().mem_free_host, s.host);
+        }
+        pool.stages.clear();
+        pool.stage_bytes = bytes;
+    }
+    while (pool.stages.size() < count) {
         Stage s;
-        d.call("cuMemHostAlloc", d.api().mem_host_alloc, &s.host, static_cast<std::size_t>(kStageBytes),
+        d.call("cuMemHostAlloc", d.api().mem_host_alloc, &s.host, static_cast<std::size_t>(pool.stage_bytes),
                cu::kMemHostAllocPortable);
         const CUresult r = d.api().event_create ? d.api().event_create(&s.done, cu::kEventDisableTiming)
                                                 : result::not_found;
@@ -202,16 +308,23 @@ View staging_view(const Stage& s, const Piece& p) {
 struct StagedTransfer {
     Driver& d = driver();
     const ContextGuard guard;
+    const HostTuning tuning;
     Pool& pool;
     const std::lock_guard<std::mutex> lock;
     const std::vector<Piece> pieces;
     const std::int64_t item;
 
     StagedTransfer(const View& host, int ordinal)
-        : guard(d, ordinal), pool(pool_for(ordinal)), lock(pool.mutex), pieces(pieces_of(host)), item(host.itemsize()) {
-        fill(pool, d);
+        : guard(d, ordinal),
+          tuning(host_tuning()),
+          pool(pool_for(d, ordinal)),
+          lock(pool.mutex),
+          pieces(pieces_of(host, tuning.stage_bytes)),
+          item(host.itemsize()) {
+        fill(pool, d, tuning.stage_bytes, tuning.stages);
     }
-    const Stage& stage(std::size_t k) const { return pool.stages[k % kStages]; }
+    std::size_t stages() const { return tuning.stages; }
+    const Stage& stage(std::size_t k) const { return pool.stages[k % tuning.stages]; }
     CUdeviceptr on_device(const View& device, std::size_t k) const {
         return address(device.ptr() + pieces[k].offset * item);
     }
@@ -226,11 +339,16 @@ struct StagedTransfer {
 
 }  // namespace
 
+void forget_staging(Driver& d) noexcept {
+    const std::lock_guard lock(pools_mutex());
+    all_pools().erase(&d);  // its buffers went with that driver (a test's fake)
+}
+
 void staged_to_device(const View& device, const View& host, int ordinal, CUstream stream) {
     const StagedTransfer t(host, ordinal);
     for (std::size_t k = 0; k < t.pieces.size(); ++k) {
         t.wait(k);  // the stage's last transfer is done
-        parallel_copy_host(staging_view(t.stage(k), t.pieces[k]), t.pieces[k].view);
+        parallel_copy_host(staging_view(t.stage(k), t.pieces[k]), t.pieces[k].view, t.tuning, t.tuning.pack_streaming);
         t.dma(k, t.on_device(device, k), address(t.stage(k).host), stream);
     }
 }
@@ -238,11 +356,11 @@ void staged_to_device(const View& device, const View& host, int ordinal, CUstrea
 void staged_to_host(const View& host, const View& device, int ordinal, CUstream stream) {
     const StagedTransfer t(host, ordinal);
     auto issue = [&](std::size_t k) { t.dma(k, address(t.stage(k).host), t.on_device(device, k), stream); };
-    for (std::size_t k = 0; k < std::min(kStages, t.pieces.size()); ++k) issue(k);
+    for (std::size_t k = 0; k < std::min(t.stages(), t.pieces.size()); ++k) issue(k);
     for (std::size_t k = 0; k < t.pieces.size(); ++k) {
         t.wait(k);
-        parallel_copy_host(t.pieces[k].view, staging_view(t.stage(k), t.pieces[k]));
-        if (k + kStages < t.pieces.size()) issue(k + kStages);
+        parallel_copy_host(t.pieces[k].view, staging_view(t.stage(k), t.pieces[k]), t.tuning, t.tuning.streaming);
+        if (k + t.stages() < t.pieces.size()) issue(k + t.stages());
     }
 }
 

@@ -156,6 +156,9 @@ std::unique_ptr<Driver> load_driver(const char* library) {
     r.bind(t.occupancy_max_active_blocks_per_multiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     r.bind(t.func_set_attribute, "cuFuncSetAttribute", "cuFuncSetAttribute");
+    // Host copies at pinned speed (issue 25, host paths): the pageable pool's registered blocks.
+    r.bind(t.mem_host_register, "cuMemHostRegister", "cuMemHostRegister_v2");
+    r.bind(t.mem_host_unregister, "cuMemHostUnregister", "cuMemHostUnregister");
     if (!t.init)
         return Driver::unavailable(std::string("CUDA driver ") + library + " has no cuInit: not a CUDA driver");
     return std::make_unique<Driver>(t, library);

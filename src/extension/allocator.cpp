@@ -32,6 +32,7 @@ nb::dict stats_dict(const std::string& device, const cuda::PoolStats& s) {
     d["created"] = s.created;
     d["shareable"] = s.shareable;
     d["not_shareable"] = s.not_shareable.empty() ? nb::none() : nb::cast(s.not_shareable);
+    d["registered"] = s.registered;
     return d;
 }
 
@@ -84,7 +85,8 @@ void bind_memory(nb::module_& m) {
         "Bytes of stridex's pool of `device` (cuda:N, cuda_host for the pinned pool, cpu for large pageable results): "
         "in_use and peak_in_use "
         "(handed out by stridex), reserved and peak_reserved (held from the driver), allocations (live), created, "
-        "shareable (pool memory crosses processes) and not_shareable (why not).");
+        "shareable (pool memory crosses processes), not_shareable (why not) and registered (cpu: bytes of the pool's "
+        "blocks page-locked for the DMA engine).");
     m.def(
         "empty_cache",
         [](nb::handle device) {

@@ -520,6 +520,10 @@ public:
             if (a >= start && a + bytes <= start + m.size) return bytes_at(a);
         for (auto& r : ranges_)
             if (a >= r.base && a + bytes <= r.base + r.size) return reinterpret_cast<std::byte*>(a);
+        for (auto& b : pinned_) {  // cuMemHostAlloc blocks (the staging buffers, the pinned pool)
+            const auto base = reinterpret_cast<CUdeviceptr>(b->data());
+            if (a >= base && a + bytes <= base + b->size()) return reinterpret_cast<std::byte*>(a);
+        }
         // Pool blocks (issue 25) get host bytes on first use.
         auto block = pool_blocks_.upper_bound(a);
         if (block != pool_blocks_.begin() && a + bytes <= std::prev(block)->first + std::prev(block)->second.second) {
@@ -778,6 +782,28 @@ public:
             }
         return violation("cuMemFreeHost of unknown memory");
     }
+    // cuMemHostRegister: the range becomes pinned host memory (pointer_info and copies see it).
+    std::vector<std::pair<void*, std::size_t>> registered;  // live registrations
+    CUresult host_register(void* p, std::size_t bytes, unsigned flags) {
+        if (CUresult r = need_context("cuMemHostRegister")) return r;
+        if (flags != 1) return violation("cuMemHostRegister flags (expected portable)");
+        for (auto& [q, n] : registered)
+            if (q == p) return violation("cuMemHostRegister of a range already registered");
+        if (CUresult r = injected("cuMemHostRegister")) return r;
+        registered.emplace_back(p, bytes);
+        add_pointer_range(reinterpret_cast<CUdeviceptr>(p), bytes, cu::kMemoryTypeHost, false, 0);
+        log.push_back("host_register " + sz(bytes));
+        return result::success;
+    }
+    CUresult host_unregister(void* p) {
+        if (CUresult r = need_context("cuMemHostUnregister")) return r;
+        auto it = std::find_if(registered.begin(), registered.end(), [&](auto& e) { return e.first == p; });
+        if (it == registered.end()) return violation("cuMemHostUnregister of a range never registered");
+        log.push_back("host_unregister " + sz(it->second));
+        registered.erase(it);
+        std::erase_if(ranges_, [&](const Range& r) { return r.base == reinterpret_cast<CUdeviceptr>(p); });
+        return result::success;
+    }
     CUresult mem_get_info(std::size_t* free_bytes, std::size_t* total) {
         std::size_t used = 0;
         for (auto& [p, s] : pools_) used += s.used + s.cached_bytes();
@@ -973,6 +999,8 @@ inline DriverTable FakeDriver::table() const {
     t.mem_host_alloc = [](void** p, std::size_t n, unsigned f) { return g_fake->host_alloc(p, n, f); };
     t.mem_free_host = [](void* p) { return g_fake->free_host(p); };
     t.mem_get_info = [](std::size_t* f, std::size_t* t2) { return g_fake->mem_get_info(f, t2); };
+    t.mem_host_register = [](void* p, std::size_t n, unsigned f) { return g_fake->host_register(p, n, f); };
+    t.mem_host_unregister = [](void* p) { return g_fake->host_unregister(p); };
     t.stream_get_capture_info = [](CUstream s, int* st, unsigned long long* id, CUgraph* g, const CUgraphNode** d,
                                    std::size_t* n) { return g_fake->get_capture_info(s, st, id, g, d, n); };
     t.user_object_create = [](CUuserObject* o, void* p, void (*f)(void*), unsigned r, unsigned fl) {

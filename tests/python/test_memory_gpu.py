@@ -1,6 +1,8 @@
 """stridex's stream-ordered pools on a GPU (docs/memory.md): a release never waits for another
 stream, reuse across streams keeps the order, the same block comes back, out of memory leaves the
-pool usable, graph capture, pinned results, and allocator='torch' / 'cupy' / 'rmm'."""
+pool usable, graph capture, pinned results, and allocator='torch' / 'cupy' / 'rmm'; the host paths:
+a reused cpu result page-locked and moved directly, strided pageable memory both ways, each ordered
+after a sleeping producer and exact."""
 
 from __future__ import annotations
 
@@ -206,3 +208,82 @@ def test_allocator_rmm_allocates_from_rmms_resource_and_returns_to_it():
         assert rmm.statistics.get_statistics().current_bytes == before.current_bytes  # returned to RMM
     finally:
         rmm.mr.set_current_device_resource(previous)
+
+
+# ---- host <-> device paths at pinned speed (docs/memory.md, "Host memory") ------------------------
+
+
+def _produced_late(values):
+    """A GPU tensor written with `values` on its own stream behind a sleeping kernel, and a View of it
+    that records that stream."""
+    producer = torch.cuda.Stream()
+    out = torch.full_like(values, -7)
+    _sync()
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(SLEEP_CYCLES // 2)
+        out.copy_(values)  # written only after the sleep
+    return producer, out, stridex.view(out)._with_stream(producer.cuda_stream)
+
+
+def test_a_reused_cpu_result_is_page_locked_waits_for_its_producer_and_is_complete():
+    np = pytest.importorskip("numpy")
+    n = 1 << 22  # 16 MiB
+    expected = torch.arange(n, dtype=torch.float32, device="cuda")
+    stridex.empty_cache("cpu")
+    producer, _, src = _produced_late(expected)
+    r = src.to("cpu")
+    assert r.stream is None, "a copy into a cpu result completes before returning"
+    assert producer.query(), "the copy returned before the producer's work it waited for"
+    np.testing.assert_array_equal(np.from_dlpack(r), np.arange(n, dtype=np.float32))
+    assert stridex.memory_stats("cpu")["registered"] == 0, "a fresh block's first copy is staged"
+    ptr = r.ptr
+    del r
+    producer, _, src = _produced_late(expected * 2)
+    r2 = src.to("cpu")  # the same block again: page-locked now, moved by the DMA engine directly
+    assert r2.ptr == ptr
+    assert r2.stream is None
+    assert producer.query()
+    assert stridex.memory_stats("cpu")["registered"] >= 4 * n
+    np.testing.assert_array_equal(np.from_dlpack(r2), np.arange(n, dtype=np.float32) * 2)
+    # From the block back to the GPU: direct, exact, and the block was read before returning.
+    back = torch.zeros(n, device="cuda")
+    stridex.copy(back, r2, stream=torch.cuda.Stream().cuda_stream)
+    _sync()
+    assert torch.equal(back, expected * 2)
+    del r2
+    stridex.empty_cache("cpu")
+    assert stridex.memory_stats("cpu")["registered"] == 0
+
+
+@pytest.mark.parametrize("layout", ["column block", "every other row"])
+@pytest.mark.parametrize("setting", ["", "stage_mib=4,stages=8,threads=5,pack_streaming=1", "streaming=0"])
+def test_strided_pageable_both_ways_exact_and_ordered(layout, setting, monkeypatch):
+    np = pytest.importorskip("numpy")
+    if setting:
+        monkeypatch.setenv("STRIDEX_HOST_COPY", setting)
+    rows, cols = 2048, 3072  # 24 MiB of float32 host memory
+    host = np.zeros((rows, cols), dtype=np.float32)
+    part = host[:, : cols // 2] if layout == "column block" else host[::2]
+    expected = torch.arange(part.size, dtype=torch.float32, device="cuda").reshape(part.shape)
+    producer, _, src = _produced_late(expected)
+    stridex.copy(part, src, stream=torch.cuda.Stream().cuda_stream)
+    assert producer.query(), "the copy into pageable memory returned before its producer finished"
+    np.testing.assert_array_equal(part, expected.cpu().numpy())
+    rest = host[:, cols // 2 :] if layout == "column block" else host[1::2]
+    assert not rest.any(), "the copy wrote outside the strided destination"
+    # To the GPU: into a tensor another stream still writes first (behind a sleep); the copy must
+    # come after that writer.
+    part[...] = np.arange(part.size, dtype=np.float32).reshape(part.shape)[::-1]
+    target_stream = torch.cuda.Stream()
+    target = torch.empty(part.shape, dtype=torch.float32, device="cuda")
+    _sync()
+    with torch.cuda.stream(target_stream):
+        torch.cuda._sleep(SLEEP_CYCLES // 2)
+        target.fill_(-5)
+    dst = stridex.view(target)._with_stream(target_stream.cuda_stream)
+    stridex.copy(dst, part, stream=torch.cuda.Stream().cuda_stream)
+    part[...] = 0  # the source was read before returning
+    _sync()
+    assert torch.equal(
+        target.cpu(), torch.from_numpy(np.arange(part.size, dtype=np.float32).reshape(part.shape)[::-1].copy())
+    )

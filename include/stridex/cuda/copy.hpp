@@ -52,7 +52,8 @@ View allocate(std::span<const std::int64_t> shape, Dtype dtype, Device device, O
 // Stream contract (docs/copy.md): the copy is queued on `stream` after the work pending on
 // src.stream() and dst.stream() (event waits, no host block). Returns the stream dst's data is
 // ready on: `stream`, or kNoStream when the copy completed before returning (host copies, staged
-// copies into pageable host memory, stream = kNoStream).
+// copies into pageable host memory, copies into or out of the pageable pool's blocks, which are
+// page-locked when reused (docs/memory.md), stream = kNoStream).
 std::intptr_t copy(const View& dst, const View& src, std::intptr_t stream = kDefaultStream);
 
 // A fresh copy of src on `device` in `order`, ready on the returned View's stream() (see copy()).

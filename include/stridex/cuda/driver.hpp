@@ -282,6 +282,10 @@ struct DriverTable {
     CUresult (*occupancy_max_active_blocks_per_multiprocessor)(int* blocks, CUfunction, int block_size,
                                                                std::size_t dynamic_shared_bytes);
     CUresult (*func_set_attribute)(CUfunction, int attribute, int value);  // tiles above 48 KiB of shared memory
+    // Host copies at pinned speed (issue 25, host paths): the pageable pool's blocks are
+    // page-locked for the DMA engine (src/cuda/pool.cpp).
+    CUresult (*mem_host_register)(void*, std::size_t bytes, unsigned flags);  // _v2
+    CUresult (*mem_host_unregister)(void*);
 };
 
 // A failed driver call: Error(cuda) that also keeps the CUresult, for callers that branch on it.

@@ -67,6 +67,7 @@ struct PoolStats {
     bool created = false;           // false until the first allocation made the pool
     bool shareable = false;         // device pools: made with a POSIX fd handle type
     std::string not_shareable;      // why not, when created and not shareable
+    std::uint64_t registered = 0;   // the pageable pool: bytes of its blocks page-locked with the driver
 };
 
 // `bytes` of device memory of GPU `ordinal` from its pool, ordered on `stream` (a driver handle;
@@ -89,7 +90,8 @@ void trim_device_pool(int ordinal);
 // cached block of the pageable pool (fresh cpu results of 1 MiB and more, kept for reuse).
 void trim_host_pools();
 // The pageable pool (cpu results of 1 MiB and more: mmap'ed with MADV_HUGEPAGE, up to 1 GiB of
-// freed blocks kept faulted-in for the next result).
+// freed blocks kept faulted-in for the next result, page-locked with the driver when reused for a
+// copy with a GPU: `registered` counts those bytes).
 PoolStats pageable_pool_stats();
 
 // For ipc.hpp: the pool memory an owner keeps alive, when it is a device pool's.
@@ -107,6 +109,18 @@ namespace detail {
 // Drops the bookkeeping of a Driver's pools (~Driver calls it: a test's DriverOverride ends, and
 // a later Driver at the same address must not find them). Blocks still alive then leak.
 void forget_pools(Driver& d) noexcept;
+
+// For the copy engine: whether [p, p + bytes) lies in a block of the pageable pool, and whether
+// that block is page-locked with the driver (cuMemHostRegister), which lets the DMA engine move it
+// directly. `policy` says when a block not yet registered is registered by this call: at its first
+// copy, only once it is handed out again (a reused block), or never. A refused registration is
+// not asked again; the block then goes through the staging buffers.
+enum class HostRegister { first_use, on_reuse, never };
+struct PooledHost {
+    bool pooled = false;
+    bool registered = false;
+};
+PooledHost pageable_pool_memory(const void* p, std::size_t bytes, HostRegister policy);
 }  // namespace detail
 
 }  // namespace stridex::cuda
