@@ -62,7 +62,7 @@ bool owner_alive(const Entry& e);
 bool same_owner(const Entry& e, PyObject* owner);
 
 // Logs `e`. An entry of the same range, owner and consumer stream is the same hand-over again: the
-// earlier one is kept and made recent (log.cpp says why).
+// earlier one is kept and made recent (sanitizer_log.cpp says why).
 void add(Entry&& e, PyObject* owner);
 // Copies of the entries overlapping `e`'s range on its device, to check outside the mutex.
 std::vector<Entry> overlapping(const Entry& e);
