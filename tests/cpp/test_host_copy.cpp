@@ -64,12 +64,29 @@ bool counts_up(const View& v) {
     return true;
 }
 
-TEST(PageablePool, AFreshCpuResultIsRegisteredAtItsFirstCopyThenMovedDirectlyAndComplete) {
+// A fake GPU holding 1 MiB of counting floats, and an empty pageable pool; emptied again and the
+// driver checked clean after each test.
+class PageablePool : public ::testing::Test {
+protected:
+    PageablePool() { cuda::trim_host_pools(); }
+    void TearDown() override {
+        cuda::trim_host_pools();
+        fake->expect_clean();
+    }
+    // A fresh cpu result with the device's floats copied into it (complete on return).
+    View copied_result() {
+        View out = allocate(shape, dtypes::float32, Device::cpu());
+        EXPECT_EQ(copy(out, dev.view(shape), kCopyStream), kNoStream);
+        return out;
+    }
+
     stridex_test::FakeCuda fake;
-    cuda::trim_host_pools();
-    const Tuning tuning("register=first");
-    DeviceFloats dev(fake, kFloats);
+    DeviceFloats dev{fake, kFloats};
     const std::vector<std::int64_t> shape{kFloats};
+};
+
+TEST_F(PageablePool, AFreshCpuResultIsRegisteredAtItsFirstCopyThenMovedDirectlyAndComplete) {
+    const Tuning tuning("register=first");
     View out = allocate(shape, dtypes::float32, Device::cpu());
     void* const block = out.data();
     (void)fake->take_log();
@@ -101,17 +118,11 @@ TEST(PageablePool, AFreshCpuResultIsRegisteredAtItsFirstCopyThenMovedDirectlyAnd
     EXPECT_EQ(cuda::pageable_pool_stats().registered, 0u);
     EXPECT_EQ(cuda::pageable_pool_stats().reserved, 0u);
     EXPECT_TRUE(fake->registered.empty());
-    fake->expect_clean();
 }
 
-TEST(PageablePool, ABlockReleasedPastTheCacheIsUnregisteredBeforeItIsUnmapped) {
-    stridex_test::FakeCuda fake;
-    cuda::trim_host_pools();
+TEST_F(PageablePool, ABlockReleasedPastTheCacheIsUnregisteredBeforeItIsUnmapped) {
     const Tuning tuning("register=first");
-    DeviceFloats dev(fake, kFloats);
-    const std::vector<std::int64_t> shape{kFloats};
-    View out = allocate(shape, dtypes::float32, Device::cpu());
-    EXPECT_EQ(copy(out, dev.view(shape), kCopyStream), kNoStream);
+    View out = copied_result();
     // A 1 GiB result (never touched) released first fills the cache: the registered block no longer fits.
     View big = allocate(std::vector<std::int64_t>{std::int64_t{1} << 30}, dtypes::uint8, Device::cpu());
     big = View();
@@ -123,14 +134,9 @@ TEST(PageablePool, ABlockReleasedPastTheCacheIsUnregisteredBeforeItIsUnmapped) {
     EXPECT_EQ(cuda::pageable_pool_stats().reserved, std::uint64_t{1} << 30);  // the cached 1 GiB block
     cuda::trim_host_pools();
     EXPECT_EQ(cuda::pageable_pool_stats().reserved, 0u);
-    fake->expect_clean();
 }
 
-TEST(PageablePool, ByDefaultABlockIsRegisteredOnReuseAndItsFirstCopyIsStaged) {
-    stridex_test::FakeCuda fake;
-    cuda::trim_host_pools();
-    DeviceFloats dev(fake, kFloats);
-    const std::vector<std::int64_t> shape{kFloats};
+TEST_F(PageablePool, ByDefaultABlockIsRegisteredOnReuseAndItsFirstCopyIsStaged) {
     View out = allocate(shape, dtypes::float32, Device::cpu());
     (void)fake->take_log();
     EXPECT_EQ(copy(out, dev.view(shape), kCopyStream), kNoStream);
@@ -145,15 +151,9 @@ TEST(PageablePool, ByDefaultABlockIsRegisteredOnReuseAndItsFirstCopyIsStaged) {
               (Log{"host_register 2M", "memcpy_async pinned+0 <- device+0 1048576 on s5020"}));
     EXPECT_TRUE(counts_up(again));
     again = View();
-    cuda::trim_host_pools();
-    fake->expect_clean();
 }
 
-TEST(PageablePool, NeverRegisteredAndARefusedRegistrationIsNotAskedAgain) {
-    stridex_test::FakeCuda fake;
-    cuda::trim_host_pools();
-    DeviceFloats dev(fake, kFloats);
-    const std::vector<std::int64_t> shape{kFloats};
+TEST_F(PageablePool, NeverRegisteredAndARefusedRegistrationIsNotAskedAgain) {
     {
         const Tuning tuning("register=never");
         View out = allocate(shape, dtypes::float32, Device::cpu());
@@ -164,8 +164,7 @@ TEST(PageablePool, NeverRegisteredAndARefusedRegistrationIsNotAskedAgain) {
     cuda::trim_host_pools();
     const Tuning tuning("register=first");
     fake->fail_nth("cuMemHostRegister", 1, 2);  // CUDA_ERROR_OUT_OF_MEMORY
-    View out = allocate(shape, dtypes::float32, Device::cpu());
-    EXPECT_EQ(copy(out, dev.view(shape), kCopyStream), kNoStream);
+    View out = copied_result();
     EXPECT_EQ(only(fake->take_log(), {"cuMemHostRegister", "host_register"}),
               (Log{"cuMemHostRegister -> injected error 2"}));
     EXPECT_TRUE(counts_up(out));
@@ -173,18 +172,11 @@ TEST(PageablePool, NeverRegisteredAndARefusedRegistrationIsNotAskedAgain) {
     EXPECT_TRUE(only(fake->take_log(), {"cuMemHostRegister", "host_register"}).empty());
     EXPECT_EQ(cuda::pageable_pool_stats().registered, 0u);
     out = View();
-    cuda::trim_host_pools();
-    fake->expect_clean();
 }
 
-TEST(PageablePool, ACaptureRefusesAPoolBlockEvenWhenRegistered) {
-    stridex_test::FakeCuda fake;
-    cuda::trim_host_pools();
+TEST_F(PageablePool, ACaptureRefusesAPoolBlockEvenWhenRegistered) {
     const Tuning tuning("register=first");
-    DeviceFloats dev(fake, kFloats);
-    const std::vector<std::int64_t> shape{kFloats};
-    View out = allocate(shape, dtypes::float32, Device::cpu());
-    EXPECT_EQ(copy(out, dev.view(shape), kCopyStream), kNoStream);  // registered now
+    View out = copied_result();  // registered now
     fake->begin_capture(reinterpret_cast<cuda::CUstream>(kCopyStream), 7);
     (void)fake->take_log();
     EXPECT_ERROR(copy(out, dev.view(shape), kCopyStream), cuda,
@@ -192,8 +184,6 @@ TEST(PageablePool, ACaptureRefusesAPoolBlockEvenWhenRegistered) {
     EXPECT_TRUE(only(fake->take_log(), {"memcpy", "host_register"}).empty());
     fake->end_capture(reinterpret_cast<cuda::CUstream>(kCopyStream));
     out = View();
-    cuda::trim_host_pools();
-    fake->expect_clean();
 }
 
 TEST(HostTuning, ABadSettingIsAValueErrorNamingTheItem) {
