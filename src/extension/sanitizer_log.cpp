@@ -37,8 +37,9 @@ std::map<std::intptr_t, nb::object> g_stream_objects;
 std::size_t g_stream_objects_prune_at = 64;  // doubles with what a prune has to keep
 
 // Moves the stream objects no log entry names any more into `dropped` (released by the caller,
-// outside the mutex). Called with the mutex held.
-void prune_stream_objects_locked(std::vector<nb::object>& dropped) {
+// outside the mutex), except `keep`'s: its hand-over is under way and logs its entry after this.
+// Called with the mutex held.
+void prune_stream_objects_locked(std::intptr_t keep, std::vector<nb::object>& dropped) {
     std::vector<std::intptr_t> named;
     named.reserve(g_log.size() * 2);
     for (const auto& [key, e] : g_log) {
@@ -47,7 +48,7 @@ void prune_stream_objects_locked(std::vector<nb::object>& dropped) {
     }
     std::sort(named.begin(), named.end());
     for (auto it = g_stream_objects.begin(); it != g_stream_objects.end();)
-        if (std::binary_search(named.begin(), named.end(), it->first)) {
+        if (it->first == keep || std::binary_search(named.begin(), named.end(), it->first)) {
             ++it;
         } else {
             dropped.push_back(std::move(it->second));
@@ -319,7 +320,7 @@ void hold_stream_object(PyObject* object, std::intptr_t handle) noexcept {
             dropped.push_back(std::move(held));
             held = nb::borrow(object);
         }
-        if (g_stream_objects.size() > g_stream_objects_prune_at) prune_stream_objects_locked(dropped);
+        if (g_stream_objects.size() > g_stream_objects_prune_at) prune_stream_objects_locked(handle, dropped);
     } catch (...) {  // out of memory: the stream is just not vouched for
     }
 }

@@ -311,6 +311,8 @@ def test_stream_objects_no_entry_names_are_let_go(pending):
                 refs.append(weakref.ref(s))
                 stridex.view(producer(m), stream=s)
                 del s
+                # Held at every step, the steps whose call pruned the others included.
+                assert refs[-1]() is not None, f"hand-over {i}: its own stream object was let go"
         alive = [i for i, r in enumerate(refs) if r() is not None]
         assert len(alive) <= 65, len(alive)  # pruned once more than 64 are held
         named = {consumer - 1000 for *_, consumer, _alive, _ipc in _stridex._sanitizer_log()}
