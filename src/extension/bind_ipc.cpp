@@ -72,6 +72,21 @@ std::vector<int> fds_arg(nb::handle o) {
     return out;
 }
 
+// The end every import shares: the import itself without the GIL (opening handles and mapping
+// memory take milliseconds), the sanitizer's record of a View from another process (the
+// ipc_unwaited check asks for it), and the stridex.View.
+template <class Import>
+nb::object imported_view(Import&& import, const std::optional<cuda::IpcHandle>& event, const nb::object& keep) {
+    Owner owner = owner_of(keep);
+    View v;
+    {
+        nb::gil_scoped_release release;
+        v = import(std::move(owner));
+    }
+    if (sanitizer::on()) sanitizer::ipc_imported(v, keep.ptr(), event.has_value());
+    return wrap_view(std::move(v), keep);
+}
+
 // The exporter's record of one export (held by its ticket): what travels, plus the event and fds
 // it owns until the importer released them.
 struct PyExport {
@@ -119,14 +134,9 @@ void bind_ipc(nb::module_& m) {
             const std::uint64_t off = size_arg(offset.ptr(), "_ipc_import_handle(): offset");
             const std::uint64_t ext = size_arg(extent.ptr(), "_ipc_import_handle(): extent");
             const auto sh = shape_arg(shape, strides, dtype, readonly, "_ipc_import_handle()");
-            Owner owner = owner_of(keep);
-            View v;
-            {
-                nb::gil_scoped_release release;  // cuIpcOpenMemHandle takes milliseconds the first time
-                v = cuda::ipc::import_handle(h, uuid, off, ext, sh, ev, std::move(owner));
-            }
-            if (sanitizer::on()) sanitizer::ipc_imported(v, keep.ptr(), ev.has_value());
-            return wrap_view(std::move(v), keep);
+            return imported_view(
+                [&](Owner owner) { return cuda::ipc::import_handle(h, uuid, off, ext, sh, ev, std::move(owner)); }, ev,
+                keep);
         },
         "handle"_a, "device_uuid"_a, "offset"_a, "extent"_a, "shape"_a, "strides"_a, "dtype"_a, "readonly"_a,
         "event"_a.none(), "keep"_a.none());
@@ -141,14 +151,9 @@ void bind_ipc(nb::module_& m) {
             const auto ev = event_arg(event);
             const std::uint64_t off = size_arg(offset.ptr(), "_ipc_import_fds(): offset");
             const auto sh = shape_arg(shape, strides, dtype, readonly, "_ipc_import_fds()");
-            Owner owner = owner_of(keep);
-            View v;
-            {
-                nb::gil_scoped_release release;
-                v = cuda::ipc::import_fds(files, chunk, uuid, off, sh, ev, std::move(owner));
-            }
-            if (sanitizer::on()) sanitizer::ipc_imported(v, keep.ptr(), ev.has_value());
-            return wrap_view(std::move(v), keep);
+            return imported_view(
+                [&](Owner owner) { return cuda::ipc::import_fds(files, chunk, uuid, off, sh, ev, std::move(owner)); },
+                ev, keep);
         },
         "fds"_a, "chunk_size"_a, "device_uuid"_a, "offset"_a, "shape"_a, "strides"_a, "dtype"_a, "readonly"_a,
         "event"_a.none(), "keep"_a.none());
@@ -168,13 +173,11 @@ void bind_ipc(nb::module_& m) {
             const std::uint64_t off = size_arg(offset.ptr(), "_ipc_import_pool(): offset");
             const std::uint64_t ext = size_arg(extent.ptr(), "_ipc_import_pool(): extent");
             const auto sh = shape_arg(shape, strides, dtype, readonly, "_ipc_import_pool()");
-            Owner owner = owner_of(keep);
-            View v;
-            {
-                nb::gil_scoped_release release;  // importing a pool maps driver state: not free
-                v = cuda::ipc::import_pool(file, key, data, uuid, off, ext, sh, ev, std::move(owner));
-            }
-            return wrap_view(std::move(v), keep);
+            return imported_view(
+                [&](Owner owner) {
+                    return cuda::ipc::import_pool(file, key, data, uuid, off, ext, sh, ev, std::move(owner));
+                },
+                ev, keep);
         },
         "fd"_a, "pool_key"_a, "pointer"_a, "device_uuid"_a, "offset"_a, "extent"_a, "shape"_a, "strides"_a, "dtype"_a,
         "readonly"_a, "event"_a.none(), "keep"_a.none());

@@ -141,17 +141,26 @@ def test_raise_mode_on_gpu(torch):
         stridex.view(x, stream=stridex.NO_SYNC)
 
 
-def test_ipc_view_used_before_its_event(torch):
+@pytest.mark.parametrize("memory", ["torch", "pool"])
+def test_ipc_view_used_before_its_event(torch, memory):
     import ipc_harness
     import sanitizer_gpu_worker
 
+    if memory == "pool":  # stridex's own pool memory travels as the pool's fd (docs/distributed.md)
+        stridex.empty(1, "uint8", device="cuda")
+        if not stridex.memory_stats(device=0)["shareable"]:
+            pytest.skip("this driver made stridex's pool without a shareable handle")
     w = ipc_harness.Worker(sanitizer_gpu_worker.serve, timeout=60)
     try:
         # The worker's CUDA context, torch and its first IPC import before the race: those take
         # longer than the sleep the first time.
         assert w("ordered", stridex.view(torch.ones(N, device="cuda"))) == []
-        x = torch.zeros(N, device="cuda")
-        v = stridex.view(x)
+        if memory == "torch":
+            x = torch.zeros(N, device="cuda")
+            v = stridex.view(x)
+        else:
+            v = stridex.empty(N, "float32", device="cuda")
+            x = torch.from_dlpack(v)
         torch.cuda.synchronize()
         torch.cuda._sleep(4 * SLEEP)  # ~2 s: the pickle, the worker's unpickle and its use fall inside
         x.fill_(3.0)  # the producer's write, behind the kernel: the event sent with v follows it
