@@ -1,7 +1,7 @@
 // The Driver: error text, per-device caches (CUdevice, primary context, event pool), the active
 // driver and its test override, and ContextGuard.
 #include "stridex/cuda/driver.hpp"
-#include "ipc_event.hpp"
+#include "side_stream.hpp"
 #include "stridex/cuda/memory.hpp"
 
 #include <atomic>
@@ -42,8 +42,8 @@ std::unique_ptr<Driver> Driver::unavailable(std::string reason) {
 }
 
 Driver::~Driver() {
-    detail::forget_pools(*this);      // memory.hpp: a later Driver at this address must not see them
-    ipc::forget_side_streams(*this);  // ipc_event.hpp: likewise
+    detail::forget_pools(*this);  // memory.hpp: a later Driver at this address must not see them
+    forget_side_streams(*this);   // side_stream.hpp: likewise
     if (!usable_) return;
     for (auto& pool : events_)
         for (CUevent e : pool) try_call(table_.event_destroy, e);

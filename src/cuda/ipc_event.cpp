@@ -7,6 +7,8 @@
 // stream that reads the data, when it reads it.
 #include "ipc_event.hpp"
 
+#include "side_stream.hpp"
+
 #include <algorithm>
 #include <mutex>
 #include <utility>
@@ -18,33 +20,6 @@
 namespace stridex::cuda::ipc {
 
 namespace {
-
-// Non-blocking streams of stridex's own, one per device and driver, for waits that must not join
-// a capture or hold a stream of the program's: created on first use and never destroyed (exit may
-// come after the driver is gone), so only their handles are kept. A Driver that goes forgets its
-// own (forget_side_streams), so that a later Driver at the same address creates new ones.
-using SideStreams = std::vector<std::pair<const Driver*, std::vector<CUstream>>>;
-std::mutex g_side_mutex;
-SideStreams& side_streams() {
-    static auto* const streams = new SideStreams();  // never destroyed: a test's ~Driver may come late
-    return *streams;
-}
-
-StreamRef side_stream(int ordinal) {
-    Driver& d = driver();
-    const std::lock_guard lock(g_side_mutex);
-    SideStreams& all = side_streams();
-    auto it = std::find_if(all.begin(), all.end(), [&](const auto& e) { return e.first == &d; });
-    if (it == all.end()) it = all.insert(all.end(), {&d, {}});
-    std::vector<CUstream>& streams = it->second;
-    if (streams.size() <= static_cast<std::size_t>(ordinal)) streams.resize(static_cast<std::size_t>(ordinal) + 1);
-    CUstream& stream = streams[static_cast<std::size_t>(ordinal)];
-    if (!stream) {
-        const ContextGuard guard(d, ordinal);
-        d.call("cuStreamCreate", d.api().stream_create, &stream, cu::kStreamNonBlocking);
-    }
-    return StreamRef::from_handle(stream);
-}
 
 class IpcEvent final : public Pending {
 public:
@@ -134,11 +109,6 @@ private:
 };
 
 }  // namespace
-
-void forget_side_streams(const Driver& d) noexcept {
-    const std::lock_guard lock(g_side_mutex);
-    std::erase_if(side_streams(), [&](const auto& e) { return e.first == &d; });
-}
 
 std::shared_ptr<const Pending> open_event(Driver& d, const IpcHandle& handle, int ordinal) {
     const ContextGuard guard(d, ordinal);

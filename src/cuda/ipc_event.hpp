@@ -21,8 +21,4 @@ std::shared_ptr<const Pending> open_event(Driver& d, const IpcHandle& handle, in
 // (not the legacy default stream either) is held at import.
 std::shared_ptr<const Pending> relay_event(Driver& d, const IpcHandle& handle, int ordinal);
 
-// Drops the handles of the private streams made for `d` without calling it (~Driver calls this: a
-// later Driver at the same address must not find them).
-void forget_side_streams(const Driver& d) noexcept;
-
 }  // namespace stridex::cuda::ipc
