@@ -1,6 +1,8 @@
 // CUDA graph capture: the capture query, the refusal's words, and what graphs keep alive.
 #include "stridex/cuda/capture.hpp"
 
+#include "stridex/cuda/memory.hpp"
+
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -26,17 +28,25 @@ struct Kept {
     int ordinal = 0;
 };
 
-// Releases the graphs handed back, waiting for a thread that may call CUDA and drop Owners.
-std::mutex g_mutex;
-std::vector<Kept*> g_released;
+// Releases the graphs handed back, waiting for a thread that may call CUDA and drop Owners. Never
+// destroyed: a graph destroyed during exit (a framework's, after static destructors ran) still
+// releases its user objects into them, on the driver's thread.
+std::mutex& released_mutex() {
+    static auto* m = new std::mutex();
+    return *m;
+}
+std::vector<Kept*>& released_list() {
+    static auto* list = new std::vector<Kept*>();
+    return *list;
+}
 std::atomic<void (*)() noexcept> g_notify{nullptr};
 
 // The user object's destructor: runs on a driver thread, must not call CUDA and must not block on
 // anything a CUDA call may hold. A lock held for a push_back only, then the notifier.
 void on_graph_release(void* p) {
     try {
-        const std::lock_guard lock(g_mutex);
-        g_released.push_back(static_cast<Kept*>(p));
+        const std::lock_guard lock(released_mutex());
+        released_list().push_back(static_cast<Kept*>(p));
     } catch (...) {  // out of memory: leak the Owner rather than drop it on this thread
         return;
     }
@@ -107,7 +117,8 @@ void refuse_in_capture(std::string_view operation, StreamRef stream, const Captu
 }
 
 void keep_alive_in_capture(const Capture& capture, Owner owner) {
-    if (!capture.active() || !owner) return;  // the common case: not capturing, no lock taken
+    if (!capture.active() || !owner) return;                  // the common case: not capturing, no lock taken
+    if (detail::owned_by_capture(owner, capture.id)) return;  // the graph's own memory (memory.hpp)
     drain_graph_releases();
     retain_in_graph(capture, new Kept{std::move(owner)});
 }
@@ -128,8 +139,8 @@ void wait_across_capture(StreamRef producer, StreamRef consumer, const Capture& 
 void drain_graph_releases() noexcept {
     std::vector<Kept*> released;
     {
-        const std::lock_guard lock(g_mutex);
-        released.swap(g_released);
+        const std::lock_guard lock(released_mutex());
+        released.swap(released_list());
     }
     for (Kept* kept : released) {
         if (kept->event) {
@@ -145,8 +156,8 @@ void drain_graph_releases() noexcept {
 }
 
 std::size_t pending_graph_releases() noexcept {
-    const std::lock_guard lock(g_mutex);
-    return g_released.size();
+    const std::lock_guard lock(released_mutex());
+    return released_list().size();
 }
 
 void set_graph_release_notifier(void (*notify)() noexcept) noexcept {

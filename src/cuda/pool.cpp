@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "copy_internal.hpp"
+#include "side_stream.hpp"
 #include "stridex/copy.hpp"
 #include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/copy.hpp"
@@ -45,25 +46,35 @@ void raise_max(std::atomic<std::uint64_t>& peak, std::uint64_t value) noexcept {
     }
 }
 
+struct DeviceBlock;
+
 struct DevicePool {
     CUmemoryPool pool = nullptr;
     bool shareable = false;
     std::string not_shareable;
     std::atomic<std::uint64_t> in_use{0}, peak{0}, live{0};
+    // Its blocks by address: a View whose owner is another framework's (a torch tensor made from a
+    // pool View) is still found by its memory when it is handed to a stream (note_use_at).
+    std::mutex blocks_mutex;
+    std::map<CUdeviceptr, DeviceBlock*> blocks;
 };
 
-// One block of a device pool (or a graph allocation made on a capturing stream).
+// One block of a device pool.
 struct DeviceBlock {
     Driver* driver;
-    DevicePool* pool;  // its pool's counters; the memory belongs to a graph when `graph`
+    DevicePool* pool;
     CUdeviceptr ptr;
     std::size_t bytes;
     int ordinal;
     pid_t pid;      // the process that allocated it: a forked child must never free it
     CUstream home;  // the allocation stream, on which the block is freed
-    bool graph;
-    std::mutex mutex;         // guards `others` (copies on several threads)
-    std::vector<Use> others;  // further streams that used it (note_use)
+    // A block allocated while a stream captured a CUDA graph belongs to that graph (capture_arena
+    // below): `capture` is the capture's id, `capture_stream` the capturing stream.
+    unsigned long long capture = 0;
+    CUstream capture_stream = nullptr;
+    std::mutex mutex;                // guards `others` and `shared_in_capture` (copies on several threads)
+    std::vector<Use> others;         // further streams that used it (note_use)
+    bool shared_in_capture = false;  // another stream of its capture used it: not reused in the capture
 };
 
 // Pinned blocks by size class: powers of two up to 1 MiB, then multiples of 2 MiB.
@@ -184,10 +195,12 @@ std::string hex(const void* p) {
 void release_device(void* context) noexcept {
     const std::unique_ptr<DeviceBlock> b(static_cast<DeviceBlock*>(context));
     if (::getpid() != b->pid) return;  // a forked child: the parent's block, not ours to free
-    if (!b->graph) {
-        b->pool->in_use.fetch_sub(b->bytes, std::memory_order_relaxed);
-        b->pool->live.fetch_sub(1, std::memory_order_relaxed);
+    {
+        const std::lock_guard lock(b->pool->blocks_mutex);
+        b->pool->blocks.erase(b->ptr);
     }
+    b->pool->in_use.fetch_sub(b->bytes, std::memory_order_relaxed);
+    b->pool->live.fetch_sub(1, std::memory_order_relaxed);
     Driver& d = *b->driver;
     if (!d.usable()) return;
     try {
@@ -430,56 +443,40 @@ public:
     }
 };
 
-}  // namespace
-
-Allocation allocate_device(std::size_t bytes, int ordinal, CUstream stream) {
-    Driver& d = driver();
+// A block of GPU `ordinal`'s pool on `stream`, which must not be capturing.
+Allocation allocate_from_pool(Driver& d, std::size_t bytes, int ordinal, CUstream stream) {
     const DriverTable& api = d.raw();
-    // A capturing stream makes the allocation a node of the graph (the driver's rule for
-    // cuMemAllocAsync in capture); pools with IPC handle types cannot be captured, so the
-    // device's default pool serves it, and stridex's pool is not even created then
-    // (cuMemPoolCreate is not permitted during a capture). The capture query and its refusals are
-    // capture.hpp's.
-    const StreamRef on = StreamRef::from_handle(stream);
-    const Capture capture = capture_of(on, ordinal);
-    if (capture.capturing() && !capture.active())
-        refuse_in_capture("allocating device memory", on, capture,
-                          "the stream is in a capture stridex cannot join (invalidated, or the legacy stream)");
-    DevicePool* const pool = capture.active() ? nullptr : &device_pool(d, ordinal);
+    DevicePool& pool = device_pool(d, ordinal);
     auto block = std::make_unique<DeviceBlock>();
     block->driver = &d;
-    block->pool = pool;
+    block->pool = &pool;
     block->bytes = bytes;
     block->ordinal = ordinal;
     block->pid = ::getpid();
     block->home = stream;
-    block->graph = capture.active();
-    CUresult r;
-    if (block->graph) {
-        d.require("cuMemAllocAsync", api.mem_alloc_async);
-        r = api.mem_alloc_async(&block->ptr, bytes, stream);
-    } else {
-        d.require("cuMemAllocFromPoolAsync", api.mem_alloc_from_pool_async);
-        r = api.mem_alloc_from_pool_async(&block->ptr, bytes, pool->pool, stream);
-        if (r == result::out_of_memory) {
-            // Cached blocks of other streams may be what is missing: return them and retry once.
-            (void)d.try_call(api.mem_pool_trim_to, pool->pool, std::size_t{0});
-            r = api.mem_alloc_from_pool_async(&block->ptr, bytes, pool->pool, stream);
-        }
-    }
+    d.require("cuMemAllocFromPoolAsync", api.mem_alloc_from_pool_async);
+    CUresult r = api.mem_alloc_from_pool_async(&block->ptr, bytes, pool.pool, stream);
     if (r == result::out_of_memory) {
-        if (pool) fail_out_of_memory(d, *pool, ordinal, bytes);
-        fail(ErrorKind::memory, "cuda:", ordinal, ": out of memory for a graph allocation of ", bytes,
-             " bytes on capturing stream ", hex(stream));
+        // Cached blocks of other streams may be what is missing: return them and retry once.
+        (void)d.try_call(api.mem_pool_trim_to, pool.pool, std::size_t{0});
+        r = api.mem_alloc_from_pool_async(&block->ptr, bytes, pool.pool, stream);
     }
+    if (r == result::out_of_memory) fail_out_of_memory(d, pool, ordinal, bytes);
     if (r == result::invalid_handle || r == result::invalid_context)
         fail(ErrorKind::value, "cuda:", ordinal, ": cannot allocate on stream ", hex(stream),
              ": the stream is invalid or destroyed, or belongs to another device (", d.describe(r), ")");
-    if (r != result::success) d.fail_call(block->graph ? "cuMemAllocAsync" : "cuMemAllocFromPoolAsync", r);
-    if (!block->graph) {
-        raise_max(pool->peak, pool->in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes);
-        pool->live.fetch_add(1, std::memory_order_relaxed);
+    if (r != result::success) d.fail_call("cuMemAllocFromPoolAsync", r);
+    {
+        const std::lock_guard lock(pool.blocks_mutex);
+        try {
+            pool.blocks.emplace(block->ptr, block.get());
+        } catch (...) {  // no memory for the entry: give the block back on its stream, then fail
+            (void)d.try_call(api.mem_free_async, block->ptr, stream);
+            throw;
+        }
     }
+    raise_max(pool.peak, pool.in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+    pool.live.fetch_add(1, std::memory_order_relaxed);
     void* data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(block->ptr));
     Owner owner;
     try {
@@ -490,6 +487,200 @@ Allocation allocate_device(std::size_t bytes, int ordinal, CUstream stream) {
     }
     (void)block.release();  // the owner frees it now
     return {data, std::move(owner)};
+}
+
+// ---- memory a CUDA graph owns --------------------------------------------------------------------
+//
+// A graph may be instantiated by any API: torch (with auto-free-on-launch), CuPy, cuda.core or
+// cudaGraphInstantiate(..., 0) (without). A memory-allocation node whose memory is not freed inside
+// the graph makes every launch after the first fail unless the graph was instantiated with
+// auto-free-on-launch, and stridex cannot know, when it allocates, whether the result will be
+// dropped inside the capture. So nothing stridex allocates while a stream captures is a node: it is
+// a block of the device's pool, allocated outside the graph on stridex's private stream, which the
+// graph waits for (an external event, capture.hpp), and which the graph keeps (its capture's arena,
+// retained by the graph as a user object), as torch's static outputs are kept: every launch
+// rewrites the same memory. A View of it holds a lease. A lease dropped while its capture still
+// runs returns the block to the arena, and a later allocation of the same capture on the same
+// stream reuses it (captured work on one stream runs in order, so the new user's work comes after
+// the old one's: freed inside the graph). A lease dropped after the capture leaves the block to
+// the graph. The block goes back to the pool once the graph is destroyed (the driver releases a
+// graph's user objects after its launches completed) and no lease of it is left.
+
+struct CaptureArena {
+    Driver* driver;
+    unsigned long long id;  // the capture's id
+    CUstream stream;        // the capturing stream it was made for
+    int ordinal;
+    std::mutex mutex;                        // guards the two lists
+    std::vector<Owner> blocks;               // every block allocated in the capture: the graph's
+    std::multimap<std::size_t, Owner> idle;  // blocks whose lease went while the capture still ran
+    ~CaptureArena();
+};
+
+std::mutex& arena_mutex() {
+    static auto* m = new std::mutex();  // never destroyed: a graph may be released during exit
+    return *m;
+}
+using ArenaKey = std::pair<const Driver*, unsigned long long>;
+std::map<ArenaKey, std::weak_ptr<CaptureArena>>& arenas() {
+    static auto* a = new std::map<ArenaKey, std::weak_ptr<CaptureArena>>();  // never destroyed, as above
+    return *a;
+}
+
+CaptureArena::~CaptureArena() {
+    const std::lock_guard lock(arena_mutex());
+    const auto it = arenas().find({driver, id});
+    if (it != arenas().end() && it->second.expired()) arenas().erase(it);
+}
+
+// The arena of `capture`, made (and handed to the capture's graph) by its first allocation.
+std::shared_ptr<CaptureArena> capture_arena(Driver& d, const Capture& capture, int ordinal, CUstream stream) {
+    {
+        const std::lock_guard lock(arena_mutex());
+        if (auto found = arenas()[{&d, capture.id}].lock()) return found;
+    }
+    auto arena = std::make_shared<CaptureArena>();
+    arena->driver = &d;
+    arena->id = capture.id;
+    arena->stream = stream;
+    arena->ordinal = ordinal;
+    keep_alive_in_capture(capture, Owner::from_action([kept = arena]() noexcept {}));  // the graph's reference
+    const std::lock_guard lock(arena_mutex());
+    arenas()[{&d, capture.id}] = arena;
+    return arena;
+}
+
+struct Lease {
+    Owner block;
+    std::weak_ptr<CaptureArena> arena;
+    DeviceBlock* raw;
+};
+
+DeviceBlock* block_of(const Owner& owner) noexcept;
+
+void release_lease(void* context) noexcept {
+    const std::unique_ptr<Lease> lease(static_cast<Lease*>(context));
+    const std::shared_ptr<CaptureArena> arena = lease->arena.lock();
+    if (!arena || ::getpid() != lease->raw->pid) return;
+    try {
+        DeviceBlock& b = *lease->raw;
+        {
+            const std::lock_guard lock(b.mutex);
+            if (b.shared_in_capture || !b.others.empty()) return;  // used elsewhere: only the graph's now
+        }
+        const Capture now = capture_of(StreamRef::from_handle(b.capture_stream), b.ordinal);
+        if (!now.active() || now.id != arena->id) return;  // the capture ended: the graph keeps it
+        const std::lock_guard lock(arena->mutex);
+        arena->idle.emplace(b.bytes, std::move(lease->block));
+    } catch (...) {  // no driver or no memory: the block stays the graph's
+    }
+}
+
+// Relaxes this thread's capture mode for the calls stridex makes outside a capture while one runs
+// (an allocation on its private stream): under cudaStreamCaptureModeGlobal the driver refuses
+// them on any thread (torch's allocator does the same around cudaMalloc).
+class RelaxedCapture {
+public:
+    explicit RelaxedCapture(Driver& d) noexcept : exchange_(d.raw().thread_exchange_stream_capture_mode) {
+        relaxed_ = exchange_ && exchange_(&mode_) == result::success;
+    }
+    ~RelaxedCapture() {
+        if (relaxed_) (void)exchange_(&mode_);
+    }
+    RelaxedCapture(const RelaxedCapture&) = delete;
+    RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+private:
+    static constexpr int kRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED
+    CUresult (*exchange_)(int*);
+    int mode_ = kRelaxed;
+    bool relaxed_ = false;
+};
+
+Allocation allocate_in_capture(Driver& d, std::size_t bytes, int ordinal, CUstream stream, const Capture& capture) {
+    const std::shared_ptr<CaptureArena> arena = capture_arena(d, capture, ordinal, stream);
+    Owner block;
+    {
+        // An idle block of the same stream, no larger than twice the request.
+        const std::lock_guard lock(arena->mutex);
+        for (auto it = arena->idle.lower_bound(bytes); it != arena->idle.end() && it->first <= 2 * bytes; ++it)
+            if (block_of(it->second)->capture_stream == stream) {
+                block = std::move(it->second);
+                arena->idle.erase(it);
+                break;
+            }
+    }
+    if (!block) {
+        const StreamRef capturing = StreamRef::from_handle(stream);
+        Allocation fresh;
+        {
+            const RelaxedCapture relaxed(d);
+            const StreamRef side = side_stream(ordinal);
+            fresh = allocate_from_pool(d, bytes, ordinal, side.handle());
+            DeviceBlock* b = block_of(fresh.owner);
+            b->capture = capture.id;
+            b->capture_stream = stream;
+            // Every launch runs after the allocation on the private stream.
+            wait_across_capture(side, capturing, capture, ordinal);
+        }
+        block = fresh.owner;
+        const std::lock_guard lock(arena->mutex);
+        arena->blocks.push_back(std::move(fresh.owner));
+    }
+    DeviceBlock* raw = block_of(block);
+    auto lease = std::make_unique<Lease>(Lease{std::move(block), arena, raw});
+    Owner owner = Owner::from_callback(&release_lease, lease.get());
+    (void)lease.release();
+    return {reinterpret_cast<void*>(static_cast<std::uintptr_t>(raw->ptr)), std::move(owner)};
+}
+
+// The pool block an owner keeps alive (its own or through a lease), or nullptr.
+DeviceBlock* block_of(const Owner& owner) noexcept {
+    if (void* c = owner.callback_context(&release_device)) return static_cast<DeviceBlock*>(c);
+    if (void* c = owner.callback_context(&release_lease)) return static_cast<Lease*>(c)->raw;
+    return nullptr;
+}
+
+// Work on `stream` uses block `b`: its free waits for that stream (an event at the release).
+void note_block_use(DeviceBlock& b, CUstream stream, int ordinal) noexcept {
+    if (b.home == stream) return;
+    if (b.capture != 0) {
+        // Work its own graph's capture queues runs at the graph's launches, which complete before
+        // the graph lets the block go: no event for it (and none may be recorded on a stream that
+        // is capturing then).
+        try {
+            const Capture c = capture_of(StreamRef::from_handle(stream), ordinal);
+            if (c.active() && c.id == b.capture) {
+                if (stream != b.capture_stream) {
+                    const std::lock_guard lock(b.mutex);
+                    b.shared_in_capture = true;
+                }
+                return;
+            }
+        } catch (...) {  // the query failed: note it as any stream
+        }
+    }
+    const std::lock_guard lock(b.mutex);
+    for (const Use& u : b.others)
+        if (u.stream == stream) return;
+    try {
+        b.others.push_back({stream, ordinal});
+    } catch (...) {  // no memory for the record: the free cannot be ordered after this stream
+    }
+}
+
+}  // namespace
+
+Allocation allocate_device(std::size_t bytes, int ordinal, CUstream stream) {
+    Driver& d = driver();
+    // The capture query and its refusals are capture.hpp's.
+    const StreamRef on = StreamRef::from_handle(stream);
+    const Capture capture = capture_of(on, ordinal);
+    if (capture.capturing() && !capture.active())
+        refuse_in_capture("allocating device memory", on, capture,
+                          "the stream is in a capture stridex cannot join (invalidated, or the legacy stream)");
+    if (capture.active()) return allocate_in_capture(d, bytes, ordinal, stream, capture);
+    return allocate_from_pool(d, bytes, ordinal, stream);
 }
 
 Allocation allocate_pinned(std::size_t bytes) {
@@ -532,28 +723,56 @@ Allocation allocate_pinned(std::size_t bytes) {
     return {p, std::move(owner)};
 }
 
-void note_use(const Owner& owner, CUstream stream, int ordinal) noexcept {
-    if (void* c = owner.callback_context(&release_device)) {
-        auto* b = static_cast<DeviceBlock*>(c);
-        if (b->home == stream) return;
-        const std::lock_guard lock(b->mutex);
-        for (const Use& u : b->others)
-            if (u.stream == stream) return;
-        b->others.push_back({stream, ordinal});
-    } else if (void* c2 = owner.callback_context(&release_pinned)) {
-        auto* b = static_cast<PinnedBlock*>(c2);
-        const std::lock_guard lock(b->mutex);
-        for (const Use& u : b->uses)
-            if (u.stream == stream) return;
-        b->uses.push_back({stream, ordinal});
+bool note_use(const Owner& owner, CUstream stream, int ordinal) noexcept {
+    if (DeviceBlock* block = block_of(owner)) {
+        note_block_use(*block, stream, ordinal);
+        return true;
     }
+    void* c = owner.callback_context(&release_pinned);
+    if (!c) return false;
+    auto* pinned = static_cast<PinnedBlock*>(c);
+    const std::lock_guard lock(pinned->mutex);
+    for (const Use& u : pinned->uses)
+        if (u.stream == stream) return true;
+    try {
+        pinned->uses.push_back({stream, ordinal});
+    } catch (...) {  // no memory for the record: the block is reused after the others only
+    }
+    return true;
 }
 
+void note_use_at(const void* data, CUstream stream, int ordinal) noexcept {
+    if (ordinal < 0 || !data) return;
+    Pools* all = nullptr;
+    try {
+        all = &pools_of(driver());
+    } catch (...) {  // no driver, or no memory for its record: stridex has no pool to tell
+        return;
+    }
+    if (static_cast<std::size_t>(ordinal) >= all->fast.size()) return;
+    DevicePool* pool = all->fast[static_cast<std::size_t>(ordinal)].load(std::memory_order_acquire);
+    if (!pool) return;  // no pool yet: nothing of it to find
+    const auto at = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(data));
+    // Held while noting: a release takes the block out under this lock before freeing it.
+    const std::lock_guard lock(pool->blocks_mutex);
+    auto it = pool->blocks.upper_bound(at);
+    if (it == pool->blocks.begin()) return;
+    --it;
+    DeviceBlock& b = *it->second;
+    if (at >= b.ptr + b.bytes) return;
+    note_block_use(b, stream, ordinal);
+}
+
+namespace detail {
+bool owned_by_capture(const Owner& owner, unsigned long long capture) noexcept {
+    void* c = owner.callback_context(&release_lease);
+    return c && static_cast<Lease*>(c)->raw->capture == capture;
+}
+}  // namespace detail
+
 std::optional<PoolMemory> pool_memory_of(const Owner& owner) noexcept {
-    void* c = owner.callback_context(&release_device);
-    if (!c) return std::nullopt;
-    const auto* b = static_cast<const DeviceBlock*>(c);
-    if (b->graph) return std::nullopt;
+    const DeviceBlock* b = block_of(owner);
+    if (!b) return std::nullopt;
     const DevicePool* p = b->pool;
     return PoolMemory{b->ptr, b->bytes, b->ordinal, p->pool, p->shareable, p->not_shareable};
 }

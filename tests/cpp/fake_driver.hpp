@@ -331,7 +331,8 @@ public:
     bool legacy_implicit = false;
     int capture_status(CUstream s) const {
         auto it = captures_.find(reinterpret_cast<std::uintptr_t>(s));
-        return it == captures_.end() ? 0 : it->second.first;
+        if (it == captures_.end()) return std::find(capturing.begin(), capturing.end(), s) != capturing.end() ? 1 : 0;
+        return it->second.first;
     }
     static CUgraph graph_of(unsigned long long id) { return reinterpret_cast<CUgraph>(std::uintptr_t{0xa000} + id); }
     CUresult get_capture_info(CUstream s, int* status, unsigned long long* id, CUgraph* graph, const CUgraphNode** deps,

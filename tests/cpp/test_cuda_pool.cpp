@@ -11,6 +11,7 @@
 #include "expect_error.hpp"
 #include "fake_driver.hpp"
 #include "stridex/cuda/array.hpp"
+#include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/copy.hpp"
 #include "stridex/cuda/memory.hpp"
 
@@ -144,18 +145,109 @@ TEST(DevicePool, AFreeOnADestroyedStreamFallsBackToTheSynchronousFree) {
     fake->expect_clean();
 }
 
-TEST(DevicePool, ACapturingStreamGetsAGraphAllocation) {
+// A capture's allocations (pool.cpp, "memory a CUDA graph owns"): no memory-allocation node, so
+// that a graph instantiated without auto-free-on-launch launches again; the graph keeps them.
+const CUstream kCapturing = stream_at(0x6010);
+constexpr unsigned long long kCaptureId = 7;
+
+bool logged(const Log& log, const std::string& line) { return std::find(log.begin(), log.end(), line) != log.end(); }
+
+TEST(DevicePool, ACaptureAllocatesPoolMemoryOutsideTheGraphThatTheGraphWaitsFor) {
     FakeCuda fake;
-    fake->capturing = {kSide};
+    fake->begin_capture(kCapturing, kCaptureId);
+    Allocation a = device_bytes(MiB, 0x6010);
+    const Log log = fake->take_log();
+    // stridex's private stream (the first stream the fake makes, s5010) allocates from the pool...
+    EXPECT_TRUE(logged(log, "stream_create s5010 non_blocking")) << ::testing::PrintToString(log);
+    EXPECT_TRUE(logged(log, "alloc_pool 1M on s5010 -> p5e0000000000")) << ::testing::PrintToString(log);
+    // ...and the graph waits for that allocation as an external event; no graph allocation node.
+    EXPECT_TRUE(logged(log, "wait s6010 on e1 external")) << ::testing::PrintToString(log);
+    for (const std::string& line : log) EXPECT_EQ(line.find("alloc_graph"), std::string::npos) << line;
+    EXPECT_EQ(stridex::cuda::device_pool_stats(0).in_use, MiB);  // the pool's memory, counted
+    fake->end_capture(kCapturing);
+    a.owner.reset();
+    EXPECT_EQ(fake->take_log(), Log{});  // kept past the capture: the graph's until it is destroyed
+    fake->destroy_graph(kCaptureId);
+    stridex::cuda::drain_graph_releases();
+    const Log freed = fake->take_log();
+    EXPECT_TRUE(logged(freed, "free_async p5e0000000000 on s5010")) << ::testing::PrintToString(freed);
+    EXPECT_EQ(stridex::cuda::device_pool_stats(0).in_use, 0u);
+    fake->expect_clean();
+}
+
+TEST(DevicePool, AResultKeptPastItsGraphIsFreedWithItsLastView) {
+    FakeCuda fake;
+    fake->begin_capture(kCapturing, kCaptureId);
+    Allocation a = device_bytes(MiB, 0x6010);
+    fake->end_capture(kCapturing);
+    fake->destroy_graph(kCaptureId);
+    stridex::cuda::drain_graph_releases();
+    (void)fake->take_log();
+    EXPECT_EQ(stridex::cuda::device_pool_stats(0).in_use, MiB);  // the View still has it
+    a.owner.reset();
+    EXPECT_EQ(fake->take_log(), (Log{"free_async p5e0000000000 on s5010"}));
+    fake->expect_clean();
+}
+
+TEST(DevicePool, ATemporaryDroppedInsideTheCaptureIsReusedOnItsStream) {
+    FakeCuda fake;
+    fake->begin_capture(kCapturing, kCaptureId);
+    void* first = device_bytes(MiB, 0x6010).data;  // dropped at once, inside the capture
+    (void)fake->take_log();
+    Allocation again = device_bytes(MiB / 2, 0x6010);
+    EXPECT_EQ(again.data, first);  // the same block, and nothing asked of the driver
+    EXPECT_EQ(fake->take_log(), Log{});
+    Allocation larger = device_bytes(4 * MiB, 0x6010);  // more than it holds: a new block
+    EXPECT_NE(larger.data, first);
+    fake->end_capture(kCapturing);
+    again.owner.reset();
+    larger.owner.reset();
+    fake->destroy_graph(kCaptureId);
+    stridex::cuda::drain_graph_releases();
+    const Log log = fake->take_log();
+    EXPECT_EQ(std::count_if(log.begin(), log.end(), [](const std::string& l) { return l.starts_with("free_async"); }),
+              2)
+        << ::testing::PrintToString(log);
+    EXPECT_EQ(stridex::cuda::device_pool_stats(0).in_use, 0u);
+    fake->expect_clean();
+}
+
+TEST(DevicePool, ABlockAnotherStreamUsedIsNotReusedInTheCapture) {
+    FakeCuda fake;
+    fake->begin_capture(kCapturing, kCaptureId);
+    void* first = nullptr;
+    {
+        Allocation a = device_bytes(MiB, 0x6010);
+        first = a.data;
+        const stridex::cuda::ContextGuard guard(0);
+        stridex::cuda::note_use(a.owner, kOther, 0);  // read on a stream outside the capture
+    }
+    Allocation b = device_bytes(MiB, 0x6010);
+    EXPECT_NE(b.data, first);
+    fake->end_capture(kCapturing);
+    b.owner.reset();
+    fake->destroy_graph(kCaptureId);
+    stridex::cuda::drain_graph_releases();
+    const Log log = fake->take_log();
+    // The first block's free waits for that stream; the capture's own stream gets no event.
+    EXPECT_TRUE(logged(log, "record e3 on s5020 ctx0")) << ::testing::PrintToString(log);
+    for (const std::string& line : log) EXPECT_EQ(line.find("on s6010"), std::string::npos) << line;
+    fake->expect_clean();
+}
+
+TEST(DevicePool, MemoryIsFoundByAddressWhateverOwnerHoldsIt) {
+    FakeCuda fake;
     {
         Allocation a = device_bytes(MiB, 0x5010);
-        // No pool is created for it: cuMemPoolCreate during a capture would end the capture.
-        EXPECT_EQ(fake->take_log(), (Log{"alloc_graph 1M on s5010 -> p5e0000000000"}));
-        EXPECT_FALSE(stridex::cuda::device_pool_stats(0).created);
-        EXPECT_EQ(stridex::cuda::device_pool_stats(0).in_use, 0u);  // the graph's memory, not the pool's
-        EXPECT_FALSE(stridex::cuda::pool_memory_of(a.owner).has_value());
+        const stridex::cuda::ContextGuard guard(0);
+        // A torch tensor made from a View of it keeps it alive through torch's own owner.
+        stridex::cuda::note_use_at(static_cast<char*>(a.data) + 4096, kOther, 0);
+        stridex::cuda::note_use_at(static_cast<char*>(a.data) + MiB, kSide, 0);  // past its end: not it
+        (void)fake->take_log();
     }
-    EXPECT_EQ(fake->take_log(), (Log{"free_async p5e0000000000 on s5010"}));
+    EXPECT_EQ(fake->take_log(), (Log{"event_create e1", "record e1 on s5020 ctx0", "wait s5010 on e1",
+                                     "free_async p5e0000000000 on s5010"}));
+    fake->expect_clean();
 }
 
 TEST(DevicePool, AForkedChildNeverFreesTheParentsBlocks) {

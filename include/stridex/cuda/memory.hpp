@@ -10,8 +10,13 @@
 //     synchronizes the device nor waits on the host.
 //   * The driver hands freed memory to another stream only once the free is ordered before the new
 //     allocation (see pool.cpp for the reuse attributes this relies on).
-//   * On a capturing stream the allocation becomes a graph allocation (cuMemAllocAsync, which the
-//     driver turns into a memory-allocation node; pools with IPC handle types cannot be captured).
+//   * Every stream stridex hands the memory to (an export or import for a stream, the copy engine)
+//     is noted the same way (note_use, note_use_at): the block never reaches another stream while
+//     one of them may still use it.
+//   * On a capturing stream the allocation is memory of the graph being captured, never a
+//     memory-allocation node (which would make the graph unlaunchable a second time unless it was
+//     instantiated with auto-free-on-launch): a pool block allocated on stridex's private stream,
+//     kept by the graph and reused within the capture once its View is gone (pool.cpp).
 //   * Pinned results (cuda_host) come from a pinned pool of cached cuMemHostAlloc blocks, reused
 //     only after the stream work that used them (event-queried, never waited on).
 #pragma once
@@ -79,8 +84,13 @@ Allocation allocate_device(std::size_t bytes, int ordinal, CUstream stream);
 Allocation allocate_pinned(std::size_t bytes);
 
 // Tells the pool that work on `stream` (of GPU `ordinal`) uses the memory `owner` keeps alive, so
-// that its release waits for that work (an event, no host block). No effect for other memory.
-void note_use(const Owner& owner, CUstream stream, int ordinal) noexcept;
+// that its release waits for that work (an event recorded on `stream` at the release, waited for by
+// the freeing stream; no host block). Once per stream and block. Returns whether `owner` keeps
+// memory of a pool alive (a device or the pinned pool's block); no effect for other memory.
+bool note_use(const Owner& owner, CUstream stream, int ordinal) noexcept;
+// The same for the pool block that holds `data` on GPU `ordinal`, whatever owner keeps it alive (a
+// torch tensor made from a View of pool memory). No effect when no block of the pool holds it.
+void note_use_at(const void* data, CUstream stream, int ordinal) noexcept;
 
 PoolStats device_pool_stats(int ordinal);
 PoolStats pinned_pool_stats();
@@ -106,6 +116,11 @@ struct PoolMemory {
 std::optional<PoolMemory> pool_memory_of(const Owner& owner) noexcept;
 
 namespace detail {
+// Whether `owner` is a lease of memory the graph of capture `capture` owns (an allocation made while
+// that capture ran, pool.cpp): the graph keeps that memory itself, so the lease must not be kept
+// alive by it too (keep_alive_in_capture), else the memory could not be reused inside the capture.
+bool owned_by_capture(const Owner& owner, unsigned long long capture) noexcept;
+
 // Drops the bookkeeping of a Driver's pools (~Driver calls it: a test's DriverOverride ends, and
 // a later Driver at the same address must not find them). Blocks still alive then leak.
 void forget_pools(Driver& d) noexcept;
