@@ -296,6 +296,33 @@ def main() -> int:
         flush=True,
     )
     rows.append({"case": "release while another stream sleeps", "median_us": round(statistics.median(rel), 1)})
+
+    # Releasing a result handed to K consumer streams (View.__dlpack__(stream=s), as torch.from_dlpack
+    # asks): the release records an event on each and the free waits for them; none may block.
+    for k in (1, 8):
+        consumers = [torch.cuda.Stream() for _ in range(k)]
+        rel_k: list[float] = []
+        busy_k: list[bool] = []
+        for _ in range(args.repeat):
+            r = x.T.contiguous()
+            sync()
+            for s in consumers:
+                with torch.cuda.stream(s):
+                    torch.cuda._sleep(1_000_000_000)
+                    torch.from_dlpack(r).sum()  # the consumer reads it behind the sleep
+            t0 = time.perf_counter()
+            del r
+            rel_k.append((time.perf_counter() - t0) * 1e6)
+            busy_k.append(all(not s.query() for s in consumers))
+            for s in consumers:
+                s.synchronize()
+        label = f"release of a 64 MiB result read on {k} consumer stream{'s' if k > 1 else ''}"
+        print(
+            f"{label}: median {statistics.median(rel_k):.1f} us [{min(rel_k):.1f}-{max(rel_k):.1f}], "
+            f"consumers still busy afterwards: {sum(busy_k)}/{len(busy_k)}",
+            flush=True,
+        )
+        rows.append({"case": label, "median_us": round(statistics.median(rel_k), 1)})
     finish()
     return 0
 

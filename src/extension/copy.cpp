@@ -10,6 +10,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "export.hpp"
+#include "handover.hpp"
 #include "import.hpp"
 #include "sanitizer.hpp"
 #include "stream_policy.hpp"
@@ -68,6 +69,9 @@ nb::object copy_into(nb::handle dst, nb::handle src, nb::handle stream) {
     const View out = target.view, in = py_view(o.ptr()).view;
     if (request.kind == StreamRequest::Kind::by_default) s = capturing_stream_or(s, out, in);
     if (sanitizer::on()) sanitizer::used(in, py_view(o.ptr()).source.ptr(), s, "stridex.copy (source)");
+    // Both are used on `s`: their allocators hear of it (the copy engine notes stridex's pools too).
+    handed_to_stream(in, py_view(o.ptr()).source.ptr(), s);
+    handed_to_stream(out, target.source.ptr(), s);
     std::intptr_t ready;
     {
         nb::gil_scoped_release release;
@@ -89,6 +93,7 @@ nb::object copy_of(const PyView& self, Device target, Order order, nb::handle st
     const Allocator* a = choose_allocator(allocator, like, holder);
     View out;
     if (sanitizer::on()) sanitizer::used(self.view, self.source.ptr(), s, "View.copy");
+    handed_to_stream(self.view, self.source.ptr(), s);
     {
         nb::gil_scoped_release release;
         out = copy_to(self.view, target, order, s, a);

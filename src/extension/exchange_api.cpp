@@ -18,6 +18,7 @@
 
 #include "arguments.hpp"
 #include "export.hpp"
+#include "handover.hpp"
 #include "sanitizer.hpp"
 #include "stridex/copy.hpp"
 #include "stridex/cuda/stream.hpp"
@@ -106,6 +107,9 @@ int managed_tensor_from_py_object_no_sync(void* py_object, DLManagedTensorVersio
         ready_on_work_stream(v);
         if (sanitizer::on())
             sanitizer::used(v, py_view(o).source.ptr(), cuda::StreamRef::kLegacy, "DLPack exchange API");
+        // The protocol names no consumer's stream: the work stream it was given (the legacy default
+        // stream) is the one stridex can tell the allocators.
+        handed_to_stream(v, py_view(o).source.ptr(), cuda::StreamRef::kLegacy);
         *out = dlpack::export_versioned(v, 0);
         return 0;
     } catch (...) {
@@ -165,6 +169,9 @@ int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
         ready_on_work_stream(v);
         if (sanitizer::on())
             sanitizer::used(v, py_view(o).source.ptr(), cuda::StreamRef::kLegacy, "DLPack exchange API");
+        // The protocol names no consumer's stream: the work stream it was given (the legacy default
+        // stream) is the one stridex can tell the allocators.
+        handed_to_stream(v, py_view(o).source.ptr(), cuda::StreamRef::kLegacy);
     } catch (...) {
         set_python_error_from_current_exception();
         return -1;

@@ -67,15 +67,19 @@ struct ProducerRow {
                                            // __cuda_array_interface__ exports a conjugate view's memory as
                                            // plain, unconjugated values)
 
-    bool ignores_stream = false;  // __dlpack__ orders nothing for the consumer's stream (MLX,
-                                  // cuda.core, nanobind): the sanitizer reports such a hand-over
-                                  // while the producer's stream has pending work, as NO_SYNC
+    bool ignores_stream = false;   // __dlpack__ orders nothing for the consumer's stream (MLX,
+                                   // cuda.core, nanobind): the sanitizer reports such a hand-over
+                                   // while the producer's stream has pending work, as NO_SYNC
+    bool records_streams = false;  // its arrays' allocator takes the streams that use them
+                                   // (torch: Tensor.record_stream): a View of one handed to a stream
+                                   // records that stream with it (handover.cpp), so the memory is
+                                   // not reused while that stream may still read it
     // ---- performance: the framework shortcuts the producer's arrays may take ----
     ShortcutSet shortcuts{};  // entries of the registry (shortcuts.hpp) that give, for this
                               // producer's versions, exactly what its public protocol would:
                               // numpy_struct (NumPy >= 2.1: versioned capsules carry the read-only
                               // flag the struct is read for), cupy_c_api and cupy_layout (CuPy >=
-                              // 13.4), jaxlib_export, torch_getter and torch_borrowed (torch >= 2.9)
+                              // 13.4), jaxlib_export and torch_getter (torch >= 2.9)
     const char* why = "";     // one line, for docs and test ids
 
     // Whether an array of this row takes shortcut `s` now: the row allows it and it is on.

@@ -76,13 +76,23 @@ def test_no_sync_export_while_view_busy(torch):
     side.synchronize()  # v is released idle (the sanitizer may stay on: STRIDEX_SANITIZE)
 
 
-def test_reuse_after_release(torch):
+@pytest.fixture
+def cupy(torch):
+    """CuPy, whose memory pool takes no stream from stridex (docs/memory.md): its races are the
+    sanitizer's to report."""
+    cp = pytest.importorskip("cupy", reason="cupy is not installed")
+    cp.ones(N, dtype=cp.float32) * 2  # CuPy's kernels loaded while idle (see load_kernels)
+    cp.cuda.Device().synchronize()
+    return cp
+
+
+def test_reuse_after_release(torch, cupy):
     side = torch.cuda.Stream()
 
-    def seeded(record_stream):
-        holder = [torch.ones(N, device="cuda")]
-        before = holder[0].data_ptr()
-        reports = []
+    def seeded(keep_until_read):
+        holder = [cupy.ones(N, dtype=cupy.float32)]
+        before = holder[0].data.ptr
+        cupy.cuda.Device().synchronize()
 
         def hand_over():
             x = holder.pop()
@@ -90,11 +100,11 @@ def test_reuse_after_release(torch):
             with torch.cuda.stream(side):
                 torch.cuda._sleep(SLEEP)
                 y = torch.from_dlpack(v) * 2  # ... behind a long kernel
-            if record_stream:
-                x.record_stream(side)  # the corrected program: the allocator waits for those reads
+            if keep_until_read:
+                side.synchronize()  # the corrected program: the memory outlives the reads
             del v, x  # dropped while the side stream still reads it
-            z = torch.empty(N, device="cuda")  # the allocator's next block, on the default stream
-            holder.append((z.data_ptr(), y))
+            z = cupy.empty(N, dtype=cupy.float32)  # CuPy's pool's next block, on CuPy's stream
+            holder.append((z.data.ptr, y, z))
             stridex.view(z)
 
         reports = recorded(hand_over)
@@ -102,36 +112,71 @@ def test_reuse_after_release(torch):
         torch.cuda.synchronize()
         return reused, reports
 
-    reused, reports = seeded(record_stream=False)
-    assert reused, "torch's allocator did not hand the block out again (the seeded race needs it)"
+    reused, reports = seeded(keep_until_read=False)
+    assert reused, "CuPy's pool did not hand the block out again (the seeded race needs it)"
     assert [r for r in reports if r.startswith("stridex sanitizer: reuse_after_release")], reports
     text = next(r for r in reports if "reuse_after_release" in r)
-    assert "earlier hand-over (owner released): stridex.view, producer torch.Tensor" in text
+    assert "earlier hand-over (owner released): stridex.view, producer cupy.ndarray" in text
     assert "this hand-over: stridex.view" in text and text.count("in hand_over") == 2
-    reused, reports = seeded(record_stream=True)
-    assert not reused and reports == []
+    reused, reports = seeded(keep_until_read=True)
+    assert reports == []
 
 
-def test_release_with_pending_consumer_work(torch):
+def test_torchs_allocator_is_told_the_stream_so_nothing_races(torch):
+    # The same program with torch's memory: stridex records the side stream with torch's allocator
+    # at the hand-over (handover.hpp), so the block is not handed out again and nothing is reported.
+    side = torch.cuda.Stream()
+    x = torch.ones(N, device="cuda")
+    before = x.data_ptr()
+
+    def hand_over():
+        nonlocal x
+        v = stridex.view(x, stream=side)
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(SLEEP)
+            y = torch.from_dlpack(v) * 2
+        del v, x
+        z = torch.empty(N, device="cuda")
+        assert z.data_ptr() != before, "torch reused the block while the side stream reads it"
+        assert not side.query()
+        stridex.view(z)
+        hand_over.kept = (y, z)
+
+    assert recorded(hand_over) == []
+    torch.cuda.synchronize()
+    assert torch.equal(hand_over.kept[0], torch.full((N,), 2.0, device="cuda"))
+
+
+def test_release_with_pending_consumer_work(torch, cupy):
     side = torch.cuda.Stream()
 
     def seeded(wait):
         def hand_over():
-            v = stridex.view(torch.ones(N, device="cuda"), stream=side)  # the View holds the only reference
+            v = stridex.view(cupy.ones(N, dtype=cupy.float32), stream=side)  # the View holds the only reference
             with torch.cuda.stream(side):
                 torch.cuda._sleep(SLEEP)
                 torch.from_dlpack(v).mul_(2)
             if wait:
                 side.synchronize()  # the corrected program
-            del v  # the tensor goes back to torch's allocator, which knows nothing of `side`
+            del v  # the array goes back to CuPy's pool, which knows nothing of `side`
 
         return recorded(hand_over)
 
     reports = seeded(wait=False)
     assert len(reports) == 1 and reports[0].startswith("stridex sanitizer: release_pending: View released")
-    assert "hand-over: stridex.view, producer torch.Tensor on legacy default stream" in reports[0]
+    assert "hand-over: stridex.view, producer cupy.ndarray" in reports[0]
     torch.cuda.synchronize()
     assert seeded(wait=True) == []
+
+    # torch's allocator was told the stream: the same release of a torch tensor is no race
+    def torch_hand_over():
+        v = stridex.view(torch.ones(N, device="cuda"), stream=side)
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(SLEEP)
+            torch.from_dlpack(v).mul_(2)
+        del v
+
+    assert recorded(torch_hand_over) == []
 
 
 def test_raise_mode_on_gpu(torch):
