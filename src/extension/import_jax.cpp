@@ -19,6 +19,11 @@
 //    device, and raises for one on another process's device; the function alone would export the
 //    first shard of a sharded array, and reads a buffer that is not there for the other process's
 //    array (a segmentation fault, seen with JAX 0.10 on two CPU processes);
+//  - the buffer exported is the one __dlpack__ exports: addressable_data(0), which for a single
+//    device array is ArrayImpl._fully_replicated_shard() (a C++ method), not the array itself. The
+//    capsule holds an external reference on that shard; held on the user's array instead, it makes
+//    the array's delete() abort the process (jaxlib checks that no such hold is left on the buffer
+//    it deletes: "Non-zero type 1 hold on destruction"), where __dlpack__'s export survives it;
 //  - stridex sends no dl_device and no copy (never), and max_version selects nothing in JAX: every
 //    version it accepts gets the same legacy capsule.
 // Anything else, and any Exception the shortcut raises (a deleted array, a stream for a CPU
@@ -41,15 +46,17 @@ struct Jaxlib {
     PyObject* sharding_getter = nullptr;     // the C++ getter of ArrayImpl._sharding
     PyObject* device_list_getter = nullptr;  // ... of SingleDeviceSharding._internal_device_list
     PyObject* addressable_getter = nullptr;  // ... of DeviceList.is_fully_addressable
+    PyObject* shard_method = nullptr;        // ArrayImpl._fully_replicated_shard (C++)
     PyObject* export_fn = nullptr;           // jaxlib._jax.buffer_to_dlpack_managed_tensor
 
     // Every reference, for what is done to all of them alike.
-    std::array<PyObject*, 6> objects() const noexcept {
+    std::array<PyObject*, 7> objects() const noexcept {
         return {reinterpret_cast<PyObject*>(array),
                 reinterpret_cast<PyObject*>(single_device),
                 sharding_getter,
                 device_list_getter,
                 addressable_getter,
+                shard_method,
                 export_fn};
     }
     bool complete() const noexcept {
@@ -99,6 +106,8 @@ Jaxlib find_jaxlib() noexcept {
     j.device_list_getter = property_getter(j.single_device, "_internal_device_list");
     j.addressable_getter = property_getter(device_list, "is_fully_addressable");
     Py_XDECREF(reinterpret_cast<PyObject*>(device_list));
+    j.shard_method = attr_or_null(reinterpret_cast<PyObject*>(j.array), "_fully_replicated_shard");
+    if (j.shard_method && !PyCallable_Check(j.shard_method)) Py_CLEAR(j.shard_method);
     j.export_fn = loaded_attr(kModule, "buffer_to_dlpack_managed_tensor");
     if (j.export_fn && !PyCallable_Check(j.export_fn)) Py_CLEAR(j.export_fn);
     return j;
@@ -150,9 +159,13 @@ PyObject* export_through_jaxlib(PyObject* obj, PyObject* stream) {
     if (addressable) {
         const bool here = addressable == Py_True;
         Py_DECREF(addressable);
-        if (!here) return nullptr;  // another process's device
-        PyObject* args[3] = {nullptr, obj, stream};
-        capsule = PyObject_Vectorcall(j.export_fn, args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+        if (!here) return nullptr;                   // another process's device
+        PyObject* shard = get(j.shard_method, obj);  // addressable_data(0), as __dlpack__ exports it
+        if (shard) {
+            PyObject* args[3] = {nullptr, shard, stream};
+            capsule = PyObject_Vectorcall(j.export_fn, args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+            Py_DECREF(shard);
+        }
     }
     if (capsule) return capsule;
     // __dlpack__ says it in JAX's words. Only a KeyboardInterrupt or the like is the answer itself.

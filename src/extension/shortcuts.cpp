@@ -47,8 +47,8 @@ constexpr std::array<ShortcutInfo, kShortcutCount> kShortcuts{{
      "cupy.ndarray.__dlpack__(stream=..., max_version=(1, 3))", "src/extension/import_cupy.cpp"},
     {Shortcut::jaxlib_export, "jaxlib_export", "jax",
      "jaxlib._jax.buffer_to_dlpack_managed_tensor, the C++ function under ArrayImpl.__dlpack__'s Python layers, "
-     "and the C++ getters of ArrayImpl._sharding, SingleDeviceSharding._internal_device_list and "
-     "DeviceList.is_fully_addressable",
+     "given the buffer __dlpack__ gives it (ArrayImpl._fully_replicated_shard, C++), and the C++ getters of "
+     "ArrayImpl._sharding, SingleDeviceSharding._internal_device_list and DeviceList.is_fully_addressable",
      "JAX 0.10.2 (CPU) and 0.11.2 (H100, H200); taken from JAX 0.4.27 on, where jaxlib has them",
      "ArrayImpl.__dlpack__(stream=..., max_version=(1, 3)), JAX's own Python layers", "src/extension/import_jax.cpp"},
     {Shortcut::torch_getter, "torch_getter", "torch",
@@ -58,7 +58,9 @@ constexpr std::array<ShortcutInfo, kShortcutCount> kShortcuts{{
     {Shortcut::torch_borrowed, "torch_borrowed", "torch",
      "the borrowed DLTensor of torch's DLPack exchange API (dltensor_from_py_object_no_sync), trusting that torch "
      "tensors are never read-only: a bare DLTensor carries no flags",
-     "torch 2.11.0 (CPU, CUDA); taken from torch 2.9 on",
+     "torch 2.11.0 (CPU, CUDA); taken by no producer row: the View would hold the tensor object, which "
+     "Tensor.set_() points at other memory (the old storage freed under the View: a crash on torch 2.11), where "
+     "the managed tensor holds the storage itself; kept so that settings naming it stay valid",
      "the exchange API's managed tensor (managed_tensor_from_py_object_no_sync), which carries the read-only flag",
      "src/extension/import_dlpack.cpp"},
 }};

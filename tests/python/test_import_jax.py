@@ -162,6 +162,33 @@ def test_a_deleted_array_gets_jaxs_own_error(to_dlpack_calls, monkeypatch):
     assert outcome(lambda: stridex.view(j)) == fast
 
 
+# A producer that deletes or donates its array while Views of it (or their consumers) live: the
+# process must survive as it does natively (jaxlib keeps the buffer for the external reference of
+# the capsule). Each case runs in a child: an abort must fail the test, not end the suite.
+DELETION_CASES = {
+    "delete, the View alive": "v = stridex.view(y); y.delete(); print(np.from_dlpack(v).tolist())",
+    "delete, a NumPy consumer alive": "a = np.from_dlpack(stridex.view(y)); y.delete(); print(a.tolist())",
+    "donate to jit, the View alive": (
+        "v = stridex.view(y); z = jax.jit(lambda t: t + 1, donate_argnums=0)(y); "
+        "print(np.from_dlpack(v).tolist(), np.asarray(z).tolist())"
+    ),
+}
+
+
+@pytest.mark.parametrize("shortcuts", ["on", "off"])
+@pytest.mark.parametrize("case", list(DELETION_CASES))
+def test_the_producer_may_delete_or_donate_its_array_while_views_live(case, shortcuts):
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    if shortcuts == "off":
+        env["STRIDEX_DISABLE_SHORTCUTS"] = "jaxlib_export"
+    script = "import warnings, numpy as np, jax, jax.numpy as jnp, stridex\n"
+    script += "warnings.simplefilter('ignore')\n"  # JAX warns that a referenced donation is copied
+    script += "y = jnp.arange(3.0)\n" + DELETION_CASES[case] + "\n"
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("[0.0, 1.0, 2.0]")  # the View's data is intact
+
+
 @pytest.fixture
 def failing_export():
     """Makes jaxlib's export function raise `error_type` when the shortcut calls it (positionally,
