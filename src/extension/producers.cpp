@@ -51,7 +51,7 @@ constexpr std::array kRows{
                 .exchange_skips_refusals = true,
                 .refusals_final = true,
                 .records_streams = true,
-                .shortcuts = {Shortcut::torch_getter},
+                .shortcuts = {Shortcut::torch_borrowed, Shortcut::torch_getter},
                 .why = "torch >= 2.9: stream 2 raises BufferError, 0 asserts; BufferError unless the tensor is on the "
                        "current device; >= 2.10 defaults to stream -1, so None is spelt out; its exchange API exports "
                        "what __dlpack__ refuses (requires_grad, the conjugate bit); those refusals are final "

@@ -58,9 +58,7 @@ constexpr std::array<ShortcutInfo, kShortcutCount> kShortcuts{{
     {Shortcut::torch_borrowed, "torch_borrowed", "torch",
      "the borrowed DLTensor of torch's DLPack exchange API (dltensor_from_py_object_no_sync), trusting that torch "
      "tensors are never read-only: a bare DLTensor carries no flags",
-     "torch 2.11.0 (CPU, CUDA); taken by no producer row: the View would hold the tensor object, which "
-     "Tensor.set_() points at other memory (the old storage freed under the View: a crash on torch 2.11), where "
-     "the managed tensor holds the storage itself; kept so that settings naming it stay valid",
+     "torch 2.11.0 (CPU, CUDA); taken from torch 2.9 on",
      "the exchange API's managed tensor (managed_tensor_from_py_object_no_sync), which carries the read-only flag",
      "src/extension/import_dlpack.cpp"},
 }};

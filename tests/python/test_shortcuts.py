@@ -61,7 +61,7 @@ def test_the_quirk_rows_name_their_shortcuts_apart_from_their_quirks():
     named = {name: r["shortcuts"] for name, r in rows.items() if r["shortcuts"]}
     assert named == {
         "numpy": ["numpy_struct"],
-        "torch": ["torch_getter"],
+        "torch": ["torch_getter", "torch_borrowed"],
         "jax": ["jaxlib_export"],
         "cupy": ["cupy_c_api", "cupy_layout"],
     }
@@ -234,18 +234,18 @@ def test_torch_getter_off_reads_requires_grad_by_attribute(restore, torch_like):
     assert "requires_grad" in read
 
 
-def test_torch_borrowed_is_taken_by_no_row_even_when_on(restore, torch_like):
-    # A borrowed tensor's View would hold the tensor object, which Tensor.set_() re-points; the
-    # managed tensor holds the storage (test_import_borrowed.py). The name stays valid in settings.
+def test_torch_borrowed_off_takes_the_managed_tensor(restore, torch_like):
     Tensor, _, testing = torch_like
     stridex.set_shortcuts({"torch_borrowed": True})
-    assert "torch_borrowed" not in _internals.shortcuts_of(Tensor)
+    assert "torch_borrowed" in _internals.shortcuts_of(Tensor)
     t = Tensor(np.arange(6, dtype=np.float32)[::2])
     managed, borrowed = testing.exchange_calls()[0], testing.borrow_calls()
     through = describe(stridex.view(t))
-    assert (testing.exchange_calls()[0], testing.borrow_calls()) == (managed + 1, borrowed)
+    assert (testing.exchange_calls()[0], testing.borrow_calls()) == (managed, borrowed + 1)
     with stridex.shortcuts_disabled("torch_borrowed"):
+        assert "torch_borrowed" not in _internals.shortcuts_of(Tensor)
         assert describe(stridex.view(t)) == through
+    assert (testing.exchange_calls()[0], testing.borrow_calls()) == (managed + 1, borrowed + 1)
 
 
 def test_cupy_c_api_off_is_not_taken(restore, monkeypatch):

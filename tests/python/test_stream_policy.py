@@ -194,7 +194,7 @@ def test_row_translation(row):
         "numpy": ["numpy_struct"],
         "cupy": ["cupy_c_api", "cupy_layout"],
         "jax": ["jaxlib_export"],
-        "torch": ["torch_getter"],
+        "torch": ["torch_getter", "torch_borrowed"],
     }.get(row, [])
     assert facts["why"]
     for device in (None, CPU, CUDA, PINNED, ROCM, (13, 0)):

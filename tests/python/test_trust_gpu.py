@@ -99,13 +99,15 @@ def test_pool_memory_read_by_cupy_on_its_stream_is_not_reused():
     a = cupy.cuda.Stream(non_blocking=True)
     b = torch.cuda.Stream()
     buf = filled(5)
+    out = cupy.empty(N, dtype=cupy.int32)  # allocated first: a fresh cudaMalloc may synchronize the device
+    cupy.cuda.Device().synchronize()
     with a:
         torch.cuda._sleep(1)  # make torch's context current
         sleeper = torch.cuda.ExternalStream(a.ptr)
         with torch.cuda.stream(sleeper):
             torch.cuda._sleep(SLEEP_CYCLES)
         src = cupy.from_dlpack(buf)  # CuPy asks __dlpack__(stream=a)
-        out = src.copy()
+        cupy.copyto(out, src)
     del src, buf
     fresh = overwrite_on(b)
     assert a.done is False
