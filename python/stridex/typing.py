@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, Union
 
-from ._stridex import Device, Dtype
+from . import _stridex
 
 if TYPE_CHECKING:
     import numpy
@@ -28,12 +28,12 @@ class SupportsDtype(Protocol):
 
 
 # NumPy is named as a string: importing stridex imports no framework.
-DtypeLike: TypeAlias = Union[Dtype, str, "numpy.dtype[Any]", type, SupportsDtype]
+DtypeLike: TypeAlias = Union[_stridex.Dtype, str, "numpy.dtype[Any]", type, SupportsDtype]
 DtypeLike.__doc__ = """What a ``dtype`` argument takes (``stridex.dtype``, ``empty``, ``from_pointer``, ``view(dtype=)``): a
 :class:`stridex.Dtype`, a name (``'float32'``, ``'torch.float32'``, NumPy's ``'f4'``), a NumPy,
 ml_dtypes or torch dtype or scalar type (``np.float32``, ``float``), or an array (its dtype)."""
 
-DeviceLike: TypeAlias = Union[Device, str, "tuple[int, int]"]
+DeviceLike: TypeAlias = Union[_stridex.Device, str, "tuple[int, int]"]
 DeviceLike.__doc__ = """What a ``device`` argument takes: a :class:`stridex.Device`, a name (``'cpu'``, ``'cuda:1'``,
 ``'cuda_host'``) or a DLPack ``(device_type, device_id)`` pair."""
 
