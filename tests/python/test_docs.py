@@ -116,7 +116,7 @@ def output_of(block):
     return previous
 
 
-@pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "python" and b.marker != "not run"], ids=str)
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "python"], ids=lambda b: b.id)
 def test_python_block_runs(block):
     if block.marker.startswith("not run"):
         pytest.skip(block.marker)
