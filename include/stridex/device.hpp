@@ -49,9 +49,14 @@ struct Device {
     // Checked: an unknown type is Error(unsupported) (DLPack may add types), a negative id
     // Error(value).
     static Device from_raw(std::int32_t type, std::int32_t id);
+    // A (device_type, device_id) pair a caller wrote (a Python argument): from_raw's rules, and a
+    // single-instance type (cpu, cuda_host, cuda_managed ...: one memory space per host) takes only
+    // ordinal 0, Error(value) otherwise. Imports keep from_raw: a producer's odd id is its own.
+    static Device from_pair(std::int32_t type, std::int32_t id);
 
     // "cpu", "cuda:0", "cuda_host", "rocm:1". Single-instance host types print no ordinal when it
-    // is 0. parse() is the inverse and also takes a bare type name as ordinal 0 ("cuda").
+    // is 0. parse() is the inverse and also takes a bare type name as ordinal 0 ("cuda"); it refuses
+    // another ordinal of a single-instance type ("cpu:1": there is one host memory), Error(value).
     std::string name() const;
     static Device parse(std::string_view text);
 

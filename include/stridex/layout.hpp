@@ -221,5 +221,8 @@ bool span_within(Span span, std::int64_t offset, std::int64_t length) noexcept;
 
 // "Layout(shape=(2, 3), strides=(3, 1))", for messages and test output.
 std::ostream& operator<<(std::ostream& out, const Layout& layout);
+// "shape (2, 3) with strides (3, 1)": a layout in the words of a Python user (tuples as Python
+// prints them, no C++ type name), for messages that reach one.
+std::string plain_layout(const Layout& layout);
 
 }  // namespace stridex

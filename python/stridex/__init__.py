@@ -20,16 +20,20 @@ from ._stridex import (
     VirtualBuffer,
 )
 from ._stridex import __version__ as __version__  # CMakeLists.txt's project(VERSION): the one version
-from ._stridex import cuda_available, device_count, dtype, from_pointer, pointer_info, view
+from ._stridex import copy, cuda_available, device_count, device_uuid, dtype, empty, from_pointer, pointer_info, view
 from ._stridex import Shortcut, set_shortcuts, shortcuts  # the framework shortcuts and their switch
 from ._shortcuts import shortcuts_disabled
 
-# Memory (issue 25, docs/memory.md): the caller's allocator and the pools' introspection.
+# Memory (docs/memory.md): the caller's allocator and the pools' introspection.
 from ._memory import get_allocator, set_allocator, using_allocator
 from ._stridex import empty_cache, memory_stats
 
 # The hand-over race sanitizer (docs/sanitizer.md).
 from ._sanitize import StreamRaceError, StreamRaceWarning, sanitize, sanitizer_counts, sanitizer_reports
+
+# The spellings the entry points take, as types for annotations (help() and the stubs name them).
+# A submodule, left out of __all__: `from stridex import *` must not shadow the standard typing.
+from . import typing as typing
 
 # Views pickle as handles to shared memory (stridex.ipc); multiprocessing and Dask distributed
 # learn about them only once they are imported, and stridex imports neither.
@@ -49,9 +53,12 @@ __all__ = [
     "View",
     "VirtualBuffer",
     "__version__",
+    "copy",
     "cuda_available",
     "device_count",
+    "device_uuid",
     "dtype",
+    "empty",
     "from_pointer",
     "pointer_info",
     "view",
@@ -59,7 +66,7 @@ __all__ = [
     "set_shortcuts",
     "shortcuts",
     "shortcuts_disabled",
-    # Memory (issue 25)
+    # Memory
     "empty_cache",
     "get_allocator",
     "memory_stats",

@@ -64,6 +64,7 @@ class Param:
 
     @property
     def is_array(self) -> bool:
+        """True for an array parameter (in, inout, out); False for a static attribute."""
         return self.kind != "attr"
 
 
@@ -79,6 +80,7 @@ class Target:
 
     @property
     def device_type(self) -> str:
+        """The device type the handler runs on, in stridex's words: ``"cpu"`` or ``"cuda"``."""
         return "cpu" if self.platform == "cpu" else "cuda"
 
 

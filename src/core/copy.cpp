@@ -114,16 +114,17 @@ View allocate_host(std::span<const std::int64_t> shape, Dtype dtype, bool subbyt
 
 void check_copy(const View& dst, const View& src) {
     if (src.dtype() != dst.dtype())
-        fail(ErrorKind::value, "copy between different dtypes: ", src.dtype().name(), " -> ", dst.dtype().name(),
-             " (stridex copies, it does not cast)");
+        fail(ErrorKind::value, "copy between different dtypes: dst is ", dst.dtype().name(), ", src is ",
+             src.dtype().name(), " (stridex copies, it does not cast)");
+    // dst first, as the caller wrote them (copy(dst, src)), in plain tuples.
     if (!same_shape(src, dst))
-        fail(ErrorKind::value, "copy between different shapes: ", src.layout(), " -> ", dst.layout());
+        fail(ErrorKind::value, "copy between different shapes: dst has ", plain_layout(dst.layout()), ", src has ",
+             plain_layout(src.layout()));
     if (dst.readonly()) fail(ErrorKind::buffer, "cannot copy into a read-only view");
     if (dst.layout().may_overlap() && !dst.layout().empty())
         fail(ErrorKind::buffer,
-             "copy destination addresses one element more than once (zero or overlapping "
-             "strides ",
-             dst.layout(), "); copy into a view that has one place for every element");
+             "copy destination dst addresses one element more than once (zero or overlapping strides: ",
+             plain_layout(dst.layout()), "); copy into a view that has one place for every element");
     if (src.is_packed_subbyte() != dst.is_packed_subbyte() && src.size() > 0)
         fail(ErrorKind::unsupported, "copy between packed and padded ", src.dtype().name(), " is not supported");
     if (src.is_packed_subbyte() && !(src.layout().is_c_contiguous() && dst.layout().is_c_contiguous()))

@@ -66,6 +66,14 @@ const TypeInfo* info_of(DeviceType type) noexcept {
          "rocm:0)");
 }
 
+// A single-instance type has one memory space per host, so an ordinal other than 0 names nothing:
+// "cpu:1" would label host memory as a device that does not exist (and print as a different one).
+void check_single_instance(const TypeInfo& t, std::int32_t id, std::string_view text) {
+    if (t.single_instance && id != 0)
+        fail(ErrorKind::value, "invalid device ", text, ": ", t.name,
+             " has one memory space, so its only ordinal is 0 (", t.name, " or ", t.name, ":0)");
+}
+
 }  // namespace
 
 std::string_view device_type_name(DeviceType type) noexcept {
@@ -78,6 +86,12 @@ Device Device::from_raw(std::int32_t type, std::int32_t id) {
     if (info_of(d.type) == nullptr)
         fail(ErrorKind::unsupported, "unsupported DLPack device type ", type, " (stridex knows 1 to 4 and 7 to 21)");
     if (id < 0) fail(ErrorKind::value, "device id must be >= 0, found ", id, " for ", device_type_name(d.type));
+    return d;
+}
+
+Device Device::from_pair(std::int32_t type, std::int32_t id) {
+    const Device d = from_raw(type, id);
+    check_single_instance(*info_of(d.type), id, "(" + std::to_string(type) + ", " + std::to_string(id) + ")");
     return d;
 }
 
@@ -101,7 +115,10 @@ Device Device::parse(std::string_view text) {
         if (ec != std::errc{} || end != digits.data() + digits.size() || id < 0) bad_device_text(text);
     }
     for (const TypeInfo& t : kTypes)
-        if (t.name == type_name) return Device{t.type, id};
+        if (t.name == type_name) {
+            check_single_instance(t, id, "'" + std::string(text) + "'");
+            return Device{t.type, id};
+        }
     bad_device_text(text);
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <ostream>
+#include <sstream>
 
 namespace stridex {
 
@@ -523,6 +524,12 @@ Layout Layout::merged() const {
 bool operator==(const Layout& a, const Layout& b) noexcept {
     return a.ndim_ == b.ndim_ && std::equal(a.shape_data(), a.shape_data() + a.ndim_, b.shape_data()) &&
            std::equal(a.strides_data(), a.strides_data() + a.ndim_, b.strides_data());
+}
+
+std::string plain_layout(const Layout& layout) {
+    std::ostringstream out;
+    out << Described{layout};
+    return out.str();
 }
 
 std::ostream& operator<<(std::ostream& out, const Layout& layout) {

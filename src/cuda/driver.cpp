@@ -51,7 +51,12 @@ Driver::~Driver() {
         if (contexts_[i]) try_call(table_.device_primary_ctx_release, devices_[i]);
 }
 
-void Driver::fail_unusable() const { throw Error(ErrorKind::cuda, reason_); }
+// Every CUDA entry point ends here without a driver: the reason, and what still works, since the
+// caller (memory_stats() on a laptop, a device= left at a CUDA default) may not know it asked for
+// CUDA at all.
+void Driver::fail_unusable() const {
+    throw Error(ErrorKind::cuda, reason_ + "; without a usable CUDA driver only host memory works (device='cpu')");
+}
 
 void Driver::fail_missing(const char* name) {
     fail(ErrorKind::cuda, name, " is not provided by the loaded CUDA driver (is it older than CUDA 12?)");

@@ -437,7 +437,9 @@ public:
                 return {reinterpret_cast<void*>(p), std::move(owner)};
             }
             default:
-                fail(ErrorKind::unsupported, "stridex allocates on cpu, cuda:N, cuda_host and cuda_managed, not ",
+                // ValueError, as every device argument stridex cannot serve (a name it knows, such
+                // as 'metal', is still not a place it can put memory).
+                fail(ErrorKind::value, "stridex allocates on cpu, cuda:N, cuda_host and cuda_managed, not ",
                      device.name());
         }
     }

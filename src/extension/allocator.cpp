@@ -81,7 +81,8 @@ void bind_memory(nb::module_& m) {
                      d.name());
             return stats_dict(d.name(), cuda::device_pool_stats(d.id));
         },
-        nb::arg("device") = 0, nb::sig("def memory_stats(device: _DeviceLike | int = 0) -> dict[str, typing.Any]"),
+        nb::arg("device") = 0,
+        nb::sig("def memory_stats(device: stridex.typing.DeviceLike | int = 0) -> stridex.typing.MemoryStats"),
         "Bytes of stridex's pool of `device` (cuda:N, cuda_host for the pinned pool, cpu for large pageable results): "
         "in_use and peak_in_use "
         "(handed out by stridex), reserved and peak_reserved (held from the driver), allocations (live), created, "
@@ -104,7 +105,8 @@ void bind_memory(nb::module_& m) {
                 fail(ErrorKind::value, "empty_cache(): stridex pools memory of cpu, cuda:N and cuda_host, not ",
                      d.name());
         },
-        nb::arg("device") = nb::none(), nb::sig("def empty_cache(device: _DeviceLike | int | None = None) -> None"),
+        nb::arg("device") = nb::none(),
+        nb::sig("def empty_cache(device: stridex.typing.DeviceLike | int | None = None) -> None"),
         "Returns the memory stridex's pools cache (freed, unused) to the driver: of `device` (cuda:N; cuda_host or "
         "cpu: the host pools), "
         "or of every pool (None). Memory still in use, or whose last use has not completed, stays.");

@@ -1,6 +1,7 @@
 // Arguments from Python: the one home of the conversions (see arguments.hpp).
 #include "arguments.hpp"
 
+#include <cctype>
 #include <cstring>
 
 #include <nanobind/nanobind.h>
@@ -145,7 +146,7 @@ Device device_arg(PyObject* o, const char* what, bool ints_are_cuda_ordinals) {
         try {
             // An unknown type is a BufferError (DLPack may add types: unservable, not malformed),
             // a negative id a ValueError: the core's rule, whatever the entry (docs/import.md).
-            return Device::from_raw(type, id);
+            return Device::from_pair(type, id);
         } catch (const Error& e) {
             fail(e.kind(), what, ": ", e.what());
         }
@@ -201,17 +202,38 @@ nb::object numpy_dtype_or_null(PyObject* o) {
     return d;
 }
 
+// A letter and digits ('f16', 'i8'): NumPy's codes, which count bytes where stridex's names count bits.
+bool numpy_letter_code(PyObject* o) {
+    if (!PyUnicode_Check(o)) return false;
+    const char* text = PyUnicode_AsUTF8(o);
+    if (!text) throw nb::python_error();
+    const std::string_view t(text);
+    return t.size() >= 2 && std::isalpha(static_cast<unsigned char>(t[0])) &&
+           t.substr(1).find_first_not_of("0123456789") == std::string_view::npos;
+}
+
 // A stridex Dtype of a numpy.dtype: native byte order only (stridex views hold native-order
-// elements, and reading '>f4' bytes as float32 would misread), and a dtype stridex has.
-Dtype from_numpy_dtype(nb::handle d, const char* what) {
+// elements, and reading '>f4' bytes as float32 would misread), and a dtype stridex has. Messages
+// quote `spec`, what the caller wrote ('U3', 'f16'), before NumPy's reading of it: NumPy's name
+// (str96, float128) is a word the caller never used.
+Dtype from_numpy_dtype(nb::handle d, PyObject* spec, const char* what) {
+    const std::string quoted = short_repr(spec);
+    const std::string numpy = short_repr(d.ptr());
+    const std::string reading = quoted == numpy ? quoted : quoted + " (NumPy's " + numpy + ")";
     if (!nb::cast<bool>(d.attr("isnative")))
-        fail(ErrorKind::value, what, " ", short_repr(d.ptr()),
+        fail(ErrorKind::value, what, " ", reading,
              " is not in native byte order; stridex views hold "
              "native-order elements (byte-swap the data first)");
     try {
         return Dtype::from_name(nb::cast<std::string>(d.attr("name")));
     } catch (const Error& e) {
-        rethrow_named(e, what);
+        const std::string kind = nb::cast<std::string>(d.attr("kind"));
+        if (kind.find_first_of("biufc") == std::string::npos)  // str, bytes, object, datetime, record ...
+            fail(ErrorKind::type, what, " ", reading,
+                 " is not a dtype stridex has: stridex views hold numbers and booleans (a name such as int32, "
+                 "float16, bfloat16, complex64 or bool)");
+        fail(e.kind(), what, " ", reading, " is not a dtype stridex has: ", e.what(),
+             numpy_letter_code(spec) ? "; NumPy's letter codes count bytes ('f2' is float16)" : "");
     }
 }
 
@@ -227,7 +249,7 @@ Dtype dtype_of_text(PyObject* text, const char* what) {
         return Dtype::from_name(torch_name ? name.substr(6) : name);
     } catch (const Error& e) {
         if (torch_name) rethrow_named(e, what);
-        if (nb::object d = numpy_dtype_or_null(text); d.is_valid()) return from_numpy_dtype(d, what);
+        if (nb::object d = numpy_dtype_or_null(text); d.is_valid()) return from_numpy_dtype(d, text, what);
         rethrow_named(e, what);  // the name's error: it says which names there are
     }
 }
@@ -250,13 +272,78 @@ Dtype dtype_of(PyObject* o, const char* what, bool array_allowed) {
         if (d.is_valid()) return dtype_of(d.ptr(), what, /*array_allowed=*/false);
         clear_exception_or_throw();
     }
-    if (nb::object d = numpy_dtype_or_null(o); d.is_valid()) return from_numpy_dtype(d, what);
+    if (nb::object d = numpy_dtype_or_null(o); d.is_valid()) return from_numpy_dtype(d, o, what);
     fail_not_dtype(o, what);
 }
 
 }  // namespace
 
 Dtype dtype_arg(PyObject* o, const char* what) { return dtype_of(o, what, /*array_allowed=*/true); }
+
+Requirements requirements_arg(const ViewConstraintArgs& args, const char* what) {
+    const std::string name(what);
+    auto named = [&](const char* keyword) { return name + ": " + keyword; };
+    Requirements r;
+    if (args.dtype && args.dtype != Py_None) {
+        r.has_dtype = true;
+        r.dtype = dtype_arg(args.dtype, named("dtype").c_str());
+    }
+    if (args.ndim && args.ndim != Py_None) {
+        r.ndim = int32_arg(args.ndim, named("ndim").c_str());
+        if (r.ndim < 0 || r.ndim > kMaxNdim)
+            fail(ErrorKind::value, named("ndim"), " must be in [0, ", kMaxNdim, "], found ", r.ndim);
+    }
+    if (args.shape && args.shape != Py_None) {
+        if (PyUnicode_Check(args.shape) || PyBytes_Check(args.shape) || !PySequence_Check(args.shape))
+            fail(ErrorKind::type, named("shape"), " must be a sequence of ints and None (any extent), found ",
+                 type_name(args.shape));
+        nb::object items = nb::steal(PySequence_Fast(args.shape, what));
+        if (!items.is_valid()) throw nb::python_error();
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(items.ptr());
+        if (n > Requirements::kMaxShapeRank)
+            fail(ErrorKind::value, named("shape"), " has ", n, " entries; at most ", Requirements::kMaxShapeRank);
+        if (r.ndim != -1 && r.ndim != n)
+            fail(ErrorKind::value, what, ": ndim=", r.ndim, " contradicts shape=", short_repr(args.shape));
+        r.ndim = static_cast<int>(n);
+        r.has_shape = true;
+        for (Py_ssize_t k = 0; k < n; ++k) {
+            PyObject* e = PySequence_Fast_GET_ITEM(items.ptr(), k);
+            std::int64_t extent = Requirements::kAnyExtent;
+            if (e != Py_None) {
+                extent = int64_arg(e, named("shape").c_str());
+                if (extent < 0) fail(ErrorKind::value, named("shape"), " extents are >= 0 or None, found ", extent);
+            }
+            r.shape[static_cast<std::size_t>(k)] = extent;
+        }
+    }
+    if (args.device && args.device != Py_None) {
+        const Device d = device_arg(args.device, named("device").c_str(), /*ints_are_cuda_ordinals=*/false);
+        r.has_device = true;
+        r.device_type = d.type;
+        r.device_id = d.id;
+        // 'cuda' alone is any GPU, as arg::cuda: the ordinal is a requirement only where it is written.
+        if (PyUnicode_Check(args.device) && PyUnicode_FindChar(args.device, ':', 0, PY_SSIZE_T_MAX, 1) == -1)
+            r.device_id = -1;
+    }
+    if (args.writable && args.writable != Py_None) {
+        if (!PyBool_Check(args.writable))
+            fail(ErrorKind::type, named("writable"), " must be True, False or None, found ", type_name(args.writable));
+        r.writable = args.writable == Py_True;
+    }
+    if (args.contiguous && args.contiguous != Py_None && args.contiguous != Py_False) {
+        if (args.contiguous == Py_True) {
+            r.order = Contiguity::c;
+        } else if (PyUnicode_Check(args.contiguous) && PyUnicode_CompareWithASCIIString(args.contiguous, "C") == 0) {
+            r.order = Contiguity::c;
+        } else if (PyUnicode_Check(args.contiguous) && PyUnicode_CompareWithASCIIString(args.contiguous, "F") == 0) {
+            r.order = Contiguity::f;
+        } else {
+            fail(ErrorKind::value, named("contiguous"), " must be 'C', 'F', True or None, found ",
+                 short_repr(args.contiguous));
+        }
+    }
+    return r;
+}
 
 PyObject* int_tuple(std::span<const std::int64_t> values, std::int64_t scale) {
     nb::object out = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(values.size())));

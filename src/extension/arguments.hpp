@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "stridex/cuda/constraints.hpp"
 #include "stridex/device.hpp"
 #include "stridex/dtype.hpp"
 #include "stridex/error.hpp"
@@ -65,6 +66,23 @@ int cuda_ordinal_arg(PyObject* o, const char* what);
 Dtype dtype_arg(PyObject* o, const char* what);
 // A shape or strides: one int, or a sequence of ints (not str/bytes), at most kMaxNdim of them.
 std::vector<std::int64_t> int64_list_arg(PyObject* o, const char* what);
+
+// stridex.view's constraint keywords, each null when not given.
+struct ViewConstraintArgs {
+    PyObject* dtype = nullptr;
+    PyObject* ndim = nullptr;
+    PyObject* shape = nullptr;  // ints, or None for any extent
+    PyObject* device = nullptr;
+    PyObject* writable = nullptr;  // True: required; False: make the View read-only; None: as it is
+    PyObject* contiguous = nullptr;
+    bool any() const noexcept { return dtype || ndim || shape || device || writable || contiguous; }
+};
+// The same constraints as a C++ Arg<...> (stridex/cuda/constraints.hpp), so that a View is checked by
+// conform() and refused in the casters' words: dtype as dtype_arg, ndim, shape (None entries are
+// arg::any), device as device_arg (a bare type name such as 'cuda' is any ordinal, as arg::cuda),
+// writable=True (arg::writable), contiguous='C' or True (arg::c_contig), 'F' (arg::f_contig), None
+// or False (any). The arguments' own errors name `what`'s keyword.
+Requirements requirements_arg(const ViewConstraintArgs& args, const char* what);
 
 // The other way: a tuple of Python ints, each value times `scale` (byte strides). Views keep
 // every stride times the item size inside int64 (View::check_bytes), so this cannot overflow.

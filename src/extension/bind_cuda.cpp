@@ -44,7 +44,9 @@ void bind_pointer_info(nb::module_& m) {
             "start of the allocation (for VMM memory: of the reserved range); None for host memory")
         .def_prop_ro(
             "size", [](const PointerInfo& i) { return i.size; }, "bytes of that range; 0 for host memory")
-        .def_prop_ro("host_accessible", [](const PointerInfo& i) { return i.host_accessible; })
+        .def_prop_ro(
+            "host_accessible", [](const PointerInfo& i) { return i.host_accessible; },
+            "True when the CPU may dereference the address (host, pinned or managed memory)")
         .def("__repr__", [](const PointerInfo& i) {
             return "PointerInfo(memory_type='" + std::string(cuda::to_string(i.memory_type)) +
                    "', device=" + i.device().name() + ", base=" + hex(i.base) + ", size=" + std::to_string(i.size) +

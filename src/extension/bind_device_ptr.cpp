@@ -122,8 +122,9 @@ void bind_device_ptr(nb::module_& m) {
             "memory addr points to (cpu "
             "for memory CUDA does not know, and for every address when there is no driver).")
         .def_prop_ro(
-            "address", [](const DevicePtr& p) { return py_int(p.address()); }, nb::sig("def address(self) -> int"))
-        .def_prop_ro("device", &DevicePtr::device)
+            "address", [](const DevicePtr& p) { return py_int(p.address()); }, nb::sig("def address(self) -> int"),
+            "The address as an int.")
+        .def_prop_ro("device", &DevicePtr::device, "The stridex.Device the address is on (given, or the driver's).")
         .def(
             "__int__", [](const DevicePtr& p) { return py_int(p.address()); }, nb::sig("def __int__(self) -> int"))
         .def(
@@ -184,13 +185,15 @@ void bind_device_ptr(nb::module_& m) {
             [](const DevicePtr& p, nb::handle a) {
                 return p.align_down(size_arg(a.ptr(), "DevicePtr.align_down(): alignment"));
             },
-            "alignment"_a.none(), nb::sig("def align_down(self, alignment: typing.SupportsIndex) -> DevicePtr"))
+            "alignment"_a.none(), nb::sig("def align_down(self, alignment: typing.SupportsIndex) -> DevicePtr"),
+            "The address rounded down to a multiple of alignment (a power of two), on the same device.")
         .def(
             "is_aligned",
             [](const DevicePtr& p, nb::handle a) {
                 return p.is_aligned(size_arg(a.ptr(), "DevicePtr.is_aligned(): alignment"));
             },
-            "alignment"_a.none(), nb::sig("def is_aligned(self, alignment: typing.SupportsIndex) -> bool"))
+            "alignment"_a.none(), nb::sig("def is_aligned(self, alignment: typing.SupportsIndex) -> bool"),
+            "True when the address is a multiple of alignment (a power of two).")
         .def("__format__",
              [](const DevicePtr& p, nb::str spec) -> nb::object {
                  if (nb::len(spec) == 0) return nb::str(nb::repr(nb::cast(p)));

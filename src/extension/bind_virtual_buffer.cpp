@@ -128,60 +128,60 @@ void bind_virtual_buffer(nb::module_& m) {
             "(default 0), or devices: several, chunk i on devices[i % n] (striping, needs peer access); "
             "chunk_size: bytes per chunk (default capacity/64), rounded up to the allocation granularity; "
             "shareable: chunks exportable as file descriptors, so views pickle to other processes (stridex.ipc).")
-        .def_prop_ro("base",
-                     [](const PyVirtualBuffer& s) {
-                         return locked(s, [](const VirtualBuffer& b) { return b.base(); });
-                     })
-        .def_prop_ro("size",
-                     [](const PyVirtualBuffer& s) {
-                         return locked(s, [](const VirtualBuffer& b) { return b.size(); });
-                     })
-        .def_prop_ro("capacity",
-                     [](const PyVirtualBuffer& s) {
-                         return locked(s, [](const VirtualBuffer& b) { return b.capacity(); });
-                     })
-        .def_prop_ro("chunk_size",
-                     [](const PyVirtualBuffer& s) {
-                         return locked(s, [](const VirtualBuffer& b) { return b.chunk_size(); });
-                     })
-        .def_prop_ro("granularity",
-                     [](const PyVirtualBuffer& s) {
-                         return locked(s, [](const VirtualBuffer& b) { return b.granularity(); });
-                     })
-        .def_prop_ro("num_chunks",
-                     [](const PyVirtualBuffer& s) {
-                         return locked(s, [](const VirtualBuffer& b) { return b.num_chunks(); });
-                     })
-        .def_prop_ro("mapped_bytes",
-                     [](const PyVirtualBuffer& s) {
-                         return locked(s, [](const VirtualBuffer& b) { return b.mapped_bytes(); });
-                     })
+        .def_prop_ro(
+            "base", [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.base(); }); },
+            "The DevicePtr of byte 0: fixed for the buffer's life (growing maps more, never moves it).")
+        .def_prop_ro(
+            "size", [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.size(); }); },
+            "Bytes mapped and usable now.")
+        .def_prop_ro(
+            "capacity",
+            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.capacity(); }); },
+            "Bytes of address range reserved: the most size can grow to.")
+        .def_prop_ro(
+            "chunk_size",
+            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.chunk_size(); }); },
+            "Bytes per chunk, a multiple of granularity.")
+        .def_prop_ro(
+            "granularity",
+            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.granularity(); }); },
+            "The driver's allocation granularity in bytes: chunk sizes are its multiples.")
+        .def_prop_ro(
+            "num_chunks",
+            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.num_chunks(); }); },
+            "Chunks mapped now.")
+        .def_prop_ro(
+            "mapped_bytes",
+            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.mapped_bytes(); }); },
+            "Bytes of physical memory held now (0 while sleeping).")
         .def_prop_ro(
             "devices",
             [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.devices(); }); },
             "CUDA ordinals; chunk i lives on devices[i % len(devices)]")
-        .def_prop_ro("device",
-                     [](const PyVirtualBuffer& s) {
-                         return locked(s, [](const VirtualBuffer& b) { return Device::cuda(b.devices().front()); });
-                     })
-        .def_prop_ro("sleeping",
-                     [](const PyVirtualBuffer& s) {
-                         return locked(s, [](const VirtualBuffer& b) { return b.sleeping(); });
-                     })
+        .def_prop_ro(
+            "device",
+            [](const PyVirtualBuffer& s) {
+                return locked(s, [](const VirtualBuffer& b) { return Device::cuda(b.devices().front()); });
+            },
+            "The stridex.Device of chunk 0 (cuda:N).")
+        .def_prop_ro(
+            "sleeping",
+            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.sleeping(); }); },
+            "True between sleep() and wake(): the address range is kept, its physical memory released.")
         .def_prop_ro(
             "contents_lost",
             [](const PyVirtualBuffer& s) {
                 return locked(s, [](const VirtualBuffer& b) { return b.contents_lost(); });
             },
             "True after wake() following sleep(keep_contents=False): the bytes are undefined")
-        .def_prop_ro("live_views",
-                     [](const PyVirtualBuffer& s) {
-                         return locked(s, [](const VirtualBuffer& b) { return b.live_views(); });
-                     })
-        .def_prop_ro("closed",
-                     [](const PyVirtualBuffer& s) {
-                         return locked(s, [](const VirtualBuffer& b) { return b.closed(); });
-                     })
+        .def_prop_ro(
+            "live_views",
+            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.live_views(); }); },
+            "Views of this buffer still alive (close() waits for none; shrink() refuses to unmap under one).")
+        .def_prop_ro(
+            "closed",
+            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.closed(); }); },
+            "True after close(): every method but the properties raises.")
         .def_prop_ro(
             "stats",
             [](const PyVirtualBuffer& s) {
@@ -193,7 +193,8 @@ void bind_virtual_buffer(nb::module_& m) {
              "Map chunks up to new_size bytes (same base, nothing copied).")
         .def("shrink", sizing(&VirtualBuffer::shrink, "VirtualBuffer.shrink(): new_size"), "new_size"_a.none(),
              "Synchronize the devices, then unmap the chunks beyond new_size.")
-        .def("resize", sizing(&VirtualBuffer::resize, "VirtualBuffer.resize(): new_size"), "new_size"_a.none())
+        .def("resize", sizing(&VirtualBuffer::resize, "VirtualBuffer.resize(): new_size"), "new_size"_a.none(),
+             "grow() or shrink() to new_size bytes, whichever it is.")
         .def(
             "sleep", [](PyVirtualBuffer& s, bool keep) { unlocked_gil(s, [&](VirtualBuffer& b) { b.sleep(keep); }); },
             "keep_contents"_a = false,
@@ -224,7 +225,7 @@ void bind_virtual_buffer(nb::module_& m) {
                 return wrap_view(std::move(v), nb::find(&s));
             },
             "dtype"_a, "shape"_a, "byte_offset"_a.none() = 0,
-            nb::sig("def view(self, dtype: _DtypeLike, shape: typing.SupportsIndex | "
+            nb::sig("def view(self, dtype: stridex.typing.DtypeLike, shape: typing.SupportsIndex | "
                     "collections.abc.Sequence[typing.SupportsIndex], byte_offset: typing.SupportsIndex = 0) -> View"),
             "A C-contiguous stridex.View of the bytes from byte_offset, within size. It keeps those bytes "
             "mapped while it (or any array made from it) is alive.")

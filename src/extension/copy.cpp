@@ -113,7 +113,8 @@ nb::object copy_of(const PyView& self, nb::handle device, const std::string& ord
 
 void bind_copy(nb::module_& m) {
     m.def("copy", &copy_into, nb::arg("dst"), nb::arg("src"), nb::kw_only(), nb::arg("stream") = nb::none(),
-          nb::sig("def copy(dst: _T, src: object, *, stream: object = None) -> _T"),
+          nb::sig(
+              "def copy(dst: stridex.typing.ArrayT, src: object, *, stream: object = None) -> stridex.typing.ArrayT"),
           "Copies src into dst (equal shapes and dtypes; any devices and strides; zero strides only in src). "
           "Device copies are queued on `stream` (None: the legacy default stream; stridex.NO_SYNC or -1: wait for "
           "the copy) after the work pending on both. Returns dst itself: a stridex.View records the stream its data "
@@ -123,6 +124,11 @@ void bind_copy(nb::module_& m) {
         [](nb::handle shape, nb::handle dtype, nb::handle device, const std::string& order, nb::handle stream,
            nb::handle allocator, nb::handle like) {
             const std::vector<std::int64_t> extents = int64_list_arg(shape.ptr(), "empty(): shape");
+            // NumPy defaults to float64; stridex has no default dtype (a GPU buffer of the wrong width
+            // is a silent bug), so a missing dtype is said in these words, not an overload error.
+            if (dtype.is_none())
+                fail(ErrorKind::type, "empty(): a dtype is required (stridex has no default dtype), as in ",
+                     "stridex.empty((2, 3), 'float32')");
             const Dtype dt = dtype_arg(dtype.ptr(), "empty(): dtype");
             // 'K' (the source's axis order) has no source here: C, as NumPy's empty_like without one.
             const Order o = parse_order(order) == Order::F ? Order::F : Order::C;
@@ -135,10 +141,12 @@ void bind_copy(nb::module_& m) {
             if (where.type == DeviceType::kCUDA) v.set_stream(s == kNoStream ? kDefaultStream : s);
             return fresh(std::move(v));
         },
-        nb::arg("shape"), nb::arg("dtype"), nb::kw_only(), nb::arg("device") = "cpu", nb::arg("order") = "C",
-        nb::arg("stream") = nb::none(), nb::arg("allocator") = nb::none(), nb::arg("like") = nb::none(),
+        nb::arg("shape"), nb::arg("dtype").none() = nb::none(), nb::kw_only(), nb::arg("device") = "cpu",
+        nb::arg("order") = "C", nb::arg("stream") = nb::none(), nb::arg("allocator") = nb::none(),
+        nb::arg("like") = nb::none(),
         nb::sig("def empty(shape: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex], dtype: "
-                "_DtypeLike, *, device: _DeviceLike = 'cpu', order: typing.Literal['C', 'F', 'K'] = 'C', "
+                "stridex.typing.DtypeLike, *, device: stridex.typing.DeviceLike = 'cpu', order: typing.Literal['C', "
+                "'F', 'K'] = 'C', "
                 "stream: object = None, allocator: object = None, like: object = None) -> View"),
         "A fresh, uninitialised, writable View on cpu, cuda:N, cuda_host (pinned) or cuda_managed memory. Device "
         "memory comes from stridex's pool of the GPU, allocated on `stream` (None: the legacy default stream), "
@@ -151,7 +159,8 @@ void bind_copy(nb::module_& m) {
            nb::handle like) { return copy_of(self, device, order, stream, allocator, like); },
         nb::is_method(), nb::name("copy"), nb::scope(cls), nb::arg("device") = nb::none(), nb::arg("order") = "C",
         nb::kw_only(), nb::arg("stream") = nb::none(), nb::arg("allocator") = nb::none(), nb::arg("like") = nb::none(),
-        nb::sig("def copy(self, device: _DeviceLike | None = None, order: typing.Literal['C', 'F', 'K'] = 'C', *, "
+        nb::sig("def copy(self, device: stridex.typing.DeviceLike | None = None, order: typing.Literal['C', 'F', 'K'] "
+                "= 'C', *, "
                 "stream: object = None, allocator: object = None, like: object = None) -> View"),
         "A fresh copy on `device` (this view's by default) in element order 'C', 'F' or 'K' (the source's axis "
         "order). Queued on `stream` (None: legacy default stream), its memory allocated on that stream (by "
@@ -177,7 +186,8 @@ void bind_copy(nb::module_& m) {
         },
         nb::is_method(), nb::name("to"), nb::scope(cls), nb::arg("device"), nb::kw_only(),
         nb::arg("stream") = nb::none(), nb::arg("allocator") = nb::none(), nb::arg("like") = nb::none(),
-        nb::sig("def to(self, device: _DeviceLike, *, stream: object = None, allocator: object = None, like: object "
+        nb::sig("def to(self, device: stridex.typing.DeviceLike, *, stream: object = None, allocator: object = None, "
+                "like: object "
                 "= None) -> View"),
         "This view if it is on `device` already, else a copy there (keeping the source's axis order).");
 

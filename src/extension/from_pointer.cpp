@@ -35,8 +35,8 @@ void bind_from_pointer(nb::module_& m) {
           nb::arg("device") = nb::none(), nb::arg("owner") = nb::none(), nb::arg("strides") = nb::none(),
           nb::arg("readonly") = false,
           nb::sig("def from_pointer(ptr: typing.SupportsIndex | typing.SupportsInt, shape: typing.SupportsIndex | "
-                  "collections.abc.Sequence[typing.SupportsIndex], dtype: _DtypeLike, "
-                  "device: _DeviceLike | None = None, owner: object = None, strides: "
+                  "collections.abc.Sequence[typing.SupportsIndex], dtype: stridex.typing.DtypeLike, "
+                  "device: stridex.typing.DeviceLike | None = None, owner: object = None, strides: "
                   "collections.abc.Sequence[typing.SupportsIndex] | None = None, readonly: bool = False) -> View"),
           "A View of raw memory at address `ptr` (element 0), with `shape` and `strides` in elements (C order "
           "when None). The device is taken from the pointer's CUDA attributes: `device` is optional and only "

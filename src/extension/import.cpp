@@ -236,30 +236,63 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
 PyObject* view_fastcall(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) noexcept {
     const Py_ssize_t positional = PyVectorcall_NARGS(nargs);
     PyObject* stream = Py_None;
+    ViewConstraintArgs constraints;
     if (positional != 1) {
         PyErr_Format(PyExc_TypeError, "view() takes exactly 1 positional argument (%zd given)", positional);
         return nullptr;
     }
     if (kwnames) {
+        // Interned keywords compare by identity; the equality test catches strings built at run time.
+        const auto is = [](PyObject* key, PyObject* name) {
+            return key == name || (PyUnicode_Compare(key, name) == 0 && !PyErr_Occurred());
+        };
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
             PyObject* key = PyTuple_GET_ITEM(kwnames, i);
-            if (key != names.stream && PyUnicode_Compare(key, names.stream) != 0) {
+            PyObject* value = args[positional + i];
+            if (is(key, names.stream)) {
+                stream = value;
+            } else if (is(key, names.dtype)) {
+                constraints.dtype = value;
+            } else if (is(key, names.ndim)) {
+                constraints.ndim = value;
+            } else if (is(key, names.shape)) {
+                constraints.shape = value;
+            } else if (is(key, names.device)) {
+                constraints.device = value;
+            } else if (is(key, names.writable)) {
+                constraints.writable = value;
+            } else if (is(key, names.contiguous)) {
+                constraints.contiguous = value;
+            } else {
                 if (PyErr_Occurred()) return nullptr;
                 PyErr_Format(PyExc_TypeError, "view() got an unexpected keyword argument '%U'", key);
                 return nullptr;
             }
-            stream = args[positional + i];
         }
     }
     try {
-        return import_object(args[0], parse_stream(stream));
+        if (!constraints.any()) return import_object(args[0], parse_stream(stream));
+        // The constraints are read before the import (a bad argument imports nothing), and checked
+        // by the C++ Arg<...> rules (conform), so a refusal reads as the casters' and XLA's do.
+        const Requirements r = requirements_arg(constraints, "view()");
+        nb::object out = nb::steal(import_object(args[0], parse_stream(stream)));
+        if (!out.is_valid()) return nullptr;
+        PyView& v = py_view(out.ptr());
+        try {
+            v.view = conform(r, v.view);
+        } catch (const Error& e) {
+            fail(e.kind(), "view(): ", e.what());
+        }
+        if (constraints.writable == Py_False) v.view = v.view.as_readonly();
+        return out.release().ptr();
     } catch (...) {
         set_python_error_from_current_exception();
     }
     return nullptr;
 }
 
-const char kViewDoc[] = R"(view(obj, /, *, stream=None)
+const char kViewDoc[] =
+    R"(view(obj, /, *, stream=None, dtype=None, ndim=None, shape=None, device=None, writable=None, contiguous=None)
 --
 
 A zero-copy stridex.View of any array: DLPack (C exchange API, __dlpack__ or a capsule),
@@ -275,7 +308,14 @@ stream says on which CUDA stream you will use the data::
 
 The producer's pending work is ordered before your stream with an event (never a host
 block); host producers such as NumPy are always sent stream=None. The View records the
-stream it is ready on (View.stream). See docs/import.md.)";
+stream it is ready on (View.stream). See docs/import.md.
+
+dtype, ndim, shape, device, writable and contiguous are the checks a C++ function
+taking stridex::Arg<...> makes, in the same words: the View is returned only if it
+meets them, else TypeError "view(): expected stridex.View[dtype=float32, ndim=2],
+found ...". shape takes None for any extent; device='cuda' is any GPU, 'cuda:1'
+that one; writable=True refuses read-only memory, writable=False returns a
+read-only View of it; contiguous='C' (or True) or 'F'. Nothing is ever copied.)";
 
 PyMethodDef g_view_def = {"view", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&view_fastcall)),
                           METH_FASTCALL | METH_KEYWORDS, kViewDoc};

@@ -39,6 +39,11 @@ namespace stridex::python {
     X(max_version_kw, "max_version") \
     X(dl_device, "dl_device") \
     X(copy, "copy") \
+    /* stridex.view's constraint keywords (import.cpp; dtype and shape are above) */ \
+    X(ndim, "ndim") \
+    X(device, "device") \
+    X(writable, "writable") \
+    X(contiguous, "contiguous") \
     /* stream objects (stream_policy.cpp) */ \
     X(cuda_stream_protocol, "__cuda_stream__") \
     X(cuda_stream, "cuda_stream") /* torch */ \

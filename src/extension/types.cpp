@@ -36,16 +36,30 @@ nb::object numpy_dtype(Dtype d) {
     return numpy.attr("dtype")(type);
 }
 
-bool dtype_equals(Dtype d, nb::handle other) {
-    if (nb::isinstance<Dtype>(other)) return d == nb::cast<Dtype>(other);
-    if (nb::isinstance<nb::str>(other)) return d.name() == nb::cast<std::string_view>(other);
-    return false;
+// Equality takes every spelling the entry points take, through the same parsers, so that
+// `v.dtype == np.float32`, `== 'f4'` and `v.device == 'cuda:0'` mean what they mean to empty() or
+// to(). Text that is no dtype or device raises the parser's error: a typo ('flaot32', 'cude:0')
+// must not read as "a different dtype". Objects of no dtype kind at all (None, 3, a list) are
+// Python's unrelated types: NotImplemented, so == is False and containers mixing them still work.
+// The hash is the canonical name's (Dtype('float32') is found as 'float32' in a dict); other
+// spellings cannot all share one hash, as for NumPy dtypes (docs/api.md, "Dtypes and devices").
+nb::object dtype_equals(Dtype d, nb::handle other) {
+    if (nb::isinstance<Dtype>(other)) return nb::bool_(d == nb::cast<Dtype>(other));
+    if (nb::isinstance<nb::str>(other)) return nb::bool_(d == dtype_arg(other.ptr(), "Dtype.__eq__(): other"));
+    try {
+        return nb::bool_(d == dtype_arg(other.ptr(), "Dtype.__eq__(): other"));
+    } catch (const Error& e) {
+        if (e.kind() != ErrorKind::type) throw;  // a dtype stridex refuses ('>f4'): the parser's words
+        return nb::borrow(Py_NotImplemented);
+    }
 }
 
-bool device_equals(Device d, nb::handle other) {
-    if (nb::isinstance<Device>(other)) return d == nb::cast<Device>(other);
-    if (nb::isinstance<nb::str>(other)) return d.name() == nb::cast<std::string_view>(other);
-    return false;
+nb::object device_equals(Device d, nb::handle other) {
+    if (nb::isinstance<Device>(other)) return nb::bool_(d == nb::cast<Device>(other));
+    // Names and (device_type, device_id) pairs, as device= takes them; ints are no device there.
+    if (nb::isinstance<nb::str>(other) || nb::isinstance<nb::tuple>(other))
+        return nb::bool_(d == device_arg(other.ptr(), "Device.__eq__(): other", /*ints_are_cuda_ordinals=*/false));
+    return nb::borrow(Py_NotImplemented);
 }
 
 }  // namespace
@@ -54,7 +68,7 @@ void bind_types(nb::module_& m) {
     // The dtype parser itself (arguments.cpp's dtype_arg), as every other entry uses it.
     m.def(
         "dtype", [](nb::handle spec) { return dtype_arg(spec.ptr(), "dtype(): spec"); }, nb::arg("spec").none(),
-        nb::sig("def dtype(spec: _DtypeLike) -> Dtype"),
+        nb::sig("def dtype(spec: stridex.typing.DtypeLike) -> Dtype"),
         "A stridex Dtype from any dtype spelling stridex takes, the same at every entry (empty, from_pointer, "
         "Dtype(), VirtualBuffer.view): a Dtype, a name ('float32', 'torch.float32'), a NumPy, ml_dtypes or "
         "torch dtype or scalar type (np.float32, ml_dtypes.bfloat16, float), an array (its dtype), or any other "
@@ -76,19 +90,28 @@ void bind_types(nb::module_& m) {
             },
             nb::arg("code"), nb::arg("bits"), nb::arg("lanes") = 1,
             nb::sig("def from_dlpack(code: typing.SupportsIndex, bits: typing.SupportsIndex, lanes: "
-                    "typing.SupportsIndex = 1) -> Dtype"))
-        .def_static("from_typestr", &Dtype::from_typestr, nb::arg("typestr"))
-        .def_static("from_buffer_format", &Dtype::from_buffer_format, nb::arg("format"))
-        .def_prop_ro("name", &Dtype::name)
-        .def_prop_ro("code", [](Dtype d) { return static_cast<int>(d.code); })
-        .def_prop_ro("bits", [](Dtype d) { return static_cast<int>(d.bits); })
-        .def_prop_ro("lanes", [](Dtype d) { return static_cast<int>(d.lanes); })
-        .def_prop_ro("itemsize", &Dtype::itemsize)
-        .def_prop_ro("typestr", &Dtype::typestr)
-        .def_prop_ro("buffer_format", &Dtype::buffer_format)
+                    "typing.SupportsIndex = 1) -> Dtype"),
+            "The Dtype of DLPack's (code, bits, lanes) fields, as a DLTensor carries them.")
+        .def_static("from_typestr", &Dtype::from_typestr, nb::arg("typestr"),
+                    "The Dtype of an array interface typestr ('<f4', '|b1').")
+        .def_static("from_buffer_format", &Dtype::from_buffer_format, nb::arg("format"),
+                    "The Dtype of a buffer protocol (PEP 3118) format ('f', '<i8', '?').")
+        .def_prop_ro("name", &Dtype::name, "The canonical name: 'float32', 'bfloat16', 'float32x4' ...")
+        .def_prop_ro(
+            "code", [](Dtype d) { return static_cast<int>(d.code); },
+            "DLPack's type code (0 int, 1 uint, 2 float ...).")
+        .def_prop_ro(
+            "bits", [](Dtype d) { return static_cast<int>(d.bits); }, "Bits of one lane.")
+        .def_prop_ro(
+            "lanes", [](Dtype d) { return static_cast<int>(d.lanes); }, "Lanes per element (> 1 for vector types).")
+        .def_prop_ro("itemsize", &Dtype::itemsize, "Bytes of one element (rounded up for sub-byte types).")
+        .def_prop_ro("typestr", &Dtype::typestr, "The array interface typestr ('<f4').")
+        .def_prop_ro("buffer_format", &Dtype::buffer_format, "The buffer protocol format ('f').")
         .def_prop_ro("numpy", &numpy_dtype, nb::sig("def numpy(self) -> numpy.dtype[typing.Any]"),
                      "The equivalent NumPy dtype (ml_dtypes for bfloat16 and float8/6/4).")
-        .def("__eq__", &dtype_equals)
+        .def("__eq__", &dtype_equals, nb::arg("other").none(), nb::sig("def __eq__(self, other: object, /) -> bool"),
+             "True when `other` names this dtype in any spelling stridex takes (a Dtype, 'float32', 'f4', "
+             "np.float32, a NumPy or torch dtype, an array); text that is no dtype raises as stridex.dtype() does.")
         .def("__hash__", [](Dtype d) { return nb::hash(nb::str(d.name().c_str())); })
         .def("__str__", &Dtype::name)
         .def("__repr__", [](Dtype d) { return "stridex.Dtype('" + d.name() + "')"; });
@@ -108,16 +131,24 @@ void bind_types(nb::module_& m) {
             },
             nb::arg("device_type"), nb::arg("device_id") = 0,
             nb::sig(
-                "def from_dlpack(device_type: typing.SupportsIndex, device_id: typing.SupportsIndex = 0) -> Device"))
-        .def_prop_ro("type", [](Device d) { return std::string(device_type_name(d.type)); })
-        .def_prop_ro("type_code", [](Device d) { return static_cast<int>(d.type); })
-        .def_prop_ro("id", [](Device d) { return d.id; })
-        .def_prop_ro("host_accessible", &Device::host_accessible)
-        .def_prop_ro("cuda_accessible", &Device::is_cuda_family)
+                "def from_dlpack(device_type: typing.SupportsIndex, device_id: typing.SupportsIndex = 0) -> Device"),
+            "The Device of DLPack's (device_type, device_id) fields, as __dlpack_device__ returns them.")
+        .def_prop_ro(
+            "type", [](Device d) { return std::string(device_type_name(d.type)); },
+            "The type's name: 'cpu', 'cuda', 'cuda_host', 'cuda_managed', 'rocm' ...")
+        .def_prop_ro(
+            "type_code", [](Device d) { return static_cast<int>(d.type); }, "DLPack's device type (1 cpu, 2 cuda ...).")
+        .def_prop_ro(
+            "id", [](Device d) { return d.id; }, "The ordinal (0 for the single-instance types: cpu, cuda_host ...).")
+        .def_prop_ro("host_accessible", &Device::host_accessible, "True when the CPU may dereference the memory.")
+        .def_prop_ro("cuda_accessible", &Device::is_cuda_family,
+                     "True for memory the CUDA driver owns (cuda, cuda_host, cuda_managed).")
         .def_prop_ro(
             "dlpack", [](Device d) { return nb::make_tuple(static_cast<int>(d.type), d.id); },
             nb::sig("def dlpack(self) -> tuple[int, int]"), "The (device_type, device_id) pair of __dlpack_device__.")
-        .def("__eq__", &device_equals)
+        .def("__eq__", &device_equals, nb::arg("other").none(), nb::sig("def __eq__(self, other: object, /) -> bool"),
+             "True when `other` names this device in any spelling stridex takes (a Device, 'cpu', 'cpu:0', "
+             "'cuda:0', a (device_type, device_id) pair); text that is no device raises as Device() does.")
         .def("__hash__", [](Device d) { return nb::hash(nb::str(d.name().c_str())); })
         .def("__str__", &Device::name)
         .def("__repr__", [](Device d) { return "stridex.Device('" + d.name() + "')"; });

@@ -154,11 +154,14 @@ TEST(CopyCheck, OneSetOfWordsForEveryCopy) {
     std::vector<std::int32_t> ints(6);
     const View src = view_over(buf, {6}, {1});
     EXPECT_ERROR(check_copy(view_over(ints, {6}, {1}), src), value,
-                 "copy between different dtypes: float32 -> int32 (stridex copies, it does not cast)");
-    EXPECT_ERROR(check_copy(view_over(other, {3}, {1}), src), value, "copy between different shapes: ");
+                 "copy between different dtypes: dst is int32, src is float32 (stridex copies, it does not cast)");
+    EXPECT_ERROR(check_copy(view_over(other, {3}, {1}), src), value,
+                 "copy between different shapes: dst has shape (3,) with strides (1,), src has shape (6,) with "
+                 "strides (1,)");
     EXPECT_ERROR(check_copy(view_over(other, {6}, {1}, 0, true), src), buffer, "cannot copy into a read-only view");
     EXPECT_ERROR(check_copy(view_over(other, {2, 3}, {0, 1}), view_over(buf, {2, 3}, {3, 1})), buffer,
-                 "copy destination addresses one element more than once");
+                 "copy destination dst addresses one element more than once (zero or overlapping strides: shape (2, 3) "
+                 "with strides (0, 1))");
     EXPECT_NO_THROW(check_copy(view_over(other, {6}, {-1}, 5), src));
     EXPECT_NO_THROW(check_copy(view_over(other, {0, 3}, {0, 1}), view_over(buf, {0, 3}, {3, 1})));  // empty
     // copy_host says the same, and refuses a destination with one place for several elements.

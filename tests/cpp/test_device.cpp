@@ -145,8 +145,28 @@ TEST(Device, NameParseRoundTripsForEveryType) {
     for (const TypeCase& c : type_cases()) {
         for (std::int32_t id : {0, 1, 7, 42, std::numeric_limits<std::int32_t>::max()}) {
             const Device d{c.type, id};
+            if (c.single && id != 0) continue;  // one memory space: no such device (below)
             EXPECT_EQ(Device::parse(d.name()), d) << d.name();
         }
+    }
+}
+
+// A single-instance type (cpu, cuda_host, ...) has one memory space per host: another ordinal
+// names nothing, as text or as a pair a caller wrote; an import's odd id stays the producer's.
+TEST(Device, SingleInstanceTypesTakeOnlyOrdinalZero) {
+    for (const TypeCase& c : type_cases()) {
+        if (!c.single) {
+            EXPECT_EQ(Device::from_pair(c.value, 3), (Device{c.type, 3})) << c.name;
+            continue;
+        }
+        const std::string text = std::string(c.name) + ":1";
+        EXPECT_ERROR(Device::parse(text), value,
+                     "invalid device '" + text + "': " + c.name + " has one memory space, so its only ordinal is 0 (" +
+                         c.name + " or " + c.name + ":0)");
+        EXPECT_ERROR(Device::from_pair(c.value, 2), value,
+                     "invalid device (" + std::to_string(c.value) + ", 2): " + c.name + " has one memory space");
+        EXPECT_EQ(Device::from_pair(c.value, 0), (Device{c.type, 0}));
+        EXPECT_EQ(Device::from_raw(c.value, 2), (Device{c.type, 2}));
     }
 }
 

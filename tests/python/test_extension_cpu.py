@@ -182,6 +182,7 @@ def test_a_copy_the_engine_cannot_make_is_refused_clearly(ext):
     # allocates only where it can, so the argument is refused with the reason, not copied.
     c = np.arange(6, dtype=np.float32).reshape(2, 3)
     v = stridex.from_pointer(c.ctypes.data, (3, 2), "float32", device="rocm:0", owner=c, strides=(1, 3))
+    # The caster raises the copy's refusal as a BufferError (this argument, refused), whatever the engine's kind.
     with pytest.raises(BufferError, match="stridex allocates on cpu, cuda:N, cuda_host and cuda_managed, not rocm:0"):
         ext.as_c_contiguous(v)
     same = ext.as_c_contiguous(v.T)  # C-contiguous already: no copy needed, none refused

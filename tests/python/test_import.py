@@ -413,7 +413,9 @@ def test_signature():
         stridex.view(np.zeros(2), 1)  # stream is keyword-only
     with pytest.raises(TypeError, match="unexpected keyword"):
         stridex.view(np.zeros(2), streem=1)
-    assert stridex.view.__text_signature__ == "(obj, /, *, stream=None)"
+    assert stridex.view.__text_signature__ == (
+        "(obj, /, *, stream=None, dtype=None, ndim=None, shape=None, device=None, writable=None, contiguous=None)"
+    )
 
 
 def test_byte_span_covers_negative_strides():

@@ -35,6 +35,7 @@ def mypy_errors() -> tuple[dict[str, set[tuple[int, str]]], str]:
             "--show-error-codes",
             "--no-error-summary",
             "public_api.py",
+            "newcomer.py",
             "mistakes.py",
         ],
         capture_output=True,
@@ -52,15 +53,20 @@ def mypy_errors() -> tuple[dict[str, set[tuple[int, str]]], str]:
 def test_stubs_ship_with_the_package():
     assert (PACKAGE_ROOT / "stridex" / "py.typed").is_file()
     stub = (PACKAGE_ROOT / "stridex" / "_stridex.pyi").read_text()
-    assert "def view(obj: object, /, *, stream: object = None) -> View:" in stub
+    assert "def view(obj: object, /, *, stream: object = None, dtype: stridex.typing.DtypeLike | None" in stub
+    assert "def __iter__(self) -> Iterator[View]:" in stub
+    assert "def memory_stats(device: stridex.typing.DeviceLike | int = 0) -> stridex.typing.MemoryStats:" in stub
+    # help() and the stubs name public types only: no private alias a user cannot import.
+    assert not re.search(r"\b_(DtypeLike|DeviceLike|T|HasDtype)\b", stub)
     assert "def shape(self) -> tuple[int, ...]:" in stub
 
 
 def test_public_api_example_type_checks_and_runs(mypy_errors):
     errors, output = mypy_errors
     assert [name for name in errors if name != "mistakes.py"] == [], output  # stubs and example clean
-    run = subprocess.run([sys.executable, str(HERE / "public_api.py")], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
+    for example in ("public_api.py", "newcomer.py"):
+        run = subprocess.run([sys.executable, str(HERE / example)], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
 
 
 def test_planted_mistakes_are_reported(mypy_errors):

@@ -40,7 +40,7 @@ class Allocator;  // stridex/cuda/memory.hpp
 // stream-ordered pool, allocated on `stream`), cuda_host (the pinned pool, portable) or
 // cuda_managed (cuMemAllocManaged), freed when the last View of it goes (docs/memory.md). With an
 // `allocator`, the memory is that allocator's (every device, cpu included). Contents
-// uninitialised. Other devices: Error(unsupported); out of memory: Error(memory).
+// uninitialised. Other devices: Error(value); out of memory: Error(memory).
 View allocate(std::span<const std::int64_t> shape, Dtype dtype, Device device, Order order = Order::C,
               bool subbyte_padded = false, std::intptr_t stream = kDefaultStream, const Allocator* allocator = nullptr);
 

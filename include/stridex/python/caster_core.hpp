@@ -361,7 +361,10 @@ inline bool import_arg(PyObject* src, bool convert, const Requirements& r, View&
         try {
             out = conform(r, view);  // the one explicit copy, or a refusal
         } catch (const Error& e) {
-            if (e.kind() != ErrorKind::unsupported || !refusal) return false;  // not just the layout
+            // The copy engine refuses a memory it cannot copy (unsupported) or a device it cannot
+            // allocate on (value, as every device argument it cannot serve); anything else is
+            // not just the layout.
+            if ((e.kind() != ErrorKind::unsupported && e.kind() != ErrorKind::value) || !refusal) return false;
             *refusal = e.what();
         }
         return true;

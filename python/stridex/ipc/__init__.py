@@ -258,7 +258,7 @@ def _rebuild(payload: Payload) -> _stridex.View:
             os.close(fd)
 
 
-def _placement(payload: Payload) -> tuple:
+def _placement(payload: Payload) -> tuple[Any, ...]:
     """What a legacy handle's and a pool allocation's import take after the memory itself: the
     device, where the View lies in the shared range, its layout, and the producer's event."""
     fields = ("device_uuid", "offset", "extent", "shape", "strides", "dtype", "readonly", "event")
@@ -267,7 +267,7 @@ def _placement(payload: Payload) -> tuple:
 
 def _import_handle(payload: Payload, keep: object) -> _stridex.View:
     """A legacy CUDA IPC handle's View, whichever way its ticket was taken (claimed or opened)."""
-    return _stridex._ipc_import_handle(payload["handle"], *_placement(payload), keep)
+    return _stridex._ipc_import_handle(payload["handle"], *_placement(payload), keep=keep)
 
 
 def _import_pool(payload: Payload) -> _stridex.View:
@@ -281,7 +281,7 @@ def _import_pool(payload: Payload) -> _stridex.View:
             raise BufferError(f"expected 1 file descriptor for a pool View, received {len(fds)}")
         # The exporting pool, named across every exporter: its process's broker and its id there.
         pool_key = payload["broker"] + payload["pool_id"].to_bytes(8, "little")
-        return _stridex._ipc_import_pool(fds[0], pool_key, payload["pool"], *_placement(payload), keep)
+        return _stridex._ipc_import_pool(fds[0], pool_key, payload["pool"], *_placement(payload), keep=keep)
     except BaseException:
         del keep  # released now, not when the traceback (which holds this frame) goes
         raise
