@@ -74,10 +74,6 @@ struct ProducerRow {
                                    // (torch: Tensor.record_stream): a View of one handed to a stream
                                    // records that stream with it (handover.cpp), so the memory is
                                    // not reused while that stream may still read it
-    bool records_streams = false;  // its arrays' allocator takes the streams that use them
-                                   // (torch: Tensor.record_stream): a View of one handed to a stream
-                                   // records that stream with it (handover.cpp), so the memory is
-                                   // not reused while that stream may still read it
     // ---- performance: the framework shortcuts the producer's arrays may take ----
     ShortcutSet shortcuts{};  // entries of the registry (shortcuts.hpp) that give, for this
                               // producer's versions, exactly what its public protocol would:
