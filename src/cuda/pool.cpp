@@ -743,26 +743,39 @@ bool note_use(const Owner& owner, CUstream stream, int ordinal) noexcept {
     return true;
 }
 
-void note_use_at(const void* data, CUstream stream, int ordinal) noexcept {
-    if (ordinal < 0 || !data) return;
+namespace {
+// Runs fn(block) for the block of GPU `ordinal`'s pool that holds `data`, under the pool's lock of
+// its blocks (a release takes the block out under that lock before freeing it). False when none.
+template <class Fn>
+bool with_block_at(const void* data, int ordinal, Fn&& fn) noexcept {
+    if (ordinal < 0 || !data) return false;
     Pools* all = nullptr;
     try {
         all = &pools_of(driver());
-    } catch (...) {  // no driver, or no memory for its record: stridex has no pool to tell
-        return;
+    } catch (...) {  // no driver, or no memory for its record: stridex has no pool
+        return false;
     }
-    if (static_cast<std::size_t>(ordinal) >= all->fast.size()) return;
+    if (static_cast<std::size_t>(ordinal) >= all->fast.size()) return false;
     DevicePool* pool = all->fast[static_cast<std::size_t>(ordinal)].load(std::memory_order_acquire);
-    if (!pool) return;  // no pool yet: nothing of it to find
+    if (!pool) return false;  // no pool yet: nothing of it to find
     const auto at = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(data));
-    // Held while noting: a release takes the block out under this lock before freeing it.
     const std::lock_guard lock(pool->blocks_mutex);
     auto it = pool->blocks.upper_bound(at);
-    if (it == pool->blocks.begin()) return;
+    if (it == pool->blocks.begin()) return false;
     --it;
     DeviceBlock& b = *it->second;
-    if (at >= b.ptr + b.bytes) return;
-    note_block_use(b, stream, ordinal);
+    if (at >= b.ptr + b.bytes) return false;
+    fn(b);
+    return true;
+}
+}  // namespace
+
+void note_use_at(const void* data, CUstream stream, int ordinal) noexcept {
+    (void)with_block_at(data, ordinal, [&](DeviceBlock& b) { note_block_use(b, stream, ordinal); });
+}
+
+bool in_pool(const void* data, int ordinal) noexcept {
+    return with_block_at(data, ordinal, [](DeviceBlock&) {});
 }
 
 namespace detail {

@@ -24,6 +24,7 @@
 #include "sanitizer_log.hpp"
 #include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/driver.hpp"
+#include "stridex/cuda/memory.hpp"
 #include "stridex/error.hpp"
 #include "stridex/pending.hpp"
 
@@ -133,7 +134,7 @@ void check_reuse(const Entry& now, PyObject* owner) {
         ~Forget() { forget(done); }
     } forget_finished{finished};
     for (const Entry& before : overlapping(now)) {
-        if (same_owner(before, owner) || owner_alive(before)) continue;
+        if (same_owner(before, owner) || owner_alive(before) || before.pool) continue;
         if (!queryable_later(before.consumer_stream) || !stream_pending(before.consumer_stream, before.device)) {
             finished.push_back(before.seq);
             continue;
@@ -249,6 +250,7 @@ void released(View& view, nb::object& source) noexcept {
         // the memory only after that stream's work.
         if (allocator_takes_streams(owner)) return;
         if (view.stream() == kNoStream || !view.device().is_cuda_family()) return;
+        if (view.device().type == DeviceType::kCUDA && cuda::in_pool(view.ptr(), view.device().id)) return;
         const Entry probe = make_entry(view, nullptr, nullptr, kNoStream, view.stream(), "View released");
         std::vector<Entry> candidates;
         for (Entry& before : overlapping(probe))

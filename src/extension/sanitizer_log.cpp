@@ -1,6 +1,8 @@
 // The sanitizer's log (sanitizer_log.hpp).
 #include "sanitizer_log.hpp"
 
+#include "stridex/cuda/memory.hpp"
+
 #include <nanobind/stl/string.h>  // snapshot()'s device names
 
 #include <algorithm>
@@ -194,6 +196,7 @@ Entry make_entry(const View& v, PyObject* owner, const char* producer_label, std
     e.producer_stream = producer_stream;
     e.consumer_stream = consumer_stream;
     e.door = door;
+    e.pool = v.device().type == DeviceType::kCUDA && cuda::in_pool(v.ptr(), v.device().id);
     e.stack = capture_stack();
     return e;
 }

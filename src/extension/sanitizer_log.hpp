@@ -43,6 +43,9 @@ struct Entry {
     std::intptr_t producer_stream = kNoStream, consumer_stream = kNoStream;
     const char* door = "";
     bool ipc = false;
+    // stridex's pool memory: the pool frees it only after every stream it was handed to
+    // (handover.hpp), so neither its reuse nor its release races with those streams.
+    bool pool = false;
     Stack stack;
 };
 

@@ -91,6 +91,9 @@ bool note_use(const Owner& owner, CUstream stream, int ordinal) noexcept;
 // The same for the pool block that holds `data` on GPU `ordinal`, whatever owner keeps it alive (a
 // torch tensor made from a View of pool memory). No effect when no block of the pool holds it.
 void note_use_at(const void* data, CUstream stream, int ordinal) noexcept;
+// Whether a block of GPU `ordinal`'s pool holds `data` (the sanitizer: such memory's reuse is
+// ordered by the pool).
+bool in_pool(const void* data, int ordinal) noexcept;
 
 PoolStats device_pool_stats(int ordinal);
 PoolStats pinned_pool_stats();
