@@ -103,7 +103,7 @@ step "release artifacts (tools/build-wheels), built where no CUDA toolkit can be
 # toolkit (nvcc comes from PyPI): tmpfs over every /usr/local/cuda* folder hides this machine's.
 unshare -m bash -c '
   for d in /usr/local/cuda*; do if [ -d "$d" ] && [ ! -L "$d" ]; then mount -t tmpfs tmpfs "$d"; fi; done
-  if command -v nvcc; then echo "nvcc is still visible"; exit 1; fi
+  if nvcc --version >/dev/null 2>&1; then echo "nvcc still runs: $(command -v nvcc)"; exit 1; fi
   exec tools/build-wheels'
 tools=$root/build/wheel-tools/bin/python
 
@@ -161,7 +161,7 @@ cmake --build build/wheel-consumer
 build/wheel-consumer/cpp-consumer
 
 step "docs site (warnings are errors)"
-python3 -m sphinx -W --keep-going -q -b html docs build/docs
+build/wheel-venv/bin/python -m sphinx -W --keep-going -q -b html docs build/docs
 
 step "Python tests"
 STRIDEX_PREFIX="$root/build/ci-prefix" build/wheel-venv/bin/python -m pytest -q -rs tests/python
