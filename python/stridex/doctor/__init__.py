@@ -25,6 +25,7 @@ import sys
 
 from . import cases as cases_mod
 from . import checks
+from . import kernels as kernels_mod
 from .adapters import ADAPTERS, Adapter
 from .checks import Context
 from .discovery import KNOWN, DeviceReport, FrameworkInfo, discover, discover_devices, one_line
@@ -241,6 +242,7 @@ def collect(
             "chosen": chosen,
             "cases": [c.name for c in selected],
             "features": stridex_features(sx),
+            "kernels": kernels_mod.collect(sx, chosen),
             "header": {
                 "stridex_version": getattr(sx, "__version__", "?"),
                 "stridex_path": os.path.dirname(sx.__file__),
@@ -371,6 +373,7 @@ def main(args: argparse.Namespace) -> int:
                 "in_process": args.in_process,
             }
             document = render_json(**result, options=options)
+            document["kernels"] = session.env["kernels"]
             document["shortcuts"] = shortcuts_mod.to_json(checked)
             document["graph"] = graphs_mod.to_json(captured)
             if moved is not None:
@@ -389,6 +392,7 @@ def main(args: argparse.Namespace) -> int:
                     failed_shortcuts=shortcuts_mod.failed_names(checked),
                 ),
             )
+            write_text(out, kernels_mod.render_text(session.env["kernels"]))
             write_text(out, shortcuts_mod.render_text(checked))
             write_text(out, graphs_mod.render_text(captured))
             if moved is not None:

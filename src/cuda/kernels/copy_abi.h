@@ -64,7 +64,7 @@ struct TiledArgs {
 // 256 x 256 (64 KiB of shared memory) with every chunk in flight at once through cp.async.
 struct VecTile {
     int ti, tj, threads;
-    bool async;      // chunks copied to shared memory by cp.async (sm_80+), not through registers
+    bool async;      // chunks copied to shared memory by cp.async (sm_80+; older GPUs: registers)
     bool i_first;    // tiles visited along I first (else along J)
     int min_blocks;  // resident blocks per SM the registers must allow (__launch_bounds__)
 };

@@ -263,11 +263,21 @@ struct Strip {
     }
 };
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* global) {
+// cp.async exists from sm_80 on. The image also carries SASS for older GPUs (sm_70, sm_75), where a
+// vector tile asking for it is loaded through registers instead, as the tiles that do not ask are.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+constexpr bool kHasCpAsync = false;
+#else
+constexpr bool kHasCpAsync = true;
+#endif
+
+[[maybe_unused]] __device__ __forceinline__ void cp_async16(void* smem, const void* global) {
     const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(global) : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+[[maybe_unused]] __device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
@@ -277,8 +287,9 @@ __device__ __forceinline__ void cp_async_wait() {
 // TI rows (along I) of CJ 16-byte chunks (along J). Chunk c of row r is stored at c ^ ((r / V) % 8)
 // so that both the row-wise chunk writes and the strip reads (8 lanes: 8 strips down I, the same
 // word of one chunk column) hit distinct banks.
-template <int E, int TI, int TJ, int NT, bool Async, bool IFirst>
+template <int E, int TI, int TJ, int NT, bool AskAsync, bool IFirst>
 __device__ __forceinline__ void vtiled(const TiledArgs& p) {
+    constexpr bool Async = AskAsync && kHasCpAsync;
     constexpr int V = 16 / E;
     constexpr int CJ = TJ / V;            // chunks per tile row
     constexpr int MI = TI / V;            // blocks down I

@@ -196,6 +196,10 @@ bool use_caster_api(nb::handle capsule) {
 }  // namespace
 
 NB_MODULE(stridex_seed_ext, m) {
+    // As docs/extensions.md tells extension authors: without it a stridex::Error thrown here is
+    // nanobind's RuntimeError, unless another module of the same nanobind ABI (a wheel built by the
+    // same compiler and C++ library) happens to have registered its own translator.
+    stridex::register_error_translator();
     m.def("cpu_iota", &cpu_iota, nb::arg("n"));
     m.def("cpu_matrix_t", &cpu_matrix_t, nb::arg("rows"), nb::arg("cols"), nb::arg("readonly") = false);
     m.def("cpu_labelled_cuda", &cpu_labelled_cuda, nb::arg("n"));
