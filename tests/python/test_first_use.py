@@ -57,34 +57,43 @@ def test_view_constructor_points_at_stridex_view(args):
 
 # ---- the habits NumPy, array-API and cuda.core users bring ---------------------------------------
 
-F32 = stridex.Dtype("float32")
+
+# Made in each test, not at import: a stridex object a module or a test id keeps alive until the
+# interpreter's end is reported by nanobind's leak check at exit.
+def f32():
+    return stridex.Dtype("float32")
 
 
-@pytest.mark.parametrize("spelling", ["float32", "f4", "<f4", "torch.float32", np.float32, np.dtype("float32"), F32])
+@pytest.mark.parametrize("spelling", ["float32", "f4", "<f4", "torch.float32", np.float32, np.dtype("float32"), f32])
 def test_a_dtype_equals_every_spelling_the_entries_take(spelling):
+    spelling = spelling() if spelling is f32 else spelling
     v = stridex.view(np.zeros(2, dtype=np.float32))
     assert v.dtype == spelling and spelling == v.dtype and not (v.dtype != spelling)
     assert stridex.empty(2, spelling).dtype == v.dtype  # the same spellings as the entry points
 
 
 def test_a_dtype_differs_from_another_dtype_and_ignores_unrelated_objects():
+    F32 = f32()
     assert F32 != "float64" and F32 != np.int32 and F32 != "f8"
     # Not a dtype at all (None, a number): unrelated, so == is False and containers still work.
     assert F32 != None and F32 != 3 and F32 in [None, 3, "float32"]  # noqa: E711 - the operator is the test
 
 
 def test_a_misspelt_dtype_raises_instead_of_comparing_false():
+    F32 = f32()
     with pytest.raises(TypeError) as e:
         F32 == "flaot32"  # noqa: B015 - the comparison itself raises
     assert str(e.value).startswith("Dtype.__eq__(): other: unknown dtype name 'flaot32' (expected a name such as")
 
 
 def test_a_dtype_hashes_as_its_canonical_name():
+    F32 = f32()
     assert hash(F32) == hash("float32") and {F32: 1}["float32"] == 1 and {"float32": 1}[F32] == 1
 
 
-@pytest.mark.parametrize("spelling", ["cpu", "cpu:0", (1, 0), stridex.Device("cpu")])
+@pytest.mark.parametrize("spelling", ["cpu", "cpu:0", (1, 0), "Device('cpu')"])
 def test_a_device_equals_every_spelling_the_entries_take(spelling):
+    spelling = stridex.Device("cpu") if spelling == "Device('cpu')" else spelling
     v = stridex.view(np.zeros(2))
     assert v.device == spelling and spelling == v.device and not (v.device != spelling)
 
