@@ -38,7 +38,8 @@ def test_each_shortcut_of_the_frameworks_here_gives_the_public_protocols_view():
     assert (numpy["status"], numpy["framework"], numpy["enabled"]) == ("pass", "numpy", shortcut_on("numpy_struct"))
     assert numpy["compared"] >= 10 and numpy["version"] and numpy["detail"].endswith("arrays on cpu")
     if "jax" in frameworks_here():
-        assert checks["jaxlib_export"]["status"] == "pass" and checks["jaxlib_export"]["compared"] >= 5
+        # 6 arrays compared, and 5 of them deleted by JAX while a View taken through the shortcut lives
+        assert checks["jaxlib_export"]["status"] == "pass" and checks["jaxlib_export"]["compared"] >= 11
     for name in ("cupy_c_api", "cupy_layout", "torch_getter", "torch_borrowed"):
         assert checks[name]["status"] == "skip" and checks[name]["detail"].endswith("not among --frameworks")
 

@@ -54,6 +54,10 @@ class Sample:
     label: str  # e.g. "cpu float32 (3, 4)"
     make: Callable[[], Any]  # the array, made anew for each stream (both imports see the same one)
     streams: tuple = (None,)  # stream arguments to import with
+    # How the framework frees the array while others still reference it (JAX: Array.delete()), or
+    # None: the View taken through the shortcut must survive it with its data, as the framework's
+    # own DLPack consumers do (a hold the public protocol would not take can abort the process).
+    delete: Callable[[Any], None] | None = None
 
 
 # ---- the arrays each framework makes ------------------------------------------------------------
@@ -85,6 +89,10 @@ def _numpy_samples(np: Any, devices: list[str]) -> list[Sample]:
     ]
 
 
+def _delete(x: Any) -> None:
+    x.delete()
+
+
 def _jax_samples(jax: Any, devices: list[str]) -> list[Sample]:
     import numpy as np
 
@@ -109,14 +117,18 @@ def _jax_samples(jax: Any, devices: list[str]) -> list[Sample]:
             return x
 
         out += [
-            Sample(f"{name} {label}", make, streams)
-            for label, make in [
-                ("float32 (3, 4)", lambda put=put: put(np.arange(12, dtype=np.float32).reshape(3, 4))),
-                ("bfloat16", lambda put=put: put(np.arange(6, dtype=np.float32)).astype(jax.numpy.bfloat16)),
-                ("int8 0-d", lambda put=put: put(np.int8(3))),
-                ("float32 empty", lambda put=put: put(np.zeros((0, 3), np.float32))),
-                ("bool", lambda put=put: put(np.array([True, False]))),
-                ("deleted (refused)", deleted),
+            Sample(f"{name} {label}", make, streams, delete)
+            for label, make, delete in [
+                ("float32 (3, 4)", lambda put=put: put(np.arange(12, dtype=np.float32).reshape(3, 4)), _delete),
+                (
+                    "bfloat16",
+                    lambda put=put: put(np.arange(6, dtype=np.float32)).astype(jax.numpy.bfloat16),
+                    _delete,
+                ),
+                ("int8 0-d", lambda put=put: put(np.int8(3)), _delete),
+                ("float32 empty", lambda put=put: put(np.zeros((0, 3), np.float32)), _delete),
+                ("bool", lambda put=put: put(np.array([True, False])), _delete),
+                ("deleted (refused)", deleted, None),
             ]
         ]
     return out
@@ -217,6 +229,25 @@ def _only(sx: Any, name: str | None) -> Iterator[None]:
         sx.set_shortcuts(previous)
 
 
+def _deleted_under_a_view(sx: Any, name: str, sample: Sample) -> str:
+    """Imports a fresh array through the shortcut, lets the framework free it (sample.delete) while
+    the View lives, and reads the View again: "" when its data survived, else what went wrong. An
+    abort here ends the child process, which the supervisor reports as the shortcut's failure."""
+    x = sample.make()
+    with _only(sx, name):
+        try:
+            v = sx.view(x)
+        except Exception:  # noqa: BLE001 - a refused import: the comparison above judged it
+            return ""
+    before = v.tolist()
+    try:
+        sample.delete(x)
+    except Exception as e:  # noqa: BLE001 - the framework's own refusal keeps the array: fine
+        return "" if v.tolist() == before else f"the View changed after a refused delete ({type(e).__name__})"
+    del x
+    return "" if v.tolist() == before else "the View's data changed after the framework freed its array"
+
+
 def _stream_label(stream: Any) -> str:
     return "default stream" if stream is None else f"stream {stream!r}"
 
@@ -256,6 +287,14 @@ def check(sx: Any, info: Any, devices: list[str]) -> ShortcutCheck:
             if through != public:
                 result.status = FAIL
                 result.detail = f"{sample.label}, {_stream_label(stream)}: {_difference(through, public)}"
+                return result
+    for sample in samples:
+        if sample.delete is not None:
+            changed = _deleted_under_a_view(sx, info.name, sample)
+            result.compared += 1
+            if changed:
+                result.status = FAIL
+                result.detail = f"{sample.label}: {changed}"
                 return result
     result.status = PASS
     result.detail = f"{len(samples)} arrays on {', '.join(devices)}"
