@@ -232,3 +232,14 @@ def optional(name: str):
         return importlib.import_module(name)
     except Exception:  # noqa: BLE001 - a broken install counts as missing
         return None
+
+
+def torch_and_cupy():
+    """The GPU suites' two frameworks and their skip marks: (torch, cupy, needs_torch, needs_cupy),
+    each module None where it is not installed."""
+    torch, cupy = optional("torch"), optional("cupy")
+    needs_torch = pytest.mark.skipif(
+        torch is None or not torch.cuda.is_available(), reason="torch with CUDA not installed"
+    )
+    needs_cupy = pytest.mark.skipif(cupy is None, reason="cupy is not installed")
+    return torch, cupy, needs_torch, needs_cupy

@@ -13,18 +13,15 @@ import pytest
 
 import stridex
 from example_build import build_example, import_built
-from export_support import cuda_device_count, optional
+from export_support import cuda_device_count, optional, torch_and_cupy
 
 if cuda_device_count() == 0:
     pytest.skip("no CUDA GPU (the CUDA extension example runs on GPU machines)", allow_module_level=True)
 if shutil.which("nvcc") is None:
     pytest.skip("nvcc is not installed: the example's kernels cannot be built", allow_module_level=True)
 
-torch = optional("torch")
-cupy = optional("cupy")
+torch, cupy, needs_torch, needs_cupy = torch_and_cupy()
 jax = optional("jax")
-needs_torch = pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="torch with CUDA not installed")
-needs_cupy = pytest.mark.skipif(cupy is None, reason="cupy is not installed")
 needs_jax = pytest.mark.skipif(
     jax is None or not any(d.platform == "gpu" for d in jax.devices()), reason="jax with a GPU backend is not installed"
 )

@@ -17,15 +17,12 @@ import numpy as np
 import pytest
 
 import stridex
-from export_support import cuda_device_count, optional
+from export_support import cuda_device_count, torch_and_cupy
 
 if cuda_device_count() == 0:
     pytest.skip("no CUDA GPU (CUDA graphs are captured on GPU machines)", allow_module_level=True)
 
-torch = optional("torch")
-cupy = optional("cupy")
-needs_torch = pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="torch with CUDA not installed")
-needs_cupy = pytest.mark.skipif(cupy is None, reason="cupy is not installed")
+torch, cupy, needs_torch, needs_cupy = torch_and_cupy()
 
 REPLAYS = 100
 N = 4096

@@ -26,15 +26,12 @@ import numpy as np
 import pytest
 
 import stridex
-from export_support import cuda_device_count, optional
+from export_support import cuda_device_count, torch_and_cupy
 
 if cuda_device_count() == 0:
     pytest.skip("no CUDA GPU (these contracts are about CUDA streams and graphs)", allow_module_level=True)
 
-torch = optional("torch")
-cupy = optional("cupy")
-needs_torch = pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="torch with CUDA not installed")
-needs_cupy = pytest.mark.skipif(cupy is None, reason="cupy is not installed")
+torch, cupy, needs_torch, needs_cupy = torch_and_cupy()
 
 N = 1 << 22  # 16 MiB of int32: the reading kernel is still queued when the next writer comes
 SLEEP_CYCLES = 1_000_000_000  # about half a second on an H200
