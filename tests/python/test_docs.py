@@ -215,3 +215,117 @@ def test_a_misspelt_sanitizer_switch_fails_the_import():
     assert run.stderr.strip().splitlines()[-1] == (
         "ImportError: STRIDEX_SANITIZE must be 'streams' or 'streams,raise' (or empty/0: off), found 'stream'"
     )
+
+
+# What docs/troubleshooting.md quotes from the frameworks themselves, produced by the framework the
+# quote names where it is installed here (each skips without it, or without a GPU where it needs
+# one). A quote with alternatives lists them: versions of a framework word the same refusal
+# differently.
+def _numpy_legacy_read_only():
+    import numpy as np
+
+    a = np.zeros(3)
+    a.setflags(write=False)
+    return _raised(lambda: a.__dlpack__())
+
+
+def _numpy_reads_a_jax_array_read_only():
+    import numpy as np
+
+    jnp = pytest.importorskip("jax.numpy")
+    a = np.from_dlpack(jnp.arange(3.0))
+    return _raised(lambda: a.__setitem__(0, 1.0))
+
+
+def _numpy_stream():
+    import numpy as np
+
+    return _raised(lambda: np.zeros(3).__dlpack__(stream=1))
+
+
+def _numpy_unsupported_dtype():
+    import numpy as np
+
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    v = stridex.view(np.zeros(3, ml_dtypes.bfloat16))
+    try:
+        np.from_dlpack(v)
+    except Exception as e:  # noqa: BLE001 - the message is what is compared
+        return f"{type(e).__name__}: {e}"
+    pytest.skip("this NumPy imports bfloat16 through ml_dtypes (NumPy 2.5 and later): nothing is refused")
+
+
+def _jax_negative_strides():
+    import numpy as np
+
+    jax = pytest.importorskip("jax")
+    return _raised(lambda: jax.dlpack.from_dlpack(stridex.view(np.arange(4.0)[::-1])))
+
+
+def _torch_negative_strides():
+    import numpy as np
+
+    torch = pytest.importorskip("torch")
+    return _raised(lambda: torch.from_numpy(np.arange(4.0)[::-1]))
+
+
+def _jax_gpu_stream_minus_one(jax_gpu):
+    jax, gpu = jax_gpu
+    import numpy as np
+
+    x = jax.device_put(np.arange(4.0, dtype=np.float32), gpu)
+    return _raised(lambda: x.__dlpack__(stream=-1))
+
+
+def _cuda_core_stream_none():
+    import numpy as np
+
+    utils = pytest.importorskip("cuda.core.utils")
+    return _raised(lambda: utils.StridedMemoryView(np.zeros(3)))
+
+
+def _contradicts_the_memory():
+    torch = pytest.importorskip("torch")
+    if not stridex.cuda_available() or not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU and torch")
+    t = torch.zeros(3, device="cuda")
+    return _raised(lambda: stridex.from_pointer(t.data_ptr(), (3,), "float32", device="cpu", owner=t))
+
+
+FRAMEWORK_QUOTED = [
+    (
+        ["BufferError: Cannot export readonly array since signalling readonly is unsupported by DLPack"],
+        _numpy_legacy_read_only,
+    ),
+    (["ValueError: assignment destination is read-only"], _numpy_reads_a_jax_array_read_only),
+    (["NumPy only supports stream=None"], lambda: _numpy_stream().split(": ", 1)[1]),
+    (["RuntimeError: Unsupported dtype in DLTensor.", "BufferError: Unsupported dtype"], _numpy_unsupported_dtype),
+    (["UNIMPLEMENTED: Only DLPack tensors with trivial (compact) striding are supported"], _jax_negative_strides),
+    (
+        [
+            "ValueError: At least one stride in the given numpy array is negative, and tensors with negative strides "
+            "are not currently supported"
+        ],
+        _torch_negative_strides,
+    ),
+    (["... contradicts the memory"], _contradicts_the_memory),
+    (["stream=None is ambiguous with view()"], _cuda_core_stream_none),
+]
+
+
+@pytest.mark.parametrize("quotes, produce", FRAMEWORK_QUOTED, ids=[q[0][:40] for q, _ in FRAMEWORK_QUOTED])
+def test_troubleshooting_quotes_the_frameworks_own_words(quotes, produce):
+    page = " ".join((ROOT / "docs" / "troubleshooting.md").read_text().split())
+    for quote in quotes:
+        assert quote in page  # quoted there, word for word (line breaks aside)
+    message = produce()
+    patterns = [".*?".join(re.escape(part) for part in quote.split("...")) for quote in quotes]
+    # The quote is the message, or (a framework's words inside its exception) the part that names it.
+    assert any(re.search(p, message, re.S) for p in patterns), message
+
+
+def test_troubleshooting_quotes_jaxs_invalid_handle(jax_gpu):
+    page = " ".join((ROOT / "docs" / "troubleshooting.md").read_text().split())
+    assert "JaxRuntimeError: ... CUDA_ERROR_INVALID_HANDLE" in page
+    message = _jax_gpu_stream_minus_one(jax_gpu)
+    assert re.fullmatch(r"JaxRuntimeError: .*CUDA_ERROR_INVALID_HANDLE.*", message, re.S), message
