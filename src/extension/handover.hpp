@@ -2,12 +2,11 @@
 // stream contract of allocation and release").
 //
 // Every door that hands a View to a stream it was told about (an import for a stream, an export
-// with a stream, the DLPack exchange API, a copy's source and destination) calls handed_to_stream
-// once, beside the sanitizer's hook: stridex's pool then frees the memory only after that stream's
-// work, and a producer whose allocator takes streams (its row's records_streams: torch) is told
-// them when stridex's last reference to the memory goes (watch_streams). The other producers'
-// allocators take no stream (CuPy's pool, raw pointers): the sanitizer's reports are the answer
-// there.
+// with a stream, the DLPack exchange API, a copy's source) calls handed_to_stream once, beside the
+// sanitizer's hook: stridex's pool then frees the memory only after that stream's work, and a
+// producer whose row says its allocator takes streams safely (records_streams, producers.hpp) is
+// told the stream too (through a record_stream method). No row does today: torch's would crash
+// once the consumer's stream is destroyed. For the others the sanitizer's reports are the answer.
 #pragma once
 
 #include <Python.h>
@@ -18,20 +17,16 @@
 
 namespace stridex::python {
 
-// `view` is handed to work on `consumer` (an encoded stream; kNoStream names none: nothing to
-// tell). `stream_object` is the stream object the caller passed (borrowed), or nullptr where only
-// a handle was given: it is kept alive until the release that orders after it. Host memory has
-// nothing to tell either.
-void handed_to_stream(const View& view, PyObject* stream_object, std::intptr_t consumer);
-
-// For an import of `array` whose producer's allocator takes streams: wraps the View's owner so that
-// its release (stridex's last reference to the memory) makes a private stream of the framework's
-// wait for every stream the View was handed to and records that stream with the allocator
-// (torch: Tensor.record_stream). Host memory is left as it is.
-void watch_streams(View& view, PyObject* array);
+// `view`, whose owner object is `source` (may be null or None), is handed to work on `consumer` (an
+// encoded stream; kNoStream names none: nothing to tell). Host memory has nothing to tell either.
+// Throws nb::python_error when the producer's allocator refused the stream.
+void handed_to_stream(const View& view, PyObject* source, std::intptr_t consumer);
 
 // Whether the allocator of `source`'s framework is told the streams its arrays are handed to (its
 // producer row's records_streams). The sanitizer reports no release of such memory.
 bool allocator_takes_streams(PyObject* source);
+
+// Drops the stream objects kept for torch (atexit: teardown sees every object released).
+void forget_handover_streams() noexcept;
 
 }  // namespace stridex::python

@@ -142,14 +142,13 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
     bool offered = false;
     auto done = [&](bool order) {
         View& v = result.view();
-        if (e.row && e.row->records_streams) watch_streams(v, obj);  // its allocator hears of streams
         if (order && v.device().is_cuda_family())
             order_consumer_stream(v, request, ready);
         else
             v.set_stream(kNoStream);  // host memory: nothing is ever pending
         if (sanitizer::on())
             sanitizer::imported(obj, request, ready, v, e.row && e.row->ignores_stream, !result.python(), false);
-        if (request.kind != StreamRequest::Kind::no_sync) handed_to_stream(v, request.object, v.stream());
+        if (request.kind != StreamRequest::Kind::no_sync) handed_to_stream(v, obj, v.stream());
         // Only an opaque element has a description; one left by a protocol that failed is dropped.
         return result.publish(obj, v.dtype().is_opaque_bytes() ? std::move(element) : nb::object());
     };
@@ -335,7 +334,7 @@ PyObject* import_into(PyObject* obj, const StreamRequest& request, Result& resul
             sanitizer::imported(in->source.ptr(), request, in->view.stream(), result.view(), false, !result.python(),
                                 true);
         if (request.kind != StreamRequest::Kind::no_sync)
-            handed_to_stream(result.view(), request.object, result.view().stream());
+            handed_to_stream(result.view(), in->source.ptr(), result.view().stream());
         return result.publish(in->source.ptr() ? in->source.ptr() : Py_None, in->element);
     }
     if (type == &PyCapsule_Type) {
@@ -384,6 +383,7 @@ void bind_import(nb::module_& m) {
     nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
         clear_type_cache();
         release_no_sync_sentinel();
+        forget_handover_streams();
     }));
 }
 
