@@ -70,8 +70,8 @@ nb::object copy_into(nb::handle dst, nb::handle src, nb::handle stream) {
     if (request.kind == StreamRequest::Kind::by_default) s = capturing_stream_or(s, out, in);
     if (sanitizer::on()) sanitizer::used(in, py_view(o.ptr()).source.ptr(), s, "stridex.copy (source)");
     // Both are used on `s`: their allocators hear of it (the copy engine notes stridex's pools too).
-    handed_to_stream(in, py_view(o.ptr()).source.ptr(), s);
-    handed_to_stream(out, target.source.ptr(), s);
+    handed_to_stream(in, s);
+    handed_to_stream(out, s);
     std::intptr_t ready;
     {
         nb::gil_scoped_release release;
@@ -93,7 +93,7 @@ nb::object copy_of(const PyView& self, Device target, Order order, nb::handle st
     const Allocator* a = choose_allocator(allocator, like, holder);
     View out;
     if (sanitizer::on()) sanitizer::used(self.view, self.source.ptr(), s, "View.copy");
-    handed_to_stream(self.view, self.source.ptr(), s);
+    handed_to_stream(self.view, s);
     {
         nb::gil_scoped_release release;
         out = copy_to(self.view, target, order, s, a);

@@ -109,7 +109,7 @@ int managed_tensor_from_py_object_no_sync(void* py_object, DLManagedTensorVersio
             sanitizer::used(v, py_view(o).source.ptr(), cuda::StreamRef::kLegacy, "DLPack exchange API");
         // The protocol names no consumer's stream: the work stream it was given (the legacy default
         // stream) is the one stridex can tell the allocators.
-        handed_to_stream(v, py_view(o).source.ptr(), cuda::StreamRef::kLegacy);
+        handed_to_stream(v, cuda::StreamRef::kLegacy);
         *out = dlpack::export_versioned(v, 0);
         return 0;
     } catch (...) {
@@ -171,7 +171,7 @@ int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
             sanitizer::used(v, py_view(o).source.ptr(), cuda::StreamRef::kLegacy, "DLPack exchange API");
         // The protocol names no consumer's stream: the work stream it was given (the legacy default
         // stream) is the one stridex can tell the allocators.
-        handed_to_stream(v, py_view(o).source.ptr(), cuda::StreamRef::kLegacy);
+        handed_to_stream(v, cuda::StreamRef::kLegacy);
     } catch (...) {
         set_python_error_from_current_exception();
         return -1;

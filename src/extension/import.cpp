@@ -148,7 +148,7 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
             v.set_stream(kNoStream);  // host memory: nothing is ever pending
         if (sanitizer::on())
             sanitizer::imported(obj, request, ready, v, e.row && e.row->ignores_stream, !result.python(), false);
-        if (request.kind != StreamRequest::Kind::no_sync) handed_to_stream(v, obj, v.stream());
+        if (request.kind != StreamRequest::Kind::no_sync) handed_to_stream(v, v.stream());
         // Only an opaque element has a description; one left by a protocol that failed is dropped.
         return result.publish(obj, v.dtype().is_opaque_bytes() ? std::move(element) : nb::object());
     };
@@ -333,8 +333,7 @@ PyObject* import_into(PyObject* obj, const StreamRequest& request, Result& resul
         if (sanitizer::on())
             sanitizer::imported(in->source.ptr(), request, in->view.stream(), result.view(), false, !result.python(),
                                 true);
-        if (request.kind != StreamRequest::Kind::no_sync)
-            handed_to_stream(result.view(), in->source.ptr(), result.view().stream());
+        if (request.kind != StreamRequest::Kind::no_sync) handed_to_stream(result.view(), result.view().stream());
         return result.publish(in->source.ptr() ? in->source.ptr() : Py_None, in->element);
     }
     if (type == &PyCapsule_Type) {
@@ -383,7 +382,6 @@ void bind_import(nb::module_& m) {
     nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
         clear_type_cache();
         release_no_sync_sentinel();
-        forget_handover_streams();
     }));
 }
 

@@ -67,15 +67,9 @@ struct ProducerRow {
                                            // __cuda_array_interface__ exports a conjugate view's memory as
                                            // plain, unconjugated values)
 
-    bool ignores_stream = false;   // __dlpack__ orders nothing for the consumer's stream (MLX,
-                                   // cuda.core, nanobind): the sanitizer reports such a hand-over
-                                   // while the producer's stream has pending work, as NO_SYNC
-    bool records_streams = false;  // its arrays' allocator takes the streams that use them, and
-                                   // stridex may tell it (handover.cpp). No row sets it: torch's
-                                   // record_stream records an event on the stream when the tensor is
-                                   // freed, which crashes once that stream is destroyed (a CuPy
-                                   // stream handed a torch tensor, seen on an H200), and stridex
-                                   // cannot keep a consumer's stream alive
+    bool ignores_stream = false;  // __dlpack__ orders nothing for the consumer's stream (MLX,
+                                  // cuda.core, nanobind): the sanitizer reports such a hand-over
+                                  // while the producer's stream has pending work, as NO_SYNC
     // ---- performance: the framework shortcuts the producer's arrays may take ----
     ShortcutSet shortcuts{};  // entries of the registry (shortcuts.hpp) that give, for this
                               // producer's versions, exactly what its public protocol would:

@@ -4,8 +4,6 @@
 // callable or a warning filter may run Python code that hands over again.
 #include "sanitizer.hpp"
 
-#include "handover.hpp"
-
 #include <nanobind/stl/string.h>
 
 #include <algorithm>
@@ -246,9 +244,6 @@ void released(View& view, nb::object& source) noexcept {
         // An export of this View (a capsule, a consumer's tensor) shares its keep-alive: then the
         // memory outlives it whatever happens to the owner object.
         if (!owner || owner == Py_None || view.owner().use_count() > 1) return;
-        // torch's allocator was told the View's stream at the hand-over (handover.hpp): it reuses
-        // the memory only after that stream's work.
-        if (allocator_takes_streams(owner)) return;
         if (view.stream() == kNoStream || !view.device().is_cuda_family()) return;
         if (view.device().type == DeviceType::kCUDA && cuda::in_pool(view.ptr(), view.device().id)) return;
         const Entry probe = make_entry(view, nullptr, nullptr, kNoStream, view.stream(), "View released");
