@@ -308,7 +308,10 @@ FRAMEWORK_QUOTED = [
         ],
         _torch_negative_strides,
     ),
-    (["... contradicts the memory"], _contradicts_the_memory),
+    (
+        ["ValueError: device cpu was given for pointer 0x..., but the CUDA driver says it is ..."],
+        _contradicts_the_memory,
+    ),
     (["stream=None is ambiguous with view()"], _cuda_core_stream_none),
 ]
 
