@@ -284,7 +284,7 @@ def _cuda_core_stream_none():
     return _raised(lambda: utils.StridedMemoryView(np.zeros(3)))
 
 
-def _contradicts_the_memory():
+def _cpu_claimed_for_gpu_memory():
     torch = pytest.importorskip("torch")
     if not stridex.cuda_available() or not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU and torch")
@@ -310,7 +310,7 @@ FRAMEWORK_QUOTED = [
     ),
     (
         ["ValueError: device cpu was given for pointer 0x..., but the CUDA driver says it is ..."],
-        _contradicts_the_memory,
+        _cpu_claimed_for_gpu_memory,
     ),
     (["stream=None is ambiguous with view()"], _cuda_core_stream_none),
 ]
