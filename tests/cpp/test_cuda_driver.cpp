@@ -1,4 +1,5 @@
 // The driver loader, CUresult -> error text, primary contexts and ContextGuard.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -29,6 +30,24 @@ std::string error_of(F&& f, ErrorKind kind) {
     }
     ADD_FAILURE() << "no stridex::Error thrown";
     return {};
+}
+
+// The one list of entry points (STRIDEX_DRIVER_FUNCTIONS) against a real libcuda's exports: the
+// CUDA toolkit's link stub exports every driver function, so a misspelt or withdrawn name is found
+// without a GPU (loaded with dlopen, never called).
+TEST(CudaLoader, EveryEntryPointIsExportedByTheToolkitsDriverStub) {
+    const char* cuda_path = std::getenv("CUDA_PATH");
+    const std::string root = cuda_path && *cuda_path ? cuda_path : "/usr/local/cuda";
+    void* stub = dlopen((root + "/lib64/stubs/libcuda.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!stub) GTEST_SKIP() << "no CUDA toolkit driver stub under " << root << "/lib64/stubs";
+    int entries = 0;
+#define STRIDEX_EXPECT_EXPORTED(member, name, exported, parameters) \
+    ++entries; \
+    EXPECT_NE(dlsym(stub, exported), nullptr) << #member << ": " << exported;
+    STRIDEX_DRIVER_FUNCTIONS(STRIDEX_EXPECT_EXPORTED)
+#undef STRIDEX_EXPECT_EXPORTED
+    EXPECT_GE(entries, 78);
+    dlclose(stub);
 }
 
 TEST(CudaLoader, MissingLibraryIsReportedOnUseNotOnLoad) {

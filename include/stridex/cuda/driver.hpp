@@ -158,7 +158,7 @@ static_assert(sizeof(Memcpy2D) == 128 && offsetof(Memcpy2D, src_pitch) == 48 &&
               offsetof(Memcpy2D, dst_x_in_bytes) == 56 && offsetof(Memcpy2D, width_in_bytes) == 112);
 
 // ---- ABI: stream-ordered memory pools (CUmemPoolProps, CUmemPoolPtrExportData) --------------
-// Memory pools (memory.hpp, issue 25).
+// Memory pools (memory.hpp).
 namespace cu {
 inline constexpr int kMemPoolReuseFollowEventDependencies = 1;    // CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES
 inline constexpr int kMemPoolReuseAllowOpportunistic = 2;         // CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC
@@ -184,114 +184,137 @@ static_assert(sizeof(MemPoolProps) == 88 && offsetof(MemPoolProps, location) == 
 static_assert(sizeof(MemPoolPtrExportData) == 64);
 
 // ---- The table --------------------------------------------------------------------------------
-// Every driver entry point stridex calls, resolved once. Members are the driver functions minus the
-// "cu" prefix, in snake case; each resolves to the variant of CUDA 12.0's ABI (the _v2 functions
-// where there are two). A member is null when the driver lacks the function; calling through
-// Driver::call reports that by name. Tests install a table of their own (DriverOverride).
+// Every driver entry point stridex calls, grouped by subsystem: X(member, name, exported, (parameters)).
+// `member` is the driver function minus the "cu" prefix, in snake case; `name` its base name for
+// cuGetProcAddress; `exported` the symbol dlsym finds in drivers too old for it (the _v2 variant
+// where there are two); every function returns CUresult. The table and its loader are both made
+// from this one list, so an entry point cannot be declared and left unbound.
+#define STRIDEX_DRIVER_FUNCTIONS(X) \
+    /* ---- errors, initialization and devices ---- */ \
+    X(get_error_name, "cuGetErrorName", "cuGetErrorName", (CUresult, const char**)) \
+    X(get_error_string, "cuGetErrorString", "cuGetErrorString", (CUresult, const char**)) \
+    X(init, "cuInit", "cuInit", (unsigned flags)) \
+    X(driver_get_version, "cuDriverGetVersion", "cuDriverGetVersion", (int*)) \
+    X(device_get_count, "cuDeviceGetCount", "cuDeviceGetCount", (int*)) \
+    X(device_get, "cuDeviceGet", "cuDeviceGet", (CUdevice*, int ordinal)) \
+    X(device_get_attribute, "cuDeviceGetAttribute", "cuDeviceGetAttribute", (int*, int attribute, CUdevice)) \
+    X(device_can_access_peer, "cuDeviceCanAccessPeer", "cuDeviceCanAccessPeer", (int*, CUdevice, CUdevice peer)) \
+    X(device_get_uuid, "cuDeviceGetUuid", "cuDeviceGetUuid_v2", (Uuid*, CUdevice)) \
+    /* ---- contexts (each device's primary context) and peer access ---- */ \
+    X(device_primary_ctx_retain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", (CUcontext*, CUdevice)) \
+    X(device_primary_ctx_release, "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", (CUdevice)) \
+    X(ctx_get_current, "cuCtxGetCurrent", "cuCtxGetCurrent", (CUcontext*)) \
+    X(ctx_set_current, "cuCtxSetCurrent", "cuCtxSetCurrent", (CUcontext)) \
+    X(ctx_synchronize, "cuCtxSynchronize", "cuCtxSynchronize", ()) \
+    X(ctx_get_device, "cuCtxGetDevice", "cuCtxGetDevice", (CUdevice*)) /* of the current context */ \
+    X(ctx_enable_peer_access, "cuCtxEnablePeerAccess", "cuCtxEnablePeerAccess", (CUcontext peer, unsigned flags)) \
+    /* ---- pointers and device memory (pointer.hpp) ---- */ \
+    X(pointer_get_attributes, "cuPointerGetAttributes", "cuPointerGetAttributes", \
+      (unsigned count, int* attributes, void** data, CUdeviceptr)) \
+    X(mem_get_info, "cuMemGetInfo", "cuMemGetInfo_v2", (std::size_t * free, std::size_t * total)) \
+    /* ---- streams and events (stream.hpp); queries are host queries, never waits ---- */ \
+    X(stream_create, "cuStreamCreate", "cuStreamCreate", (CUstream*, unsigned flags)) \
+    X(stream_destroy, "cuStreamDestroy", "cuStreamDestroy_v2", (CUstream)) \
+    X(stream_synchronize, "cuStreamSynchronize", "cuStreamSynchronize", (CUstream)) \
+    X(stream_wait_event, "cuStreamWaitEvent", "cuStreamWaitEvent", (CUstream, CUevent, unsigned flags)) \
+    X(stream_query, "cuStreamQuery", "cuStreamQuery", (CUstream)) \
+    X(event_create, "cuEventCreate", "cuEventCreate", (CUevent*, unsigned flags)) \
+    X(event_record, "cuEventRecord", "cuEventRecord", (CUevent, CUstream)) \
+    X(event_synchronize, "cuEventSynchronize", "cuEventSynchronize", (CUevent)) \
+    X(event_query, "cuEventQuery", "cuEventQuery", (CUevent)) \
+    X(event_destroy, "cuEventDestroy", "cuEventDestroy_v2", (CUevent)) \
+    /* ---- CUDA graph capture (capture.hpp): capture state and mode, user objects ---- */ \
+    X(thread_exchange_stream_capture_mode, "cuThreadExchangeStreamCaptureMode", "cuThreadExchangeStreamCaptureMode", \
+      (int* mode)) /* CUstreamCaptureMode, in and out */ \
+    X(stream_get_capture_info, "cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2", \
+      (CUstream, int* status, unsigned long long* id, CUgraph* graph, const CUgraphNode** dependencies, \
+       std::size_t* count)) /* _v2 */ \
+    X(user_object_create, "cuUserObjectCreate", "cuUserObjectCreate", \
+      (CUuserObject*, void* ptr, void (*destroy)(void*), unsigned initial_refcount, unsigned flags)) \
+    X(user_object_release, "cuUserObjectRelease", "cuUserObjectRelease", (CUuserObject, unsigned count)) \
+    X(graph_retain_user_object, "cuGraphRetainUserObject", "cuGraphRetainUserObject", \
+      (CUgraph, CUuserObject, unsigned count, unsigned flags)) \
+    /* ---- allocations: device, pinned, managed, page-locked pageable (memory.hpp) ---- */ \
+    X(mem_alloc, "cuMemAlloc", "cuMemAlloc_v2", (CUdeviceptr*, std::size_t bytes)) \
+    X(mem_free, "cuMemFree", "cuMemFree_v2", (CUdeviceptr)) \
+    X(mem_alloc_async, "cuMemAllocAsync", "cuMemAllocAsync", (CUdeviceptr*, std::size_t bytes, CUstream)) \
+    X(mem_free_async, "cuMemFreeAsync", "cuMemFreeAsync", (CUdeviceptr, CUstream)) \
+    X(mem_host_alloc, "cuMemHostAlloc", "cuMemHostAlloc", (void**, std::size_t bytes, unsigned flags)) \
+    X(mem_free_host, "cuMemFreeHost", "cuMemFreeHost", (void*)) \
+    X(mem_alloc_managed, "cuMemAllocManaged", "cuMemAllocManaged", (CUdeviceptr*, std::size_t bytes, unsigned flags)) \
+    X(mem_host_register, "cuMemHostRegister", "cuMemHostRegister_v2", \
+      (void*, std::size_t bytes, unsigned flags)) /* _v2 */ \
+    X(mem_host_unregister, "cuMemHostUnregister", "cuMemHostUnregister", (void*)) \
+    /* ---- stream-ordered memory pools (memory.hpp) ---- */ \
+    X(mem_pool_create, "cuMemPoolCreate", "cuMemPoolCreate", (CUmemoryPool*, const MemPoolProps*)) \
+    X(mem_pool_destroy, "cuMemPoolDestroy", "cuMemPoolDestroy", (CUmemoryPool)) \
+    X(mem_pool_set_attribute, "cuMemPoolSetAttribute", "cuMemPoolSetAttribute", \
+      (CUmemoryPool, int attribute, void* value)) \
+    X(mem_pool_get_attribute, "cuMemPoolGetAttribute", "cuMemPoolGetAttribute", \
+      (CUmemoryPool, int attribute, void* value)) \
+    X(mem_pool_trim_to, "cuMemPoolTrimTo", "cuMemPoolTrimTo", (CUmemoryPool, std::size_t min_bytes_to_keep)) \
+    X(mem_alloc_from_pool_async, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", \
+      (CUdeviceptr*, std::size_t bytes, CUmemoryPool, CUstream)) \
+    /* ---- virtual memory: reservations, chunks, mappings (vmm.hpp) ---- */ \
+    X(mem_address_reserve, "cuMemAddressReserve", "cuMemAddressReserve", \
+      (CUdeviceptr*, std::size_t size, std::size_t alignment, CUdeviceptr hint, unsigned long long flags)) \
+    X(mem_address_free, "cuMemAddressFree", "cuMemAddressFree", (CUdeviceptr, std::size_t size)) \
+    X(mem_create, "cuMemCreate", "cuMemCreate", \
+      (CUmemGenericAllocationHandle*, std::size_t size, const MemAllocationProp*, unsigned long long flags)) \
+    X(mem_release, "cuMemRelease", "cuMemRelease", (CUmemGenericAllocationHandle)) \
+    X(mem_map, "cuMemMap", "cuMemMap", \
+      (CUdeviceptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle, unsigned long long flags)) \
+    X(mem_unmap, "cuMemUnmap", "cuMemUnmap", (CUdeviceptr, std::size_t size)) \
+    X(mem_set_access, "cuMemSetAccess", "cuMemSetAccess", \
+      (CUdeviceptr, std::size_t size, const MemAccessDesc*, std::size_t count)) \
+    X(mem_get_allocation_granularity, "cuMemGetAllocationGranularity", "cuMemGetAllocationGranularity", \
+      (std::size_t*, const MemAllocationProp*, int option)) \
+    /* ---- copies (copy.hpp) ---- */ \
+    X(memcpy_dtoh, "cuMemcpyDtoH", "cuMemcpyDtoH_v2", (void* dst, CUdeviceptr src, std::size_t bytes)) \
+    X(memcpy_htod, "cuMemcpyHtoD", "cuMemcpyHtoD_v2", (CUdeviceptr dst, const void* src, std::size_t bytes)) \
+    X(memcpy_async, "cuMemcpyAsync", "cuMemcpyAsync", (CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream)) \
+    X(memcpy_peer_async, "cuMemcpyPeerAsync", "cuMemcpyPeerAsync", \
+      (CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, std::size_t bytes, CUstream)) \
+    X(memcpy_2d_async, "cuMemcpy2DAsync", "cuMemcpy2DAsync_v2", (const Memcpy2D*, CUstream)) \
+    /* ---- the copy kernels (kernels.hpp): image, launches, occupancy, loaded code ---- */ \
+    X(module_load_data, "cuModuleLoadData", "cuModuleLoadData", (CUmodule*, const void* image)) \
+    X(module_get_function, "cuModuleGetFunction", "cuModuleGetFunction", (CUfunction*, CUmodule, const char* name)) \
+    X(launch_kernel, "cuLaunchKernel", "cuLaunchKernel", \
+      (CUfunction, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x, unsigned block_y, \
+       unsigned block_z, unsigned shared_bytes, CUstream, void** params, void** extra)) \
+    X(occupancy_max_active_blocks_per_multiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", \
+      "cuOccupancyMaxActiveBlocksPerMultiprocessor", \
+      (int* blocks, CUfunction, int block_size, std::size_t dynamic_shared_bytes)) \
+    X(func_set_attribute, "cuFuncSetAttribute", "cuFuncSetAttribute", \
+      (CUfunction, int attribute, int value)) /* tiles above 48 KiB of shared memory */ \
+    X(func_get_attribute, "cuFuncGetAttribute", "cuFuncGetAttribute", (int* value, int attribute, CUfunction)) \
+    /* ---- interprocess sharing (ipc.hpp): IPC handles and events, VMM and pool fds ---- */ \
+    X(ipc_get_mem_handle, "cuIpcGetMemHandle", "cuIpcGetMemHandle", (IpcHandle*, CUdeviceptr)) \
+    X(ipc_open_mem_handle, "cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2", (CUdeviceptr*, IpcHandle, unsigned flags)) \
+    X(ipc_close_mem_handle, "cuIpcCloseMemHandle", "cuIpcCloseMemHandle", (CUdeviceptr)) \
+    X(ipc_get_event_handle, "cuIpcGetEventHandle", "cuIpcGetEventHandle", (IpcHandle*, CUevent)) \
+    X(ipc_open_event_handle, "cuIpcOpenEventHandle", "cuIpcOpenEventHandle", (CUevent*, IpcHandle)) \
+    X(mem_export_to_shareable_handle, "cuMemExportToShareableHandle", "cuMemExportToShareableHandle", \
+      (void* shareable, CUmemGenericAllocationHandle, int handle_type, unsigned long long flags)) \
+    X(mem_import_from_shareable_handle, "cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle", \
+      (CUmemGenericAllocationHandle*, void* os_handle, int handle_type)) \
+    X(mem_pool_export_to_shareable_handle, "cuMemPoolExportToShareableHandle", "cuMemPoolExportToShareableHandle", \
+      (void* handle, CUmemoryPool, int handle_type, unsigned long long flags)) \
+    X(mem_pool_import_from_shareable_handle, "cuMemPoolImportFromShareableHandle", \
+      "cuMemPoolImportFromShareableHandle", (CUmemoryPool*, void* handle, int handle_type, unsigned long long flags)) \
+    X(mem_pool_export_pointer, "cuMemPoolExportPointer", "cuMemPoolExportPointer", \
+      (MemPoolPtrExportData*, CUdeviceptr)) \
+    X(mem_pool_import_pointer, "cuMemPoolImportPointer", "cuMemPoolImportPointer", \
+      (CUdeviceptr*, CUmemoryPool, MemPoolPtrExportData*))
+
+// Every driver entry point stridex calls (STRIDEX_DRIVER_FUNCTIONS), resolved once. Each resolves to
+// the variant of CUDA 12.0's ABI (the _v2 functions where there are two). A member is null when the
+// driver lacks the function; calling through Driver::call reports that by name. Tests install a
+// table of their own (DriverTable fields set one by one: DriverOverride).
 struct DriverTable {
-    CUresult (*get_error_name)(CUresult, const char**);
-    CUresult (*get_error_string)(CUresult, const char**);
-    CUresult (*init)(unsigned flags);
-    CUresult (*driver_get_version)(int*);
-    CUresult (*device_get_count)(int*);
-    CUresult (*device_get)(CUdevice*, int ordinal);
-    CUresult (*device_get_attribute)(int*, int attribute, CUdevice);
-    CUresult (*device_can_access_peer)(int*, CUdevice, CUdevice peer);
-    CUresult (*device_primary_ctx_retain)(CUcontext*, CUdevice);
-    CUresult (*device_primary_ctx_release)(CUdevice);
-    CUresult (*ctx_get_current)(CUcontext*);
-    CUresult (*ctx_set_current)(CUcontext);
-    CUresult (*ctx_synchronize)();
-    CUresult (*ctx_get_device)(CUdevice*);  // of the current context
-    CUresult (*pointer_get_attributes)(unsigned count, int* attributes, void** data, CUdeviceptr);
-    CUresult (*mem_get_info)(std::size_t* free, std::size_t* total);
-    CUresult (*stream_create)(CUstream*, unsigned flags);
-    CUresult (*stream_destroy)(CUstream);
-    CUresult (*stream_synchronize)(CUstream);
-    CUresult (*stream_wait_event)(CUstream, CUevent, unsigned flags);
-    CUresult (*event_create)(CUevent*, unsigned flags);
-    CUresult (*event_record)(CUevent, CUstream);
-    CUresult (*event_synchronize)(CUevent);
-    CUresult (*event_destroy)(CUevent);
-    CUresult (*mem_address_reserve)(CUdeviceptr*, std::size_t size, std::size_t alignment, CUdeviceptr hint,
-                                    unsigned long long flags);
-    CUresult (*mem_address_free)(CUdeviceptr, std::size_t size);
-    CUresult (*mem_create)(CUmemGenericAllocationHandle*, std::size_t size, const MemAllocationProp*,
-                           unsigned long long flags);
-    CUresult (*mem_release)(CUmemGenericAllocationHandle);
-    CUresult (*mem_map)(CUdeviceptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle,
-                        unsigned long long flags);
-    CUresult (*mem_unmap)(CUdeviceptr, std::size_t size);
-    CUresult (*mem_set_access)(CUdeviceptr, std::size_t size, const MemAccessDesc*, std::size_t count);
-    CUresult (*mem_get_allocation_granularity)(std::size_t*, const MemAllocationProp*, int option);
-    CUresult (*memcpy_dtoh)(void* dst, CUdeviceptr src, std::size_t bytes);
-    CUresult (*memcpy_htod)(CUdeviceptr dst, const void* src, std::size_t bytes);
-    // Interprocess sharing (ipc.hpp): legacy IPC handles, IPC events, device UUIDs, VMM fd export.
-    CUresult (*device_get_uuid)(Uuid*, CUdevice);
-    CUresult (*ipc_get_mem_handle)(IpcHandle*, CUdeviceptr);
-    CUresult (*ipc_open_mem_handle)(CUdeviceptr*, IpcHandle, unsigned flags);
-    CUresult (*ipc_close_mem_handle)(CUdeviceptr);
-    CUresult (*ipc_get_event_handle)(IpcHandle*, CUevent);
-    CUresult (*ipc_open_event_handle)(CUevent*, IpcHandle);
-    CUresult (*mem_export_to_shareable_handle)(void* shareable, CUmemGenericAllocationHandle, int handle_type,
-                                               unsigned long long flags);
-    CUresult (*mem_import_from_shareable_handle)(CUmemGenericAllocationHandle*, void* os_handle, int handle_type);
-    // Allocations (stridex::Array, the copy engine), asynchronous copies and kernel launches (copy.hpp).
-    CUresult (*mem_alloc)(CUdeviceptr*, std::size_t bytes);
-    CUresult (*mem_free)(CUdeviceptr);
-    CUresult (*mem_alloc_async)(CUdeviceptr*, std::size_t bytes, CUstream);
-    CUresult (*mem_free_async)(CUdeviceptr, CUstream);
-    CUresult (*mem_host_alloc)(void**, std::size_t bytes, unsigned flags);
-    CUresult (*mem_free_host)(void*);
-    CUresult (*mem_alloc_managed)(CUdeviceptr*, std::size_t bytes, unsigned flags);
-    CUresult (*memcpy_async)(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream);
-    CUresult (*memcpy_peer_async)(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
-                                  std::size_t bytes, CUstream);
-    CUresult (*memcpy_2d_async)(const Memcpy2D*, CUstream);
-    CUresult (*ctx_enable_peer_access)(CUcontext peer, unsigned flags);
-    CUresult (*module_load_data)(CUmodule*, const void* image);
-    CUresult (*module_get_function)(CUfunction*, CUmodule, const char* name);
-    CUresult (*launch_kernel)(CUfunction, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
-                              unsigned block_y, unsigned block_z, unsigned shared_bytes, CUstream, void** params,
-                              void** extra);
-    // Stream-ordered memory pools (memory.hpp, issue 25): the device pools, their introspection and
-    // trimming, event polling for the pinned pool, and
-    // the export of pool memory to other processes (ipc.hpp).
-    CUresult (*mem_pool_create)(CUmemoryPool*, const MemPoolProps*);
-    CUresult (*mem_pool_destroy)(CUmemoryPool);
-    CUresult (*mem_pool_set_attribute)(CUmemoryPool, int attribute, void* value);
-    CUresult (*mem_pool_get_attribute)(CUmemoryPool, int attribute, void* value);
-    CUresult (*mem_pool_trim_to)(CUmemoryPool, std::size_t min_bytes_to_keep);
-    CUresult (*mem_alloc_from_pool_async)(CUdeviceptr*, std::size_t bytes, CUmemoryPool, CUstream);
-    CUresult (*event_query)(CUevent);
-    CUresult (*mem_pool_export_to_shareable_handle)(void* handle, CUmemoryPool, int handle_type,
-                                                    unsigned long long flags);
-    CUresult (*mem_pool_import_from_shareable_handle)(CUmemoryPool*, void* handle, int handle_type,
-                                                      unsigned long long flags);
-    CUresult (*mem_pool_export_pointer)(MemPoolPtrExportData*, CUdeviceptr);
-    CUresult (*mem_pool_import_pointer)(CUdeviceptr*, CUmemoryPool, MemPoolPtrExportData*);
-    // The hand-over sanitizer (issue 27, src/extension/sanitizer.cpp): host queries, never a wait.
-    CUresult (*stream_query)(CUstream);
-    CUresult (*thread_exchange_stream_capture_mode)(int* mode);  // CUstreamCaptureMode, in and out
-    // CUDA graphs (issue 26, capture.hpp): a stream's capture state and the graph it captures into,
-    // and user objects that tie what captured work uses to the graph's lifetime.
-    CUresult (*stream_get_capture_info)(CUstream, int* status, unsigned long long* id, CUgraph* graph,
-                                        const CUgraphNode** dependencies, std::size_t* count);  // _v2
-    CUresult (*user_object_create)(CUuserObject*, void* ptr, void (*destroy)(void*), unsigned initial_refcount,
-                                   unsigned flags);
-    CUresult (*user_object_release)(CUuserObject, unsigned count);
-    CUresult (*graph_retain_user_object)(CUgraph, CUuserObject, unsigned count, unsigned flags);
-    // The copy kernels' grids (issue 25, src/cuda/copy_kernels.cpp): blocks of a kernel an SM holds
-    // at once, so a grid is exactly one wave of resident blocks.
-    CUresult (*occupancy_max_active_blocks_per_multiprocessor)(int* blocks, CUfunction, int block_size,
-                                                               std::size_t dynamic_shared_bytes);
-    CUresult (*func_set_attribute)(CUfunction, int attribute, int value);  // tiles above 48 KiB of shared memory
-    // Which code of the image the driver loaded (kernels.hpp, loaded_kernels): its architecture.
-    CUresult (*func_get_attribute)(int* value, int attribute, CUfunction);
-    // Host copies at pinned speed (issue 25, host paths): the pageable pool's blocks are
-    // page-locked for the DMA engine (src/cuda/pool.cpp).
-    CUresult (*mem_host_register)(void*, std::size_t bytes, unsigned flags);  // _v2
-    CUresult (*mem_host_unregister)(void*);
+#define STRIDEX_DRIVER_MEMBER(member, name, exported, parameters) CUresult(*member) parameters = nullptr;
+    STRIDEX_DRIVER_FUNCTIONS(STRIDEX_DRIVER_MEMBER)
+#undef STRIDEX_DRIVER_MEMBER
 };
 
 // A failed driver call: Error(cuda) that also keeps the CUresult, for callers that branch on it.
