@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Optional, cast
 
 from .. import _stridex
 from . import broker as _broker
@@ -258,11 +258,15 @@ def _rebuild(payload: Payload) -> _stridex.View:
             os.close(fd)
 
 
-def _placement(payload: Payload) -> tuple[Any, ...]:
+# The fields a handle's and a pool's import share, in their order (mypy counts the starred ones).
+_Placement = tuple[bytes, int, int, Sequence[int], Sequence[int], str, bool, Optional[bytes]]
+
+
+def _placement(payload: Payload) -> _Placement:
     """What a legacy handle's and a pool allocation's import take after the memory itself: the
     device, where the View lies in the shared range, its layout, and the producer's event."""
     fields = ("device_uuid", "offset", "extent", "shape", "strides", "dtype", "readonly", "event")
-    return tuple(payload[f] for f in fields)
+    return cast(_Placement, tuple(payload[f] for f in fields))
 
 
 def _import_handle(payload: Payload, keep: object) -> _stridex.View:
