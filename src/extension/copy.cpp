@@ -69,7 +69,8 @@ nb::object copy_into(nb::handle dst, nb::handle src, nb::handle stream) {
     const View out = target.view, in = py_view(o.ptr()).view;
     if (request.kind == StreamRequest::Kind::by_default) s = capturing_stream_or(s, out, in);
     if (sanitizer::on()) sanitizer::used(in, py_view(o.ptr()).source.ptr(), s, "stridex.copy (source)");
-    // Both are used on `s`: their allocators hear of it (the copy engine notes stridex's pools too).
+    // Both are used on `s`: pool memory behind another framework's owner is found by address (the
+    // copy engine notes pool owners itself).
     handed_to_stream(in, s);
     handed_to_stream(out, s);
     std::intptr_t ready;
