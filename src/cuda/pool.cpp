@@ -15,7 +15,6 @@
 #include <array>
 #include <atomic>
 #include <bit>
-#include <cstdio>
 #include <limits>
 #include <map>
 #include <memory>
@@ -175,12 +174,6 @@ std::uint64_t pool_attribute(Driver& d, CUmemoryPool pool, int attribute) noexce
     if (d.try_call(d.raw().mem_pool_get_attribute, pool, attribute, static_cast<void*>(&value)) != result::success)
         return 0;
     return value;
-}
-
-std::string hex(const void* p) {
-    char buffer[32];
-    std::snprintf(buffer, sizeof buffer, "%#llx", static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p)));
-    return buffer;
 }
 
 [[noreturn]] void fail_out_of_memory(Driver& d, const DevicePool& pool, int ordinal, std::size_t bytes) {
@@ -465,7 +458,8 @@ Allocation allocate_from_pool(Driver& d, std::size_t bytes, int ordinal, CUstrea
     }
     if (r == result::out_of_memory) fail_out_of_memory(d, pool, ordinal, bytes);
     if (r == result::invalid_handle || r == result::invalid_context)
-        fail(ErrorKind::value, "cuda:", ordinal, ": cannot allocate on stream ", hex(stream),
+        fail(ErrorKind::value, "cuda:", ordinal, ": cannot allocate on stream ",
+             hex(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(stream))),
              ": the stream is invalid or destroyed, or belongs to another device (", d.describe(r), ")");
     if (r != result::success) d.fail_call("cuMemAllocFromPoolAsync", r);
     {
