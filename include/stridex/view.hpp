@@ -130,6 +130,9 @@ public:
     // boundary without a copy, which would cost two atomic updates): the View keeps nothing alive
     // afterwards, so only its destruction may follow.
     Owner take_owner() && noexcept { return std::move(owner_); }
+    // Replaces the keep-alive with one that keeps at least the same memory alive (it usually holds
+    // the old one: the Python layer wraps a producer's owner to act when it is released).
+    void set_owner(Owner owner) noexcept { owner_ = std::move(owner); }
     // The stream the data is ready on (kNoStream: nothing pending), in the encoding above.
     std::intptr_t stream() const noexcept { return stream_.encoded(); }
     // Replaces the stream and drops the Pending below: whoever says the data is ready on a stream

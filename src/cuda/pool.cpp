@@ -33,10 +33,13 @@
 namespace stridex::cuda {
 namespace {
 
-// A stream that used a block, with its device (events are made in the device's context).
+// A stream that used a block, with its device (events are made in the device's context) and what
+// keeps the stream itself alive until the release recorded its event (the stream object a Python
+// caller passed; empty where only a handle was given).
 struct Use {
     CUstream stream;
     int ordinal;
+    Owner keep;
 };
 
 void raise_max(std::atomic<std::uint64_t>& peak, std::uint64_t value) noexcept {
@@ -638,7 +641,7 @@ DeviceBlock* block_of(const Owner& owner) noexcept {
 }
 
 // Work on `stream` uses block `b`: its free waits for that stream (an event at the release).
-void note_block_use(DeviceBlock& b, CUstream stream, int ordinal) noexcept {
+void note_block_use(DeviceBlock& b, CUstream stream, int ordinal, const Owner& keep) noexcept {
     if (b.home == stream) return;
     if (b.capture != 0) {
         // Work its own graph's capture queues runs at the graph's launches, which complete before
@@ -657,10 +660,13 @@ void note_block_use(DeviceBlock& b, CUstream stream, int ordinal) noexcept {
         }
     }
     const std::lock_guard lock(b.mutex);
-    for (const Use& u : b.others)
-        if (u.stream == stream) return;
+    for (Use& u : b.others)
+        if (u.stream == stream) {
+            if (!u.keep) u.keep = keep;
+            return;
+        }
     try {
-        b.others.push_back({stream, ordinal});
+        b.others.push_back({stream, ordinal, keep});
     } catch (...) {  // no memory for the record: the free cannot be ordered after this stream
     }
 }
@@ -719,9 +725,9 @@ Allocation allocate_pinned(std::size_t bytes) {
     return {p, std::move(owner)};
 }
 
-bool note_use(const Owner& owner, CUstream stream, int ordinal) noexcept {
+bool note_use(const Owner& owner, CUstream stream, int ordinal, const Owner& keep) noexcept {
     if (DeviceBlock* block = block_of(owner)) {
-        note_block_use(*block, stream, ordinal);
+        note_block_use(*block, stream, ordinal, keep);
         return true;
     }
     void* c = owner.callback_context(&release_pinned);
@@ -731,7 +737,7 @@ bool note_use(const Owner& owner, CUstream stream, int ordinal) noexcept {
     for (const Use& u : pinned->uses)
         if (u.stream == stream) return true;
     try {
-        pinned->uses.push_back({stream, ordinal});
+        pinned->uses.push_back({stream, ordinal, keep});
     } catch (...) {  // no memory for the record: the block is reused after the others only
     }
     return true;
@@ -764,8 +770,8 @@ bool with_block_at(const void* data, int ordinal, Fn&& fn) noexcept {
 }
 }  // namespace
 
-void note_use_at(const void* data, CUstream stream, int ordinal) noexcept {
-    (void)with_block_at(data, ordinal, [&](DeviceBlock& b) { note_block_use(b, stream, ordinal); });
+void note_use_at(const void* data, CUstream stream, int ordinal, const Owner& keep) noexcept {
+    (void)with_block_at(data, ordinal, [&](DeviceBlock& b) { note_block_use(b, stream, ordinal, keep); });
 }
 
 bool in_pool(const void* data, int ordinal) noexcept {

@@ -69,10 +69,9 @@ nb::object copy_into(nb::handle dst, nb::handle src, nb::handle stream) {
     const View out = target.view, in = py_view(o.ptr()).view;
     if (request.kind == StreamRequest::Kind::by_default) s = capturing_stream_or(s, out, in);
     if (sanitizer::on()) sanitizer::used(in, py_view(o.ptr()).source.ptr(), s, "stridex.copy (source)");
-    // Both are used on `s`: pool memory behind another framework's owner is found by address (the
-    // copy engine notes pool owners itself).
-    handed_to_stream(in, s);
-    handed_to_stream(out, s);
+    // Both are used on `s`: their allocators hear of it (the copy engine notes stridex's pools too).
+    handed_to_stream(in, request.object, s);
+    handed_to_stream(out, request.object, s);
     std::intptr_t ready;
     {
         nb::gil_scoped_release release;
@@ -89,12 +88,13 @@ nb::object fresh(View v) { return wrap_view(std::move(v), nb::none()); }
 // allocator=, like= or the process default names another.
 nb::object copy_of(const PyView& self, Device target, Order order, nb::handle stream, nb::handle allocator,
                    nb::handle like) {
-    const std::intptr_t s = engine_stream(parse_stream(stream.ptr()));
+    const StreamRequest request = parse_stream(stream.ptr());
+    const std::intptr_t s = engine_stream(request);
     std::optional<PyAllocator> holder;
     const Allocator* a = choose_allocator(allocator, like, holder);
     View out;
     if (sanitizer::on()) sanitizer::used(self.view, self.source.ptr(), s, "View.copy");
-    handed_to_stream(self.view, s);
+    handed_to_stream(self.view, request.object, s);
     {
         nb::gil_scoped_release release;
         out = copy_to(self.view, target, order, s, a);

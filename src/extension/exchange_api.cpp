@@ -108,8 +108,8 @@ int managed_tensor_from_py_object_no_sync(void* py_object, DLManagedTensorVersio
         if (sanitizer::on())
             sanitizer::used(v, py_view(o).source.ptr(), cuda::StreamRef::kLegacy, "DLPack exchange API");
         // The protocol names no consumer's stream: the work stream it was given (the legacy default
-        // stream) is the one stridex's pool is told.
-        handed_to_stream(v, cuda::StreamRef::kLegacy);
+        // stream) is the one stridex can tell the allocators.
+        handed_to_stream(v, nullptr, cuda::StreamRef::kLegacy);
         *out = dlpack::export_versioned(v, 0);
         return 0;
     } catch (...) {
@@ -170,8 +170,8 @@ int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
         if (sanitizer::on())
             sanitizer::used(v, py_view(o).source.ptr(), cuda::StreamRef::kLegacy, "DLPack exchange API");
         // The protocol names no consumer's stream: the work stream it was given (the legacy default
-        // stream) is the one stridex's pool is told.
-        handed_to_stream(v, cuda::StreamRef::kLegacy);
+        // stream) is the one stridex can tell the allocators.
+        handed_to_stream(v, nullptr, cuda::StreamRef::kLegacy);
     } catch (...) {
         set_python_error_from_current_exception();
         return -1;

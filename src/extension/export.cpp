@@ -203,7 +203,7 @@ PyObject* dlpack_export(PyObject* self, const DlpackArgs& a) {
     if (sanitizer::on())
         sanitizer::used(v, py_view(self).source.ptr(), stream.value_or(cuda::StreamRef::kLegacy), "View.__dlpack__",
                         stream == kNoStream);
-    handed_to_stream(v, stream.value_or(cuda::StreamRef::kLegacy));
+    handed_to_stream(v, nullptr, stream.value_or(cuda::StreamRef::kLegacy));
     if (source.is_cuda_family() && (v.stream() != kNoStream || v.pending())) {
         if (!stream && source.host_accessible())
             host_sync(v);  // None: maybe a host reader (torch reads pinned memory as CPU memory)

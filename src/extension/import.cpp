@@ -142,13 +142,14 @@ PyObject* import_protocols(PyObject* obj, const StreamRequest& request, Result& 
     bool offered = false;
     auto done = [&](bool order) {
         View& v = result.view();
+        if (e.row && e.row->records_streams) watch_streams(v, obj);  // its allocator hears of streams
         if (order && v.device().is_cuda_family())
             order_consumer_stream(v, request, ready);
         else
             v.set_stream(kNoStream);  // host memory: nothing is ever pending
         if (sanitizer::on())
             sanitizer::imported(obj, request, ready, v, e.row && e.row->ignores_stream, !result.python(), false);
-        if (request.kind != StreamRequest::Kind::no_sync) handed_to_stream(v, v.stream());
+        if (request.kind != StreamRequest::Kind::no_sync) handed_to_stream(v, request.object, v.stream());
         // Only an opaque element has a description; one left by a protocol that failed is dropped.
         return result.publish(obj, v.dtype().is_opaque_bytes() ? std::move(element) : nb::object());
     };
@@ -333,7 +334,8 @@ PyObject* import_into(PyObject* obj, const StreamRequest& request, Result& resul
         if (sanitizer::on())
             sanitizer::imported(in->source.ptr(), request, in->view.stream(), result.view(), false, !result.python(),
                                 true);
-        if (request.kind != StreamRequest::Kind::no_sync) handed_to_stream(result.view(), result.view().stream());
+        if (request.kind != StreamRequest::Kind::no_sync)
+            handed_to_stream(result.view(), request.object, result.view().stream());
         return result.publish(in->source.ptr() ? in->source.ptr() : Py_None, in->element);
     }
     if (type == &PyCapsule_Type) {

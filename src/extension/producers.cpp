@@ -38,6 +38,7 @@ constexpr std::array kRows{
                 .takes_per_thread = false,
                 .spell_none = true,
                 .refusals_final = true,
+                .records_streams = true,
                 .why = "torch < 2.9: __dlpack__(stream) only; stream 2 raises BufferError (pytorch#150217), 0 asserts; "
                        "what __dlpack__ refuses (a conjugate view) __cuda_array_interface__ would export wrongly"},
     ProducerRow{.name = "torch",
@@ -49,6 +50,7 @@ constexpr std::array kRows{
                 .spell_none = true,
                 .exchange_skips_refusals = true,
                 .refusals_final = true,
+                .records_streams = true,
                 .shortcuts = {Shortcut::torch_borrowed, Shortcut::torch_getter},
                 .why = "torch >= 2.9: stream 2 raises BufferError, 0 asserts; BufferError unless the tensor is on the "
                        "current device; >= 2.10 defaults to stream -1, so None is spelt out; its exchange API exports "

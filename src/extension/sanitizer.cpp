@@ -4,6 +4,8 @@
 // callable or a warning filter may run Python code that hands over again.
 #include "sanitizer.hpp"
 
+#include "handover.hpp"
+
 #include <nanobind/stl/string.h>
 
 #include <algorithm>
@@ -244,6 +246,9 @@ void released(View& view, nb::object& source) noexcept {
         // An export of this View (a capsule, a consumer's tensor) shares its keep-alive: then the
         // memory outlives it whatever happens to the owner object.
         if (!owner || owner == Py_None || view.owner().use_count() > 1) return;
+        // torch's allocator hears of the View's stream at its release (handover.hpp): it reuses
+        // the memory only after that stream's work.
+        if (allocator_told(view)) return;
         if (view.stream() == kNoStream || !view.device().is_cuda_family()) return;
         if (view.device().type == DeviceType::kCUDA && cuda::in_pool(view.ptr(), view.device().id)) return;
         const Entry probe = make_entry(view, nullptr, nullptr, kNoStream, view.stream(), "View released");

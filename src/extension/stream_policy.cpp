@@ -161,7 +161,8 @@ StreamRequest parse_stream(PyObject* stream) {
         if (PyBool_Check(stream)) fail(ErrorKind::type, kAccepted, "; found bool");
         return from_int(stream);
     }
-    const StreamRequest request = from_object(stream);
+    StreamRequest request = from_object(stream);
+    request.object = stream;
     if (sanitizer::on()) sanitizer::stream_object_seen(stream, request.handle);
     return request;
 }

@@ -27,7 +27,8 @@ struct StreamRequest {
         on_stream,   // an explicit stream: 1 legacy, 2 per-thread, or a CUstream handle (never 0)
     };
     Kind kind = Kind::by_default;
-    std::intptr_t handle = 0;  // on_stream only
+    std::intptr_t handle = 0;    // on_stream only
+    PyObject* object = nullptr;  // the stream object given (borrowed, for the call), or nullptr
 
     // The stream the caller will use the data on: the legacy default stream for the default request.
     std::intptr_t consumer() const noexcept { return kind == Kind::on_stream ? handle : cuda::StreamRef::kLegacy; }

@@ -82,6 +82,25 @@ TEST(DevicePool, AReleaseWaitsForEveryOtherStreamThatUsedTheMemory) {
     fake->expect_clean();
 }
 
+TEST(DevicePool, AStreamIsKeptAliveUntilTheReleaseRecordedItsEvent) {
+    FakeCuda fake;
+    bool dropped = false;
+    {
+        Allocation a = device_bytes(MiB, 0x5010);
+        stridex::Owner stream_object = stridex::Owner::from_action([&dropped]() noexcept { dropped = true; });
+        const stridex::cuda::ContextGuard guard(0);
+        stridex::cuda::note_use(a.owner, kOther, 0, stream_object);
+        stridex::cuda::note_use(a.owner, kOther, 0);  // once per stream: the object stays
+        stream_object.reset();
+        EXPECT_FALSE(dropped);  // the block holds the stream's object
+        (void)fake->take_log();
+    }
+    EXPECT_TRUE(dropped);
+    EXPECT_EQ(fake->take_log(), (Log{"event_create e1", "record e1 on s5020 ctx0", "wait s5010 on e1",
+                                     "free_async p5e0000000000 on s5010"}));
+    fake->expect_clean();
+}
+
 TEST(DevicePool, TheCopyEngineNotesTheStreamsItUsesPoolMemoryOn) {
     FakeCuda fake;
     {

@@ -122,6 +122,31 @@ def test_reuse_after_release(torch, cupy):
     assert reports == []
 
 
+def test_torchs_allocator_is_told_the_stream_so_nothing_races(torch):
+    # The same program with torch's memory: stridex records the side stream with torch's allocator
+    # at the hand-over (handover.hpp), so the block is not handed out again and nothing is reported.
+    side = torch.cuda.Stream()
+    x = torch.ones(N, device="cuda")
+    before = x.data_ptr()
+
+    def hand_over():
+        nonlocal x
+        v = stridex.view(x, stream=side)
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(SLEEP)
+            y = torch.from_dlpack(v) * 2
+        del v, x
+        z = torch.empty(N, device="cuda")
+        assert z.data_ptr() != before, "torch reused the block while the side stream reads it"
+        assert not side.query()
+        stridex.view(z)
+        hand_over.kept = (y, z)
+
+    assert recorded(hand_over) == []
+    torch.cuda.synchronize()
+    assert torch.equal(hand_over.kept[0], torch.full((N,), 2.0, device="cuda"))
+
+
 def test_release_with_pending_consumer_work(torch, cupy):
     side = torch.cuda.Stream()
 
@@ -142,6 +167,16 @@ def test_release_with_pending_consumer_work(torch, cupy):
     assert "hand-over: stridex.view, producer cupy.ndarray" in reports[0]
     torch.cuda.synchronize()
     assert seeded(wait=True) == []
+
+    # torch's allocator was told the stream: the same release of a torch tensor is no race
+    def torch_hand_over():
+        v = stridex.view(torch.ones(N, device="cuda"), stream=side)
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(SLEEP)
+            torch.from_dlpack(v).mul_(2)
+        del v
+
+    assert recorded(torch_hand_over) == []
 
 
 def test_raise_mode_on_gpu(torch):

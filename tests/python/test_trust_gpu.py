@@ -2,7 +2,8 @@
 
 - memory handed to a stream stridex was told about (an export with a stream, an import for a stream,
   a copy) is never handed to another stream while that stream may still read it: stridex's pool
-  orders the free after it (torch's caching allocator is not told: docs/memory.md says why);
+  orders the free after it, and torch's caching allocator is told of it when stridex's last
+  reference to the tensor goes;
 - a graph that captured stridex calls launches any number of times whatever API instantiated it
   (CuPy, raw CUDA with flags 0, torch), its kept results rewritten by every launch; capture/launch/
   destroy cycles leave the memory where it started; the interpreter exits cleanly after a failed
@@ -15,6 +16,7 @@ returned while it slept. Skips without a CUDA GPU."""
 from __future__ import annotations
 
 import ctypes
+import gc
 import subprocess
 import sys
 import textwrap
@@ -112,6 +114,98 @@ def test_pool_memory_read_by_cupy_on_its_stream_is_not_reused():
     torch.cuda.synchronize()
     assert int((out == 5).sum()) == N
     assert torch.equal(torch.from_dlpack(fresh), torch.full((N,), -1, dtype=torch.int32, device="cuda"))
+
+
+@needs_torch
+def test_a_torch_tensor_handed_to_another_stream_is_recorded_with_torchs_allocator():
+    a = torch.cuda.Stream()
+    t = torch.full((N,), 9, dtype=torch.int32, device="cuda")  # allocated on the current stream
+    torch.cuda.synchronize()
+    out = torch.empty(N, dtype=torch.int32, device="cuda")
+    with torch.cuda.stream(a):
+        torch.cuda._sleep(SLEEP_CYCLES)
+        v = stridex.view(t, stream=a)  # the hand-over names stream a
+        out.copy_(torch.from_dlpack(v))
+    del v, t  # torch's block goes back to its pool: stridex told torch's allocator of stream a
+    again = torch.full((N,), -1, dtype=torch.int32, device="cuda")
+    assert busy(a)
+    torch.cuda.synchronize()
+    assert torch.equal(out, torch.full((N,), 9, dtype=torch.int32, device="cuda"))
+    assert int(again.sum()) == -N
+
+
+@needs_torch
+@needs_cupy
+def test_a_torch_tensor_handed_to_a_cupy_stream_that_goes_first_is_released_safely():
+    # torch's allocator is told of the CuPy stream when stridex's last reference goes (through a
+    # private torch stream), never by record_stream on the CuPy stream itself, which would crash at
+    # the tensor's free once that stream is destroyed.
+    t = torch.full((N,), 4, dtype=torch.int32, device="cuda")
+    torch.cuda.synchronize()
+    s = cupy.cuda.Stream(non_blocking=True)
+    v = stridex.view(t, stream=s)
+    with s:
+        out = cupy.from_dlpack(v).copy()
+    s.synchronize()
+    del v
+    del s  # the consumer's stream is destroyed first
+    gc.collect()
+    del t
+    torch.cuda.synchronize()
+    again = torch.empty(N, dtype=torch.int32, device="cuda")
+    assert int((out == 4).sum()) == N
+    del again
+
+
+@needs_torch
+@needs_cupy
+def test_a_torch_tensor_exported_to_a_bare_stream_handle_that_goes_first_is_released_safely():
+    # cupy.from_dlpack sends __dlpack__(stream=<int>): a stream stridex cannot keep alive, so
+    # torch's allocator is not told of it (it would order after a destroyed stream at the release).
+    t = torch.full((N,), 6, dtype=torch.int32, device="cuda")
+    torch.cuda.synchronize()
+    v = stridex.view(t)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        out = cupy.from_dlpack(v).copy()
+    s.synchronize()
+    del s
+    gc.collect()
+    del v, t
+    torch.cuda.synchronize()
+    assert int((out == 6).sum()) == N
+
+
+@needs_torch
+@needs_cupy
+def test_a_torch_tensor_released_inside_a_capture_of_its_consumer_stream_is_told_after_it():
+    # The last reference goes while the consumer's stream captures: ordering a stream outside the
+    # capture after it then would break the capture, so torch's allocator is told once the capture
+    # ended (at the next import of a torch tensor), and until then the tensor is kept.
+    t = torch.full((N,), 5, dtype=torch.int32, device="cuda")
+    ptr = t.data_ptr()
+    torch.cuda.synchronize()
+    cs = cupy.cuda.Stream(non_blocking=True)
+    y = cupy.zeros(N, dtype=cupy.int32)
+    v = stridex.view(t, stream=cs)
+    del t
+    with cs:
+        cs.begin_capture()
+        try:
+            x = cupy.from_dlpack(v)
+            cupy.multiply(x, 2, out=y)
+            del x, v  # stridex's last reference to the tensor goes inside the capture
+        finally:
+            graph = cs.end_capture()
+    for _ in range(3):
+        graph.launch(stream=cs)
+    cs.synchronize()
+    assert int((y == 10).sum()) == N
+    kept = torch.empty(N, dtype=torch.int32, device="cuda")
+    assert kept.data_ptr() != ptr, "torch reused the tensor's block before its release was ordered"
+    stridex.view(torch.zeros(1, device="cuda"), stream=torch.cuda.Stream())  # the deferred release runs
+    torch.cuda.synchronize()
+    del graph, kept
 
 
 @needs_torch

@@ -85,12 +85,15 @@ Allocation allocate_pinned(std::size_t bytes);
 
 // Tells the pool that work on `stream` (of GPU `ordinal`) uses the memory `owner` keeps alive, so
 // that its release waits for that work (an event recorded on `stream` at the release, waited for by
-// the freeing stream; no host block). Once per stream and block. Returns whether `owner` keeps
-// memory of a pool alive (a device or the pinned pool's block); no effect for other memory.
-bool note_use(const Owner& owner, CUstream stream, int ordinal) noexcept;
+// the freeing stream; no host block). Once per stream and block. `keep`, where given, keeps the
+// stream alive until then (a handle recorded after its stream was destroyed is undefined: without
+// `keep` the caller must keep the stream alive while the memory lives, as for the allocation
+// stream). Returns whether `owner` keeps memory of a pool alive (a device or the pinned pool's
+// block); no effect for other memory.
+bool note_use(const Owner& owner, CUstream stream, int ordinal, const Owner& keep = {}) noexcept;
 // The same for the pool block that holds `data` on GPU `ordinal`, whatever owner keeps it alive (a
 // torch tensor made from a View of pool memory). No effect when no block of the pool holds it.
-void note_use_at(const void* data, CUstream stream, int ordinal) noexcept;
+void note_use_at(const void* data, CUstream stream, int ordinal, const Owner& keep = {}) noexcept;
 // Whether a block of GPU `ordinal`'s pool holds `data` (the sanitizer: such memory's reuse is
 // ordered by the pool).
 bool in_pool(const void* data, int ordinal) noexcept;
