@@ -71,9 +71,10 @@ struct ProducerRow {
                                    // cuda.core, nanobind): the sanitizer reports such a hand-over
                                    // while the producer's stream has pending work, as NO_SYNC
     bool records_streams = false;  // its arrays' allocator takes the streams that use them (torch:
-                                   // Tensor.record_stream): stridex tells it every stream a View of
-                                   // one was handed to, through a private stream of the framework's,
-                                   // when its last reference to the memory goes (handover.hpp)
+                                   // Tensor.record_stream): stridex tells it the streams a View of
+                                   // one was handed to whose lifetime it knows, through a private
+                                   // stream of the framework's, when its last reference to the
+                                   // memory goes (handover.hpp)
     // ---- performance: the framework shortcuts the producer's arrays may take ----
     ShortcutSet shortcuts{};  // entries of the registry (shortcuts.hpp) that give, for this
                               // producer's versions, exactly what its public protocol would:
