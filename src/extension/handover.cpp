@@ -79,12 +79,14 @@ std::vector<Watched*>* g_deferred = nullptr;
 // consumer stream captures.
 bool finish(Watched& w) noexcept {
     try {
-        // A stand-in of the framework's type has no record_stream: nothing to tell (and its streams
-        // may be no real streams).
-        nb::object record = nb::steal(attr_or_null(w.array, "record_stream"));
-        if (record.is_valid() && !w.streams.empty()) {
-            if (consumer_capturing(w)) return false;
-            tell_allocator(w, record);
+        if (!w.streams.empty()) {
+            // A stand-in of the framework's type has no record_stream: nothing to tell (and its
+            // streams may be no real streams).
+            nb::object record = nb::steal(attr_or_null(w.array, "record_stream"));
+            if (record.is_valid()) {
+                if (consumer_capturing(w)) return false;
+                tell_allocator(w, record);
+            }
         }
     } catch (nb::python_error& e) {
         e.discard_as_unraisable("stridex: telling torch's allocator the streams a View was handed to");
@@ -121,16 +123,16 @@ void release_watched(void* context) noexcept {
         (void)std::move(w->inner).into_callback();
         return;
     }
-    const nb::gil_scoped_acquire gil;
-    retry_deferred();
-    if (finish(*w)) return;
-    try {
-        if (!g_deferred) g_deferred = new std::vector<Watched*>();
-        g_deferred->push_back(w.get());
+    with_gil([&w]() noexcept {
+        retry_deferred();
+        if (finish(*w)) return;
+        try {
+            if (!g_deferred) g_deferred = new std::vector<Watched*>();
+            g_deferred->push_back(w.get());
+        } catch (...) {  // no memory to wait: the array is kept for the process (never a reuse race)
+        }
         (void)w.release();
-    } catch (...) {  // no memory to wait: the array is kept for the process (never a reuse race)
-        (void)w.release();
-    }
+    });
 }
 
 Watched* watched_of(const Owner& owner) noexcept {

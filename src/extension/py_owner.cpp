@@ -6,23 +6,6 @@ namespace nb = nanobind;
 namespace stridex::python {
 
 namespace {
-// Runs f with the GIL held, taking it only when this thread does not hold it already: a View is
-// most often dropped by Python code, and PyGILState_Ensure/Release cost two thread-local lookups
-// each. From Python 3.12 the current thread state is per thread and NULL while this thread has
-// released the GIL, so it answers cheaply; before 3.12 it is one global (the GIL holder's, whoever
-// that is), which says nothing about this thread, so the GIL is always taken there.
-template <class F>
-void with_gil(F&& f) noexcept {
-#if PY_VERSION_HEX >= 0x030D0000
-    if (PyThreadState_GetUnchecked() != nullptr) return f();
-#elif PY_VERSION_HEX >= 0x030C0000
-    if (_PyThreadState_UncheckedGet() != nullptr) return f();
-#endif
-    PyGILState_STATE gil = PyGILState_Ensure();
-    f();
-    PyGILState_Release(gil);
-}
-
 void release_reference(void* object) noexcept {
     if (interpreter_finalizing()) return;  // deliberately leaked: see owner_of
     with_gil([object] { Py_DECREF(static_cast<PyObject*>(object)); });

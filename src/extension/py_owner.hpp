@@ -32,6 +32,23 @@ struct PyView {
 // `element` is the producer's description of opaque elements, carried over to derived views.
 nanobind::object wrap_view(View view, nanobind::object source, nanobind::object element = {});
 
+// Runs f with the GIL held, taking it only when this thread does not hold it already: a View is
+// most often dropped by Python code, and PyGILState_Ensure/Release cost two thread-local lookups
+// each. From Python 3.12 the current thread state is per thread and NULL while this thread has
+// released the GIL, so it answers cheaply; before 3.12 it is one global (the GIL holder's, whoever
+// that is), which says nothing about this thread, so the GIL is always taken there.
+template <class F>
+inline void with_gil(F&& f) noexcept {
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyThreadState_GetUnchecked() != nullptr) return f();
+#elif PY_VERSION_HEX >= 0x030C0000
+    if (_PyThreadState_UncheckedGet() != nullptr) return f();
+#endif
+    PyGILState_STATE gil = PyGILState_Ensure();
+    f();
+    PyGILState_Release(gil);
+}
+
 // True once the interpreter is shutting down (or gone): taking the GIL then would hang or crash,
 // so releases leak instead. Inline: the test-only module uses it too.
 inline bool interpreter_finalizing() noexcept {
