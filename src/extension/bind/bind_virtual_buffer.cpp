@@ -38,6 +38,13 @@ auto locked(const PyVirtualBuffer& self, F&& f) {
     const std::lock_guard lock(self.mutex);
     return f(self.buffer);
 }
+// A property's getter: `Getter` of the buffer, read under its mutex (a quick read that never waits
+// for the GIL while holding it).
+template <auto Getter>
+auto read(const PyVirtualBuffer& self) {
+    return locked(self, [](const VirtualBuffer& b) { return (b.*Getter)(); });
+}
+
 template <class F>
 auto unlocked_gil(PyVirtualBuffer& self, F&& f) {
     nb::gil_scoped_release release;  // before the mutex: a holder of the mutex never needs the GIL
@@ -128,60 +135,33 @@ void bind_virtual_buffer(nb::module_& m) {
             "(default 0), or devices: several, chunk i on devices[i % n] (striping, needs peer access); "
             "chunk_size: bytes per chunk (default capacity/64), rounded up to the allocation granularity; "
             "shareable: chunks exportable as file descriptors, so views pickle to other processes (stridex.ipc).")
-        .def_prop_ro(
-            "base", [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.base(); }); },
-            "The DevicePtr of byte 0: fixed for the buffer's life (growing maps more, never moves it).")
-        .def_prop_ro(
-            "size", [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.size(); }); },
-            "Bytes mapped and usable now.")
-        .def_prop_ro(
-            "capacity",
-            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.capacity(); }); },
-            "Bytes of address range reserved: the most size can grow to.")
-        .def_prop_ro(
-            "chunk_size",
-            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.chunk_size(); }); },
-            "Bytes per chunk, a multiple of granularity.")
-        .def_prop_ro(
-            "granularity",
-            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.granularity(); }); },
-            "The driver's allocation granularity in bytes: chunk sizes are its multiples.")
-        .def_prop_ro(
-            "num_chunks",
-            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.num_chunks(); }); },
-            "Chunks mapped now.")
-        .def_prop_ro(
-            "mapped_bytes",
-            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.mapped_bytes(); }); },
-            "Bytes of physical memory held now (0 while sleeping).")
-        .def_prop_ro(
-            "devices",
-            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.devices(); }); },
-            "CUDA ordinals; chunk i lives on devices[i % len(devices)]")
+        .def_prop_ro("base", &read<&VirtualBuffer::base>,
+                     "The DevicePtr of byte 0: fixed for the buffer's life (growing maps more, never moves it).")
+        .def_prop_ro("size", &read<&VirtualBuffer::size>, "Bytes mapped and usable now.")
+        .def_prop_ro("capacity", &read<&VirtualBuffer::capacity>,
+                     "Bytes of address range reserved: the most size can grow to.")
+        .def_prop_ro("chunk_size", &read<&VirtualBuffer::chunk_size>, "Bytes per chunk, a multiple of granularity.")
+        .def_prop_ro("granularity", &read<&VirtualBuffer::granularity>,
+                     "The driver's allocation granularity in bytes: chunk sizes are its multiples.")
+        .def_prop_ro("num_chunks", &read<&VirtualBuffer::num_chunks>, "Chunks mapped now.")
+        .def_prop_ro("mapped_bytes", &read<&VirtualBuffer::mapped_bytes>,
+                     "Bytes of physical memory held now (0 while sleeping).")
+        .def_prop_ro("devices", &read<&VirtualBuffer::devices>,
+                     "CUDA ordinals; chunk i lives on devices[i % len(devices)]")
         .def_prop_ro(
             "device",
             [](const PyVirtualBuffer& s) {
                 return locked(s, [](const VirtualBuffer& b) { return Device::cuda(b.devices().front()); });
             },
             "The stridex.Device of chunk 0 (cuda:N).")
-        .def_prop_ro(
-            "sleeping",
-            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.sleeping(); }); },
-            "True between sleep() and wake(): the address range is kept, its physical memory released.")
-        .def_prop_ro(
-            "contents_lost",
-            [](const PyVirtualBuffer& s) {
-                return locked(s, [](const VirtualBuffer& b) { return b.contents_lost(); });
-            },
-            "True after wake() following sleep(keep_contents=False): the bytes are undefined")
-        .def_prop_ro(
-            "live_views",
-            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.live_views(); }); },
-            "Views of this buffer still alive (close() waits for none; shrink() refuses to unmap under one).")
-        .def_prop_ro(
-            "closed",
-            [](const PyVirtualBuffer& s) { return locked(s, [](const VirtualBuffer& b) { return b.closed(); }); },
-            "True after close(): every method but the properties raises.")
+        .def_prop_ro("sleeping", &read<&VirtualBuffer::sleeping>,
+                     "True between sleep() and wake(): the address range is kept, its physical memory released.")
+        .def_prop_ro("contents_lost", &read<&VirtualBuffer::contents_lost>,
+                     "True after wake() following sleep(keep_contents=False): the bytes are undefined")
+        .def_prop_ro("live_views", &read<&VirtualBuffer::live_views>,
+                     "Views of this buffer still alive (close() waits for none; shrink() refuses to unmap under one).")
+        .def_prop_ro("closed", &read<&VirtualBuffer::closed>,
+                     "True after close(): every method but the properties raises.")
         .def_prop_ro(
             "stats",
             [](const PyVirtualBuffer& s) {

@@ -6,15 +6,16 @@
 #include <nanobind/stl/string.h>  // snapshot()'s device names
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <utility>
 
 #include "common/python_compat.hpp"
 #include "stridex/cuda/stream.hpp"
+#include "stridex/error.hpp"
 
 namespace nb = nanobind;
 
@@ -128,10 +129,7 @@ std::string format_stack(const Stack& s) {
 }
 
 std::string range_name(const Entry& e) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "[0x%llx, 0x%llx) (%llu bytes)", static_cast<unsigned long long>(e.lo),
-                  static_cast<unsigned long long>(e.hi), static_cast<unsigned long long>(e.hi - e.lo));
-    return buf;
+    return "[" + hex(e.lo) + ", " + hex(e.hi) + ") (" + std::to_string(e.hi - e.lo) + " bytes)";
 }
 
 // "torch.Tensor": the top-level package of the type's module, and the type's name.
@@ -206,9 +204,7 @@ std::string stream_name(std::intptr_t s) {
     if (s == kNoStream) return "none";
     if (s == cuda::StreamRef::kLegacy) return "legacy default stream";
     if (s == cuda::StreamRef::kPerThread) return "per-thread default stream";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "stream 0x%llx", static_cast<unsigned long long>(s));
-    return buf;
+    return "stream " + hex(static_cast<std::uint64_t>(s));
 }
 
 std::string describe(const char* label, const Entry& e) {
