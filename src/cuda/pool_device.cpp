@@ -150,15 +150,7 @@ Allocation allocate_from_pool(Driver& d, std::size_t bytes, int ordinal, CUstrea
     raise_max(pool.peak, pool.in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes);
     pool.live.fetch_add(1, std::memory_order_relaxed);
     void* data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(block->ptr));
-    Owner owner;
-    try {
-        owner = Owner::from_callback(&release_device, block.get());
-    } catch (...) {
-        release_device(block.release());
-        throw;
-    }
-    (void)block.release();  // the owner frees it now
-    return {data, std::move(owner)};
+    return {data, owner_of_block(std::move(block), &release_device)};
 }
 
 // ---- memory a CUDA graph owns --------------------------------------------------------------------

@@ -100,6 +100,21 @@ struct Pools {
     explicit Pools(Driver* d) : driver(d) {}
 };
 
+// An Owner that runs `release(block)` once no View holds the block; where making the Owner fails,
+// the block is released at once and the error propagates (nothing leaks).
+template <class Block>
+Owner owner_of_block(std::unique_ptr<Block> block, void (*release)(void*) noexcept) {
+    Owner owner;
+    try {
+        owner = Owner::from_callback(release, block.get());
+    } catch (...) {
+        release(block.release());
+        throw;
+    }
+    (void)block.release();  // the owner releases it now
+    return owner;
+}
+
 // The pools of `d`, made at its first use (pool.cpp).
 Pools& pools_of(Driver& d);
 

@@ -124,15 +124,7 @@ Allocation pools::allocate_pageable(std::size_t bytes) {
     raise_max(pool.peak, pool.in_use.fetch_add(size, std::memory_order_relaxed) + size);
     pool.live.fetch_add(1, std::memory_order_relaxed);
     auto block = std::make_unique<PageableBlock>(PageableBlock{p, size});
-    Owner owner;
-    try {
-        owner = Owner::from_callback(&release_pageable, block.get());
-    } catch (...) {
-        release_pageable(block.release());
-        throw;
-    }
-    (void)block.release();
-    return {p, std::move(owner)};
+    return {p, owner_of_block(std::move(block), &release_pageable)};
 }
 
 void pools::trim_pageable() {

@@ -117,15 +117,7 @@ Allocation allocate_pinned(std::size_t bytes) {
     block->ptr = p;
     block->bytes = size;
     block->pid = ::getpid();
-    Owner owner;
-    try {
-        owner = Owner::from_callback(&release_pinned, block.get());
-    } catch (...) {
-        release_pinned(block.release());
-        throw;
-    }
-    (void)block.release();  // the owner returns it to the pool now
-    return {p, std::move(owner)};
+    return {p, owner_of_block(std::move(block), &release_pinned)};
 }
 
 bool pools::note_pinned_use(const Owner& owner, CUstream stream, int ordinal) noexcept {
