@@ -150,7 +150,8 @@ Allocation allocate_from_pool(Driver& d, std::size_t bytes, int ordinal, CUstrea
     raise_max(pool.peak, pool.in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes);
     pool.live.fetch_add(1, std::memory_order_relaxed);
     void* data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(block->ptr));
-    return {data, owner_of_block(std::move(block), &release_device)};
+    Owner owner = owner_of_block(std::move(block), &release_device);
+    return {data, std::move(owner)};
 }
 
 // ---- memory a CUDA graph owns --------------------------------------------------------------------

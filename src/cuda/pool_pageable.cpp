@@ -124,7 +124,8 @@ Allocation pools::allocate_pageable(std::size_t bytes) {
     raise_max(pool.peak, pool.in_use.fetch_add(size, std::memory_order_relaxed) + size);
     pool.live.fetch_add(1, std::memory_order_relaxed);
     auto block = std::make_unique<PageableBlock>(PageableBlock{p, size});
-    return {p, owner_of_block(std::move(block), &release_pageable)};
+    Owner owner = owner_of_block(std::move(block), &release_pageable);
+    return {p, std::move(owner)};
 }
 
 void pools::trim_pageable() {

@@ -117,7 +117,8 @@ Allocation allocate_pinned(std::size_t bytes) {
     block->ptr = p;
     block->bytes = size;
     block->pid = ::getpid();
-    return {p, owner_of_block(std::move(block), &release_pinned)};
+    Owner owner = owner_of_block(std::move(block), &release_pinned);
+    return {p, std::move(owner)};
 }
 
 bool pools::note_pinned_use(const Owner& owner, CUstream stream, int ordinal) noexcept {
