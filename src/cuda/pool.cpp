@@ -1,7 +1,8 @@
-// stridex's own Allocator over its pools, the pools of each Driver, and what concerns them all:
-// note_use, trimming, a Driver going (memory.hpp, docs/memory.md). Each allocator has its file:
-// the device pools pool_device.cpp, the pinned size classes pool_pinned.cpp, the pageable cache
-// pool_pageable.cpp; what they share is pool_internal.hpp.
+// stridex's own Allocator over its pools, and what concerns them all: note_use, trimming, a Driver
+// going (memory.hpp, docs/memory.md). Each allocator has its file: the device pools
+// pool_device.cpp, the pinned size classes pool_pinned.cpp, the pageable cache pool_pageable.cpp;
+// below them, what they share is pool_internal.hpp and the pools of each Driver pool_registry.cpp.
+// This file only calls down into them.
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,30 +18,6 @@
 namespace stridex::cuda {
 
 using namespace pools;  // the shared blocks and pools (pool_internal.hpp)
-
-namespace {
-
-std::mutex& registry_mutex() {
-    static std::mutex m;
-    return m;
-}
-std::map<Driver*, std::unique_ptr<Pools>>& registry() {
-    static auto* r = new std::map<Driver*, std::unique_ptr<Pools>>();  // never destroyed: releases at exit use it
-    return *r;
-}
-std::atomic<Pools*> g_last{nullptr};
-
-}  // namespace
-
-Pools& pools::pools_of(Driver& d) {
-    Pools* p = g_last.load(std::memory_order_acquire);
-    if (p && p->driver == &d) return *p;
-    const std::lock_guard lock(registry_mutex());
-    auto& slot = registry()[&d];
-    if (!slot) slot = std::make_unique<Pools>(&d);
-    g_last.store(slot.get(), std::memory_order_release);
-    return *slot;
-}
 
 namespace {
 
@@ -96,19 +73,7 @@ void forget_pools(Driver& d) noexcept {
     // The pageable pool's blocks registered with it stay page-locked until the process ends: the
     // driver (a test's) is going, and must not be called again.
     pools::forget_pageable_registrations(d);
-    const std::lock_guard lock(registry_mutex());
-    const auto it = registry().find(&d);
-    if (it == registry().end()) return;
-    Pools* expected = it->second.get();
-    g_last.compare_exchange_strong(expected, nullptr);
-    // Kept (reachable, never destroyed): blocks still alive point at its counters.
-    static auto* retired = new (std::nothrow) std::vector<std::unique_ptr<Pools>>();
-    try {
-        if (retired) retired->push_back(std::move(it->second));
-    } catch (...) {  // no memory for the record: leak it instead
-        (void)it->second.release();
-    }
-    registry().erase(it);
+    pools::retire_pools(d);
 }
 }  // namespace detail
 

@@ -1,6 +1,6 @@
 // What stridex's allocators share (private to the library): the blocks and pools of the device pool
 // (pool_device.cpp) and of the pinned size classes (pool_pinned.cpp), the pools of each Driver
-// (pool.cpp), and the few calls one allocator's file makes into another's. The pageable cache
+// (pool_registry.cpp), and the calls pool.cpp makes into each allocator's file. The pageable cache
 // (pool_pageable.cpp) belongs to no Driver and keeps its state to itself.
 //
 // Fork safety is each block's: it records the process that allocated it (`pid`), and a release in
@@ -115,8 +115,11 @@ Owner owner_of_block(std::unique_ptr<Block> block, void (*release)(void*) noexce
     return owner;
 }
 
-// The pools of `d`, made at its first use (pool.cpp).
+// The pools of `d`, made at its first use (pool_registry.cpp).
 Pools& pools_of(Driver& d);
+// `d` is going: its pools are retired (kept, never destroyed: blocks still alive point at their
+// counters) and never found again.
+void retire_pools(Driver& d) noexcept;
 
 // pool_device.cpp: `owner` keeps a device pool block alive (its own or a capture's lease), and
 // work on `stream` uses it: true, and the block's free waits for that stream. False otherwise.
