@@ -231,6 +231,18 @@ void bind_ipc(nb::module_& m) {
                     nb::sig("def __reduce__(self) -> tuple[collections.abc.Callable[[dict[str, typing.Any]], View], "
                             "tuple[dict[str, typing.Any]]]"),
                     "A handle to the View's memory (stridex.ipc): same memory in the unpickling process."));
+    // The same for multiprocessing's ForkingPickler, whose pickles are on their way to another
+    // process (the exporter waits for them at exit): what stridex._post_import registers, so that
+    // the registration itself imports nothing of stridex.ipc.
+    nb::setattr(view_type, "_reduce_in_flight",
+                nb::cpp_function(
+                    [](nb::handle self) {
+                        return nb::module_::import_("stridex.ipc").attr("_reduce")(self, nb::arg("in_flight") = true);
+                    },
+                    nb::is_method(),
+                    nb::sig("def _reduce_in_flight(self) -> tuple[collections.abc.Callable[[dict[str, typing.Any]], "
+                            "View], tuple[dict[str, typing.Any]]]"),
+                    "__reduce__ for a pickle on its way to another process (multiprocessing)."));
 
     m.def(
         "_sanitizer_mark_ipc",
