@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
+
 _waiting: dict[str, list[Callable[[ModuleType], None]]] = {}
 
 

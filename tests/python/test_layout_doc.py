@@ -74,7 +74,7 @@ def test_rows_are_short_and_name_no_issue_numbers():
 
 def test_the_extensions_rooms_are_the_builds_in_its_order():
     cmake = (ROOT / "src/extension/CMakeLists.txt").read_text()
-    built = re.search(r"set\(STRIDEX_EXTENSION_ROOMS ([\w ]+)\)", cmake)[1].split()
+    built = re.search(r"set\(\s*STRIDEX_EXTENSION_ROOMS\s+([\w\s]+?)\s*\)", cmake)[1].split()
     table = section("## The extension, room by room").split("| file | what |")[0]
     documented = re.findall(r"^\| `(\w+)/` \|", table, flags=re.M)
     assert documented == built
