@@ -27,7 +27,10 @@ from collections.abc import Callable
 
 from .. import _stridex
 from . import broker as _broker
-from .codecs import CODECS, UNSIGNED, Codec, Payload
+from .codecs import CODECS as _CODECS
+from .codecs import UNSIGNED as _UNSIGNED
+from .codecs import Codec as _Codec
+from .codecs import Payload
 from .host import shared_empty
 
 __all__ = ["shared_empty", "to_shared", "pending", "wait_released", "register_multiprocessing"]
@@ -78,11 +81,11 @@ def _reduce(view: _stridex.View, in_flight: bool = False) -> Reduction:
         if kind_of_device != "cpu":
             raise BufferError(f"cannot share an empty {view.device} View with another process: it has no memory")
         return _rebuild, ({"v": _PAYLOAD_VERSION, "kind": "empty", **meta},)
-    codec: Codec
+    codec: _Codec
     export: _stridex._IpcExport | _OwnedFd
     if kind_of_device == "cuda":
         cuda = _stridex._ipc_export(view)
-        codec, fds, export = CODECS[cuda.kind], cuda.fds, cuda
+        codec, fds, export = _CODECS[cuda.kind], cuda.fds, cuda
         assert codec.export is not None  # every kind _ipc_export gives is a CUDA export's
         device: Payload = {
             "device_uuid": cuda.device_uuid,
@@ -95,7 +98,7 @@ def _reduce(view: _stridex.View, in_flight: bool = False) -> Reduction:
         from .host import export_host
 
         fd, device = export_host(view)
-        codec, fds, export = CODECS["host"], [fd], _OwnedFd(fd)
+        codec, fds, export = _CODECS["host"], [fd], _OwnedFd(fd)
     else:
         raise BufferError(
             f"cannot share a {view.device} View with another process: only cpu memory in a shared "
@@ -140,13 +143,13 @@ def _check_payload(payload: object) -> str:
             f"{payload.get('v') if isinstance(payload, dict) else None!r}, expected {_PAYLOAD_VERSION})"
         )
     kind = payload.get("kind")
-    if not isinstance(kind, str) or kind not in CODECS:
+    if not isinstance(kind, str) or kind not in _CODECS:
         raise ValueError(f"unknown kind of pickled stridex.View memory: {kind!r}")
-    for name, types in CODECS[kind].fields.items():
-        value = payload.get(name, CODECS)
+    for name, types in _CODECS[kind].fields.items():
+        value = payload.get(name, _CODECS)
         if not isinstance(value, types) or (types is int and isinstance(value, bool)):
             raise ValueError(f"malformed {kind} handle in a pickled stridex.View: field {name!r} is {value!r}")
-        if name in UNSIGNED and isinstance(value, int) and not 0 <= value < 1 << 64:  # ints: checked above
+        if name in _UNSIGNED and isinstance(value, int) and not 0 <= value < 1 << 64:  # ints: checked above
             raise ValueError(f"malformed {kind} handle in a pickled stridex.View: {name} {value} is out of range")
     if len(payload["shape"]) != len(payload["strides"]) or not all(
         isinstance(x, int) for x in payload["shape"] + payload["strides"]
@@ -159,7 +162,7 @@ def _check_payload(payload: object) -> str:
 
 
 def _rebuild(payload: Payload) -> _stridex.View:
-    codec = CODECS[_check_payload(payload)]
+    codec = _CODECS[_check_payload(payload)]
     if "pid" in codec.fields:  # memory of an exporting process: maybe this one, which takes it back
         local = _broker.current()
         if payload["pid"] == os.getpid() and local is not None and local.address == payload["broker"]:
