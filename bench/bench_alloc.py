@@ -1,5 +1,5 @@
 """Allocating calls against stridex.copy into a preallocated destination, and allocation round trips
-against torch, on one GPU, in one process (issue 25's table).
+against torch, on one GPU, in one process.
 
     python bench/bench_alloc.py [--repeat 15] [--json out.json] [--host-only]
     STRIDEX_BENCH_HOST_VARIANTS="base=streaming=0;nt=streaming=1" python bench/bench_alloc.py --host-only

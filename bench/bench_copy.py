@@ -1,4 +1,4 @@
-"""Copy bandwidth of stridex.copy against torch, on one GPU, in one process (issue 10's table).
+"""Copy bandwidth of stridex.copy against torch, on one GPU, in one process.
 
     python bench/bench_copy.py [--mib 512] [--repeat 15] [--json out.json]
 
@@ -142,7 +142,7 @@ def main() -> int:
     device_case("slice [::2] float32", big[::2])
     blk = torch.rand(side, 2 * side, device=dev)
     device_case(f"column block [:, :{side}] float32", blk[:, :side])
-    # The permutations of bench_alloc.py's table (issue 25), at its sizes.
+    # The permutations of bench_alloc.py's table, at its sizes.
     sq16 = torch.rand(8192, 8192, device=dev).to(torch.bfloat16)
     device_case("transpose 8192x8192 bfloat16", sq16.T)
     p3 = torch.rand(256, 1024, 256, device=dev)

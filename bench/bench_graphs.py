@@ -1,4 +1,4 @@
-"""Replay time of a captured torch <-> CuPy pipeline with stridex hand-overs (issue 26's benchmark).
+"""Replay time of a captured torch <-> CuPy pipeline with stridex hand-overs.
 
     python bench/bench_graphs.py [--elements 1048576] [--stages 8] [--iters 200] [--repeat 15] [--json out.json]
 

@@ -12,10 +12,6 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .ipc import Reduction
 
 _waiting: dict[str, list[Callable[[ModuleType], None]]] = {}
 
@@ -62,13 +58,9 @@ def when_imported(name: str, callback: Callable[[ModuleType], None]) -> None:
 def _register_multiprocessing(reduction: ModuleType) -> None:
     from . import _stridex
 
-    # stridex.ipc (sockets, threads) is imported only when a View is pickled.
-    def reduce_view(view: _stridex.View) -> Reduction:
-        from .ipc import _reduce
-
-        return _reduce(view, in_flight=True)
-
-    reduction.ForkingPickler.register(_stridex.View, reduce_view)
+    # stridex.ipc (sockets, threads) is imported only when a View is pickled: the reducer is the
+    # View's own (native), which imports it then.
+    reduction.ForkingPickler.register(_stridex.View, _stridex.View._reduce_in_flight)
     _register_exit_wait()
     import multiprocessing.util
 

@@ -1,5 +1,5 @@
 """The hand-over race sanitizer's switch (docs/sanitizer.md); the log and the checks are native
-(src/extension/sanitizer.cpp).
+(src/extension/sanitizer/sanitizer.cpp).
 
 ``with stridex.sanitize(): ...`` turns it on for the block (nesting counts, any thread); so does
 ``STRIDEX_SANITIZE=streams`` for the whole process, read when stridex is imported.

@@ -1,7 +1,8 @@
 """``stridex.shortcuts_disabled``: framework shortcuts off for a ``with`` block.
 
-The registry and the switch are the extension's (src/extension/shortcuts.cpp: ``stridex.shortcuts``,
-``stridex.set_shortcuts``, ``STRIDEX_DISABLE_SHORTCUTS``); this is the context manager over them."""
+The registry and the switch are the extension's (src/extension/stream/shortcuts.cpp, and
+src/extension/import/bind_shortcuts.cpp: ``stridex.shortcuts``, ``stridex.set_shortcuts``,
+``STRIDEX_DISABLE_SHORTCUTS``); this is the context manager over them."""
 
 from __future__ import annotations
 

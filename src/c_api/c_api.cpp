@@ -114,6 +114,26 @@ View view_of_description(const StridexArray& a, Owner owner, const char* what) {
     return view;
 }
 
+// stridex_import_dlpack and its legacy twin: one body over the managed tensor's kind (`Managed` is
+// stridex's own declaration of the C header's `CTensor`, checked layout-equal above).
+template <class Managed, class CTensor>
+int import_dlpack(CTensor* tensor, StridexArray* out) {
+    if (out != nullptr) {
+        out->release = nullptr;
+        out->context = nullptr;
+    }
+    return guarded([&] {
+        try {
+            check_room(out);
+        } catch (...) {
+            if (tensor != nullptr && tensor->deleter != nullptr) tensor->deleter(tensor);  // ours in every outcome
+            throw;
+        }
+        // The View owns the tensor from here: if anything below throws, its deleter runs once.
+        describe_into(dlpack::import_managed(reinterpret_cast<Managed*>(tensor)), *out);
+    });
+}
+
 }  // namespace
 }  // namespace stridex::c_api
 
@@ -127,36 +147,11 @@ uint32_t stridex_c_api_version(void) { return (uint32_t{STRIDEX_C_API_MAJOR} << 
 const char* stridex_last_error(void) { return last_error.c_str(); }
 
 int stridex_import_dlpack(DLManagedTensorVersioned* tensor, StridexArray* out) {
-    if (out != nullptr) {
-        out->release = nullptr;
-        out->context = nullptr;
-    }
-    return guarded([&] {
-        try {
-            check_room(out);
-        } catch (...) {
-            if (tensor != nullptr && tensor->deleter != nullptr) tensor->deleter(tensor);  // ours in every outcome
-            throw;
-        }
-        // The View owns the tensor from here: if anything below throws, its deleter runs once.
-        describe_into(dlpack::import_managed(reinterpret_cast<dlpack::DLManagedTensorVersioned*>(tensor)), *out);
-    });
+    return import_dlpack<dlpack::DLManagedTensorVersioned>(tensor, out);
 }
 
 int stridex_import_dlpack_legacy(DLManagedTensor* tensor, StridexArray* out) {
-    if (out != nullptr) {
-        out->release = nullptr;
-        out->context = nullptr;
-    }
-    return guarded([&] {
-        try {
-            check_room(out);
-        } catch (...) {
-            if (tensor != nullptr && tensor->deleter != nullptr) tensor->deleter(tensor);
-            throw;
-        }
-        describe_into(dlpack::import_managed(reinterpret_cast<dlpack::DLManagedTensor*>(tensor)), *out);
-    });
+    return import_dlpack<dlpack::DLManagedTensor>(tensor, out);
 }
 
 int stridex_export_dlpack(StridexArray* array, DLManagedTensorVersioned** out) {

@@ -525,7 +525,7 @@ public:
             const auto base = reinterpret_cast<CUdeviceptr>(b->data());
             if (a >= base && a + bytes <= base + b->size()) return reinterpret_cast<std::byte*>(a);
         }
-        // Pool blocks (issue 25) get host bytes on first use.
+        // Pool blocks get host bytes on first use.
         auto block = pool_blocks_.upper_bound(a);
         if (block != pool_blocks_.begin() && a + bytes <= std::prev(block)->first + std::prev(block)->second.second) {
             --block;
@@ -578,7 +578,7 @@ public:
         return result::success;
     }
 
-    // ---- stream-ordered memory pools and pinned memory (memory.hpp, issue 25) ----
+    // ---- stream-ordered memory pools and pinned memory (memory.hpp) ----------
     // Device pools hand out addresses from 0x5e0000000000 (device memory is not backed by bytes),
     // keep freed blocks in a cache reused for the same size (the same pointer comes back), and
     // fail with out of memory past `device_capacity` bytes in use plus cache (a trim empties the
@@ -695,7 +695,7 @@ public:
         log.push_back(std::move(what));
         return result::success;
     }
-    // ---- pool memory across processes (ipc.hpp, issue 25); the fake plays both processes ----
+    // ---- pool memory across processes (ipc.hpp); the fake plays both processes -----------
     // The exporter's fds are real (of /dev/null), each naming its pool; an imported pool is a new
     // handle, and an imported allocation appears at another address, counted until cuMemFree.
     CUresult pool_export_fd(void* out, CUmemoryPool p, int type, unsigned long long flags) {
@@ -972,7 +972,7 @@ inline DriverTable FakeDriver::table() const {
     t.mem_import_from_shareable_handle = [](CUmemGenericAllocationHandle* h, void* o, int type) {
         return g_fake->import_shareable(h, o, type);
     };
-    // Memory pools and pinned memory (issue 25).
+    // Memory pools and pinned memory.
     t.mem_pool_create = [](CUmemoryPool* p, const MemPoolProps* props) { return g_fake->mem_pool_create(p, props); };
     t.mem_pool_set_attribute = [](CUmemoryPool p, int a, void* v) { return g_fake->mem_pool_set_attribute(p, a, v); };
     t.mem_pool_get_attribute = [](CUmemoryPool p, int a, void* v) { return g_fake->mem_pool_get_attribute(p, a, v); };

@@ -289,7 +289,7 @@ TEST(CudaIpc, UuidsPrintLikeNvidiaSmi) {
     EXPECT_EQ(ipc::uuid_string(u), "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f");
 }
 
-// ---- pool memory (issue 25): the pool's fd plus the allocation's export data ---------------------
+// ---- pool memory: the pool's fd plus the allocation's export data ---------------------
 
 // A View of 16 floats at `offset` into a fresh 1 MiB allocation of GPU 0's pool.
 View pool_view(std::uint64_t offset, std::intptr_t stream = stridex::kNoStream) {

@@ -164,7 +164,7 @@ TEST(DevicePool, AFreeOnADestroyedStreamFallsBackToTheSynchronousFree) {
     fake->expect_clean();
 }
 
-// A capture's allocations (pool.cpp, "memory a CUDA graph owns"): no memory-allocation node, so
+// A capture's allocations (pool_device.cpp, "memory a CUDA graph owns"): no memory-allocation node, so
 // that a graph instantiated without auto-free-on-launch launches again; the graph keeps them.
 const CUstream kCapturing = stream_at(0x6010);
 constexpr unsigned long long kCaptureId = 7;

@@ -1,4 +1,4 @@
-"""The copy engine's transpose kernels on a GPU (issue 25), against NumPy.
+"""The copy engine's transpose kernels on a GPU, against NumPy.
 
 Every element size the vector transpose serves (1, 2, 4 and 8 bytes) with full tiles, ragged edge
 tiles, batch axes and more tiles than one grid holds; then the layouts it leaves to the word and

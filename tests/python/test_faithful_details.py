@@ -1,4 +1,4 @@
-"""Details a View must carry exactly as the producer gave them (issue 9, part 2), on CPU:
+"""Details a View must carry exactly as the producer gave them, on CPU:
 an empty array's pointer, void and structured dtypes, every dtype torch exports over DLPack
 (sub-byte floats included), and a producer's refusal to export. The GPU and torch parts are in
 test_writability_gpu.py."""

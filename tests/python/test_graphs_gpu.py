@@ -113,7 +113,7 @@ def test_torch_import_on_the_capturing_stream(request_kind):
 @needs_torch
 def test_export_to_torch_of_a_view_imported_before_the_capture():
     # The View's data is ready on another stream, before the capture began: the graph waits for it
-    # as an external event (CUDA_ERROR_STREAM_CAPTURE_ISOLATION before issue 26).
+    # as an external event (CUDA_ERROR_STREAM_CAPTURE_ISOLATION, once).
     other = torch.cuda.Stream()
     x = torch.zeros(N, device="cuda")
     v = stridex.view(x, stream=other)
@@ -224,7 +224,7 @@ def test_copy_default_request_runs_on_the_capturing_stream():
 @needs_torch
 @pytest.mark.parametrize("method", ["contiguous", "to", "copy"])
 def test_contiguous_to_and_copy_with_graph_temporaries(method):
-    # The fresh View's memory is a graph allocation (stream-ordered pool, issue 25).
+    # The fresh View's memory is a graph allocation (stream-ordered pool).
     base = torch.zeros(64, 96, device="cuda")
     y = torch.zeros(96, 64, device="cuda")
     with TorchCapture() as cap:

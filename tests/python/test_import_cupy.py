@@ -1,4 +1,4 @@
-"""cupy.ndarray read from CuPy's own description (src/extension/import_cupy.cpp) against the
+"""cupy.ndarray read from CuPy's own description (src/extension/import/import_cupy.cpp) against the
 __dlpack__ path it replaces: the View must be the same, field by field, and the streams ordered
 alike. The oracle is the same memory viewed as a cupy.ndarray subclass, which stridex imports
 through __dlpack__ (a subclass may override anything, so it never takes the struct path).

@@ -1,6 +1,6 @@
 """stridex.view(jax_array) takes the capsule from jaxlib's buffer_to_dlpack_managed_tensor, the
 C++ function JAX's __dlpack__ ends in, without __dlpack__'s Python layers
-(src/extension/import_jax.cpp). The rule it must keep: the View is the one __dlpack__ gives, and
+(src/extension/import/import_jax.cpp). The rule it must keep: the View is the one __dlpack__ gives, and
 wherever the shortcut is not certain, or fails, __dlpack__ answers in JAX's own words.
 
 The oracle is the same array imported through __dlpack__: ArrayImpl.__dlpack__ replaced by a

@@ -1,5 +1,5 @@
 """stridex.view(numpy.ndarray) reads the array's struct instead of calling __dlpack__
-(src/extension/import_numpy.cpp). The rule it must keep: the View is exactly the one __dlpack__
+(src/extension/import/import_numpy.cpp). The rule it must keep: the View is exactly the one __dlpack__
 gives, and wherever the struct cannot say for sure, __dlpack__ decides.
 
 Two oracles give the other path for the same memory: the array's own versioned capsule

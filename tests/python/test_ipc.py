@@ -17,6 +17,7 @@ import pytest
 import stridex
 import stridex.ipc
 from stridex.ipc import _rebuild
+from stridex.ipc.codecs import CODECS
 
 import ipc_harness
 import ipc_worker
@@ -232,13 +233,13 @@ def test_work_overlapping_an_open_comes_back_with_the_reply_or_releases_the_tick
     v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
     b = broker.broker()
     # A ticket that lives until released, as a CUDA IPC handle's does (no fds to pass).
-    ticket = b.add(v, None, [], "cuda_ipc", False)
+    ticket = b.add(v, None, [], CODECS["cuda_ipc"], False)
     assert importer.open_ticket(b.address, 0, ticket, lambda: "made") == ([], "made")
     assert stridex.ipc.pending() == {"cuda_ipc opened": 1}
     importer.release_ticket(b.address, ticket)
     assert _pending_soon({}) == {}
 
-    ticket = b.add(v, None, [], "cuda_ipc", False)
+    ticket = b.add(v, None, [], CODECS["cuda_ipc"], False)
 
     def fails():
         raise RuntimeError("the import failed")
@@ -387,7 +388,7 @@ def test_a_pool_ticket_without_its_pools_fd_is_refused_and_released(shm):
 
     v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
     b = broker.broker()
-    ticket = b.add(v, None, [], "cuda_pool", False)  # a reply that carries no fd
+    ticket = b.add(v, None, [], CODECS["cuda_pool"], False)  # a reply that carries no fd
     payload = {
         "v": 1,
         "kind": "cuda_pool",
@@ -423,7 +424,7 @@ def test_a_pool_ticket_is_opened_once_kept_while_opened_and_freed_by_its_release
     del memory
     b = broker.broker()
     fd = os.memfd_create("stridex-test-pool", os.MFD_CLOEXEC)  # stands in for the pool's fd
-    ticket = b.add(v, _OwnedFd(fd), [fd], "cuda_pool", True)  # pickled by multiprocessing
+    ticket = b.add(v, _OwnedFd(fd), [fd], CODECS["cuda_pool"], True)  # pickled by multiprocessing
     del v
     assert stridex.ipc.pending() == {"cuda_pool not opened": 1}
     assert not stridex.ipc.wait_released(0.05)  # on its way: waited for
@@ -522,7 +523,7 @@ def test_cuda_ipc_tickets_are_claimed_once_in_the_ticket_table(shm):
 
     v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
     b = broker.broker()
-    ticket = b.add(v, None, [], "cuda_ipc", False)
+    ticket = b.add(v, None, [], CODECS["cuda_ipc"], False)
     slot, serial = b.claim_words(ticket)
     assert 0 <= slot < stridex._stridex._IpcTicketTable.slots and serial >= 1
     importer.claim_ticket(b.address, 0, ticket, slot, serial)
@@ -532,7 +533,7 @@ def test_cuda_ipc_tickets_are_claimed_once_in_the_ticket_table(shm):
     importer.release_ticket(b.address, ticket)
     assert _pending_soon({}) == {}
     # The slot is free again; the old serial never claims what comes next in it.
-    again = b.add(v, None, [], "cuda_ipc", False)
+    again = b.add(v, None, [], CODECS["cuda_ipc"], False)
     slot2, serial2 = b.claim_words(again)
     assert serial2 > serial
     with pytest.raises(BufferError, match="unknown ticket"):
@@ -550,7 +551,7 @@ def test_a_release_counts_only_from_the_connection_that_opened(shm):
 
     v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
     b = broker.broker()
-    ticket = b.add(v, None, [], "cuda_ipc", False)
+    ticket = b.add(v, None, [], CODECS["cuda_ipc"], False)
     importer.claim_ticket(b.address, 0, ticket, *b.claim_words(ticket))
     assert _pending_soon({"cuda_ipc opened": 1}) == {"cuda_ipc opened": 1}
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as other:
@@ -574,7 +575,7 @@ def test_a_forked_child_starts_with_no_broker_and_no_connections(shm):
 
     v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
     b = broker.broker()
-    ticket = b.add(v, None, [], "cuda_ipc", False)
+    ticket = b.add(v, None, [], CODECS["cuda_ipc"], False)
     importer.claim_ticket(b.address, 0, ticket, *b.claim_words(ticket))  # a connection and a table
     assert b.address in importer._connections and b.address in importer._tables
     pid = os.fork()
@@ -592,14 +593,14 @@ def test_a_full_ticket_table_falls_back_to_opening_over_the_socket(shm):
 
     v = stridex.view(np.ndarray((2,), dtype=np.uint8, buffer=shm.buf))
     b = broker.broker()
-    tickets = [b.add(v, None, [], "cuda_ipc", False) for _ in range(stridex._stridex._IpcTicketTable.slots + 1)]
+    tickets = [b.add(v, None, [], CODECS["cuda_ipc"], False) for _ in range(stridex._stridex._IpcTicketTable.slots + 1)]
     try:
         assert b.claim_words(tickets[-1])[0] == -1  # no slot left: the importer opens with "O"
         assert sorted(b.claim_words(t)[0] for t in tickets[:-1]) == list(range(len(tickets) - 1))
     finally:
         for t in tickets:
             b.release(t)
-    last = b.add(v, None, [], "cuda_ipc", False)
+    last = b.add(v, None, [], CODECS["cuda_ipc"], False)
     assert b.claim_words(last)[0] >= 0
     # Released, not cleared: clear() is the exit path and ends this process's broker, which
     # every later test in the session (test_ipc_gpu.py's) still needs.

@@ -1,4 +1,4 @@
-"""Memory of stridex's stream-ordered pools across processes (stridex.ipc, issue 25): fresh results
+"""Memory of stridex's stream-ordered pools across processes (stridex.ipc): fresh results
 (``stridex.empty``, ``View.copy()``) pickle as the pool's fd plus the allocation's export data, alias
 in a spawned child both ways, keep their producer's stream order without a host wait at unpickle,
 import their pool once per child, and stay allocated in the exporter until the child released

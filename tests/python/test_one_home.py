@@ -110,7 +110,7 @@ def test_a_bad_dtype_is_the_same_error_at_every_entry():
         answers = set()
         for what, parse in DTYPE_ENTRIES:
             if spelling is None and what == "empty(): dtype":
-                continue  # a missing dtype: copy.cpp says "a dtype is required" (test_first_use.py)
+                continue  # a missing dtype: bind_copy.cpp says "a dtype is required" (test_first_use.py)
             with pytest.raises(error) as e:
                 parse(spelling)
             message = str(e.value)

@@ -1,4 +1,4 @@
-"""The framework shortcuts (src/extension/shortcuts.cpp): one registry, a switch at import
+"""The framework shortcuts (src/extension/stream/shortcuts.cpp): one registry, a switch at import
 (STRIDEX_DISABLE_SHORTCUTS) and at run time (stridex.set_shortcuts, stridex.shortcuts_disabled), and
 for each shortcut, what turning it off changes: its public protocol answers instead, with the same
 View. The last test runs the import suite with every shortcut off, in a fresh interpreter."""

@@ -1,5 +1,5 @@
 """The stream contract of stridex.view(obj, stream=...): how the argument is read, and what each
-producer of the quirk table (src/extension/producers.cpp) is sent. One test per row of the table, in
+producer of the quirk table (src/extension/stream/producers.cpp) is sent. One test per row of the table, in
 two forms: the translation itself (_internals.dlpack_stream) and a producer that pretends to be that
 framework (its __module__ and package version), checked for exactly what its __dlpack__ received.
 Runs without a GPU: "CUDA" arrays here are host memory labelled cuda:0, and stream orderings are

@@ -1,4 +1,4 @@
-"""The writability rules and the faithful details (issue 9, parts 1-2) with real frameworks: JAX,
+"""The writability rules and the faithful details with real frameworks: JAX,
 Warp, CuPy, torch and cuda.core on cuda:0, and torch's dtypes (float4_e2m1fn_x2 ...) and refusals
 (quantized tensors), which need torch but no GPU. Each hand-over through stridex is compared with
 the same hand-over done natively. Skips cleanly without a GPU or without the framework; the CPU

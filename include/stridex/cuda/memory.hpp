@@ -9,14 +9,14 @@
 //     wait for every other stream the copy engine queued work on it (note_use). A release never
 //     synchronizes the device nor waits on the host.
 //   * The driver hands freed memory to another stream only once the free is ordered before the new
-//     allocation (see pool.cpp for the reuse attributes this relies on).
+//     allocation (see pool_device.cpp for the reuse attributes this relies on).
 //   * Every stream stridex hands the memory to (an export or import for a stream, the copy engine)
 //     is noted the same way (note_use, note_use_at): the block never reaches another stream while
 //     one of them may still use it.
 //   * On a capturing stream the allocation is memory of the graph being captured, never a
 //     memory-allocation node (which would make the graph unlaunchable a second time unless it was
 //     instantiated with auto-free-on-launch): a pool block allocated on stridex's private stream,
-//     kept by the graph and reused within the capture once its View is gone (pool.cpp).
+//     kept by the graph and reused within the capture once its View is gone (pool_device.cpp).
 //   * Pinned results (cuda_host) come from a pinned pool of cached cuMemHostAlloc blocks, reused
 //     only after the stream work that used them (event-queried, never waited on).
 #pragma once
@@ -123,7 +123,7 @@ std::optional<PoolMemory> pool_memory_of(const Owner& owner) noexcept;
 
 namespace detail {
 // Whether `owner` is a lease of memory the graph of capture `capture` owns (an allocation made while
-// that capture ran, pool.cpp): the graph keeps that memory itself, so the lease must not be kept
+// that capture ran, pool_device.cpp): the graph keeps that memory itself, so the lease must not be kept
 // alive by it too (keep_alive_in_capture), else the memory could not be reused inside the capture.
 bool owned_by_capture(const Owner& owner, unsigned long long capture) noexcept;
 

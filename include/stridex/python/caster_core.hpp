@@ -212,7 +212,7 @@ inline View from_stridex_view(PyObject* obj, std::intptr_t stream) {
 // exchange_api_of(type), remembered per type while the type is unchanged, so that an argument of a
 // type without one (NumPy) does not pay two failed attribute lookups on every call. CPython resets
 // a type's tp_version_tag whenever the type or a base is modified and never reuses a tag (the
-// wheel's per-type cache, src/extension/import_type_cache.hpp, relies on the same); a type without a tag is
+// wheel's per-type cache, src/extension/import/import_type_cache.hpp, relies on the same); a type without a tag is
 // looked up every time. An entry holds a strong reference to its type, so that its address cannot
 // be taken by another type while cached. Under the GIL, as everything here.
 inline const dlpack::DLPackExchangeAPI* exchange_api_of_type(PyTypeObject* type, const Link& l) {

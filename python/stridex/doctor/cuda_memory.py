@@ -8,15 +8,21 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import numpy as np
 
 from .cases import numpy_dtype
 from .meta import Meta, c_strides, device_index, device_kind
 
-if TYPE_CHECKING:
-    from .adapter import Adapter
+
+class _Framework(Protocol):
+    """What gpu_sleep needs of an adapter (adapter.py's Adapter, which uses this module): the
+    framework's module. A protocol, so that this module imports no adapter."""
+
+    @property
+    def m(self) -> Any: ...
 
 
 SLEEP_CYCLES = 200_000_000  # GPU clock cycles a producer's stream A spins: about 0.1 s on an H100
@@ -192,7 +198,7 @@ extern "C" __global__ void stridex_doctor_spin(long long cycles) {
 """
 
 
-def gpu_sleep(handle: int, device: str, frameworks: dict[str, Adapter]) -> None:
+def gpu_sleep(handle: int, device: str, frameworks: Mapping[str, _Framework]) -> None:
     """Enqueue a ~0.1 s kernel on the stream `handle`, with whichever framework can launch one."""
     torch = frameworks.get("torch")
     if torch is not None:

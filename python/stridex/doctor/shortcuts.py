@@ -1,5 +1,5 @@
 """``python -m stridex doctor``'s shortcut check: each framework shortcut stridex takes
-(``stridex.shortcuts()``, src/extension/shortcuts.cpp) against the framework's public protocol, on
+(``stridex.shortcuts()``, src/extension/stream/shortcuts.cpp) against the framework's public protocol, on
 this machine.
 
 For every shortcut whose framework is installed (and among ``--frameworks``, where given), arrays

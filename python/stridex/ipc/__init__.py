@@ -23,20 +23,21 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, Optional, cast
+from collections.abc import Callable
 
 from .. import _stridex
 from . import broker as _broker
-from . import importer as _importer
+from .codecs import CODECS as _CODECS
+from .codecs import UNSIGNED as _UNSIGNED
+from .codecs import Codec as _Codec
+from .codecs import Payload
 from .host import shared_empty
 
 __all__ = ["shared_empty", "to_shared", "pending", "wait_released", "register_multiprocessing"]
 
 _PAYLOAD_VERSION = 1
 
-# A pickled View: its payload (checked field by field when loaded), and what pickle stores for it.
-Payload = dict[str, Any]
+# What pickle stores for a View: its rebuild and its payload (codecs.py: one codec per kind of memory).
 Reduction = tuple[Callable[[Payload], _stridex.View], tuple[Payload]]
 
 
@@ -80,41 +81,36 @@ def _reduce(view: _stridex.View, in_flight: bool = False) -> Reduction:
         if kind_of_device != "cpu":
             raise BufferError(f"cannot share an empty {view.device} View with another process: it has no memory")
         return _rebuild, ({"v": _PAYLOAD_VERSION, "kind": "empty", **meta},)
-    kind: str
+    codec: _Codec
     export: _stridex._IpcExport | _OwnedFd
     if kind_of_device == "cuda":
         cuda = _stridex._ipc_export(view)
-        export = cuda
-        kind, fds = cuda.kind, cuda.fds
+        codec, fds, export = _CODECS[cuda.kind], cuda.fds, cuda
+        assert codec.export is not None  # every kind _ipc_export gives is a CUDA export's
         device: Payload = {
             "device_uuid": cuda.device_uuid,
             "offset": cuda.offset,
             "extent": cuda.extent,
             "event": cuda.event,
+            **codec.export(cuda),
         }
-        if kind == "cuda_ipc":
-            device["handle"] = cuda.handle
-        elif kind == "cuda_pool":
-            device["pool"], device["pool_id"] = cuda.pool_pointer, cuda.pool_id
-        else:
-            device["chunk_size"] = cuda.chunk_size
     elif kind_of_device == "cpu":
         from .host import export_host
 
         fd, device = export_host(view)
-        kind, fds, export = "host", [fd], _OwnedFd(fd)
+        codec, fds, export = _CODECS["host"], [fd], _OwnedFd(fd)
     else:
         raise BufferError(
             f"cannot share a {view.device} View with another process: only cpu memory in a shared "
             "mapping and cuda device memory can be shared"
         )
     b = _broker.broker()
-    ticket = b.add(view, export, fds, kind, in_flight)
-    if kind == "cuda_ipc":
+    ticket = b.add(view, export, fds, codec, in_flight)
+    if codec.claimable:
         device["slot"], device["serial"] = b.claim_words(ticket)
     payload = {
         "v": _PAYLOAD_VERSION,
-        "kind": kind,
+        "kind": codec.name,
         "pid": os.getpid(),
         "broker": b.address,
         "ticket": ticket,
@@ -139,33 +135,6 @@ class _OwnedFd:
             pass
 
 
-class _Release:
-    """Owner of an imported CUDA IPC View: tells the exporter when the last View is gone."""
-
-    __slots__ = ("address", "ticket", "__weakref__")
-
-    def __init__(self, address: bytes, ticket: bytes):
-        self.address, self.ticket = address, ticket
-
-    def __del__(self) -> None:
-        _importer.release_ticket(self.address, self.ticket)
-
-
-# The fields each kind of payload needs, with their types; unsigned ones must also be >= 0.
-_FieldTypes = dict[str, type | tuple[type, ...]]
-_COMMON: _FieldTypes = {"shape": list, "strides": list, "dtype": str, "readonly": bool}
-_REMOTE: _FieldTypes = {"pid": int, "broker": bytes, "ticket": bytes}
-_DEVICE: _FieldTypes = {"device_uuid": bytes, "offset": int, "extent": int, "event": (bytes, type(None))}
-_FIELDS: dict[str, _FieldTypes] = {
-    "empty": _COMMON,
-    "host": {**_COMMON, **_REMOTE, "file_offset": int, "length": int, "lo": int, "writable": bool},
-    "cuda_ipc": {**_COMMON, **_REMOTE, **_DEVICE, "handle": bytes, "slot": int, "serial": int},
-    "cuda_vmm": {**_COMMON, **_REMOTE, **_DEVICE, "chunk_size": int},
-    "cuda_pool": {**_COMMON, **_REMOTE, **_DEVICE, "pool": bytes, "pool_id": int},
-}
-_UNSIGNED = ("offset", "extent", "chunk_size", "file_offset", "length", "pool_id")
-
-
 def _check_payload(payload: object) -> str:
     """The payload's kind, after checking every field: a malformed pickle is a ValueError."""
     if not isinstance(payload, dict) or payload.get("v") != _PAYLOAD_VERSION:
@@ -174,10 +143,10 @@ def _check_payload(payload: object) -> str:
             f"{payload.get('v') if isinstance(payload, dict) else None!r}, expected {_PAYLOAD_VERSION})"
         )
     kind = payload.get("kind")
-    if not isinstance(kind, str) or kind not in _FIELDS:
+    if not isinstance(kind, str) or kind not in _CODECS:
         raise ValueError(f"unknown kind of pickled stridex.View memory: {kind!r}")
-    for name, types in _FIELDS[kind].items():
-        value = payload.get(name, _FIELDS)
+    for name, types in _CODECS[kind].fields.items():
+        value = payload.get(name, _CODECS)
         if not isinstance(value, types) or (types is int and isinstance(value, bool)):
             raise ValueError(f"malformed {kind} handle in a pickled stridex.View: field {name!r} is {value!r}")
         if name in _UNSIGNED and isinstance(value, int) and not 0 <= value < 1 << 64:  # ints: checked above
@@ -193,105 +162,12 @@ def _check_payload(payload: object) -> str:
 
 
 def _rebuild(payload: Payload) -> _stridex.View:
-    kind = _check_payload(payload)
-    if kind == "empty":
-        empty = bytearray(1)
-        return _stridex.from_pointer(
-            _stridex.view(empty).ptr,
-            payload["shape"],
-            payload["dtype"],
-            strides=payload["strides"],
-            owner=empty,
-            readonly=payload["readonly"],
-        )
-    local = _broker.current()
-    if payload["pid"] == os.getpid() and local is not None and local.address == payload["broker"]:
-        return local.take_local(payload["ticket"])
-    if kind == "cuda_ipc" and payload["slot"] >= 0:
-        # No fds to wait for: claimed in the exporter's ticket table, with no round trip; the owner
-        # that releases it is made only once the claim is ours.
-        _importer.claim_ticket(payload["broker"], payload["pid"], payload["ticket"], payload["slot"], payload["serial"])
-        return _import_handle(payload, _Release(payload["broker"], payload["ticket"]))
-    if kind == "cuda_ipc":
-        # The table was full: opened over the socket, the handle opened while the exporter answers.
-        keep = _Release(payload["broker"], payload["ticket"])
-        fds, view = _importer.open_ticket(
-            payload["broker"],
-            payload["pid"],
-            payload["ticket"],
-            lambda: _import_handle(payload, keep),
-        )
-        for fd in fds:
-            os.close(fd)
-        assert view is not None
-        return view
-    if kind == "cuda_pool":
-        return _import_pool(payload)
-    fds, _ = _importer.open_ticket(payload["broker"], payload["pid"], payload["ticket"])
-    try:
-        if kind == "host":
-            from .host import import_host
-
-            if len(fds) != 1:
-                raise BufferError(f"expected 1 file descriptor for a host View, received {len(fds)}")
-            return import_host(fds[0], payload, payload)
-        if kind == "cuda_vmm":
-            try:
-                return _stridex._ipc_import_fds(
-                    fds,
-                    payload["chunk_size"],
-                    payload["device_uuid"],
-                    payload["offset"],
-                    payload["shape"],
-                    payload["strides"],
-                    payload["dtype"],
-                    payload["readonly"],
-                    payload["event"],
-                    None,
-                )
-            finally:
-                # Mapped (or failed): the chunks no longer need the exporter, nor does its event.
-                _importer.release_ticket(payload["broker"], payload["ticket"])
-        raise AssertionError(kind)  # _check_payload knows every kind
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
-# The fields a handle's and a pool's import share, in their order (mypy counts the starred ones).
-_Placement = tuple[bytes, int, int, Sequence[int], Sequence[int], str, bool, Optional[bytes]]
-
-
-def _placement(payload: Payload) -> _Placement:
-    """What a legacy handle's and a pool allocation's import take after the memory itself: the
-    device, where the View lies in the shared range, its layout, and the producer's event."""
-    fields = ("device_uuid", "offset", "extent", "shape", "strides", "dtype", "readonly", "event")
-    return cast(_Placement, tuple(payload[f] for f in fields))
-
-
-def _import_handle(payload: Payload, keep: object) -> _stridex.View:
-    """A legacy CUDA IPC handle's View, whichever way its ticket was taken (claimed or opened)."""
-    return _stridex._ipc_import_handle(payload["handle"], *_placement(payload), keep=keep)
-
-
-def _import_pool(payload: Payload) -> _stridex.View:
-    fds, _ = _importer.open_ticket(payload["broker"], payload["pid"], payload["ticket"])
-    # The ticket stays open while the View lives, as a legacy handle's: the exporter must not free
-    # the allocation before this process freed its import. _Release tells it once the last View is
-    # gone, or at once when the import fails.
-    keep = _Release(payload["broker"], payload["ticket"])
-    try:
-        if len(fds) != 1:
-            raise BufferError(f"expected 1 file descriptor for a pool View, received {len(fds)}")
-        # The exporting pool, named across every exporter: its process's broker and its id there.
-        pool_key = payload["broker"] + payload["pool_id"].to_bytes(8, "little")
-        return _stridex._ipc_import_pool(fds[0], pool_key, payload["pool"], *_placement(payload), keep=keep)
-    except BaseException:
-        del keep  # released now, not when the traceback (which holds this frame) goes
-        raise
-    finally:
-        for fd in fds:
-            os.close(fd)  # the pool, once imported, no longer needs its fd
+    codec = _CODECS[_check_payload(payload)]
+    if "pid" in codec.fields:  # memory of an exporting process: maybe this one, which takes it back
+        local = _broker.current()
+        if payload["pid"] == os.getpid() and local is not None and local.address == payload["broker"]:
+            return local.take_local(payload["ticket"])
+    return codec.rebuild(payload)
 
 
 def register_multiprocessing() -> None:

@@ -34,7 +34,7 @@ import socket
 import struct
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .. import _stridex
 
@@ -43,16 +43,28 @@ if TYPE_CHECKING:
 
 TICKET_BYTES = 16
 
-# Kinds whose memory dies with the exporting process (legacy CUDA IPC, and pool memory, which the
-# exporter must not free before the importer did): exit waits for their importers. Host memory and
-# VMM chunks outlive it once the importer holds the fd.
-_DIES_WITH_EXPORTER = {"cuda_ipc", "cuda_pool"}
+
+class TicketKind(Protocol):
+    """What a ticket's kind of memory says about the ticket: its codec (codecs.py, which holds every
+    kind), read here without importing it."""
+
+    @property
+    def name(self) -> str: ...
+    # Exit waits for its importers (legacy CUDA IPC, and pool memory, which the exporter must not
+    # free before the importer did). Host memory and VMM chunks outlive the exporter once the
+    # importer holds the fd.
+    @property
+    def dies_with_exporter(self) -> bool: ...
+    @property
+    def claimable(self) -> bool: ...  # a word in the ticket table: claimed with no round trip
+    @property
+    def released_when_sent(self) -> bool: ...  # ends once its fds are in the importer's socket
 
 
 class _Ticket:
     __slots__ = ("view", "export", "fds", "kind", "in_flight", "opened", "sent", "slot", "serial")
 
-    def __init__(self, view: View, export: object, fds: list[int], kind: str, in_flight: bool):
+    def __init__(self, view: View, export: object, fds: list[int], kind: TicketKind, in_flight: bool):
         self.view = view  # keeps the memory alive
         self.export = export  # owns the fds and the CUDA event (host memory: its one fd)
         self.fds = fds
@@ -60,7 +72,7 @@ class _Ticket:
         self.in_flight = in_flight  # pickled by multiprocessing: on its way to another process
         self.opened = False  # an importer asked for it (a second ask is refused)
         self.sent = False  # ... and its reply, fds included, is in the importer's socket
-        self.slot, self.serial = -1, 0  # its word in the ticket table (cuda_ipc tickets), if any
+        self.slot, self.serial = -1, 0  # its word in the ticket table (claimable kinds), if any
 
 
 def _exit_timeout() -> float:
@@ -92,11 +104,11 @@ class Broker:
         threading.Thread(target=self._accept, name="stridex-ipc-broker", daemon=True).start()
 
     # ---- tickets -------------------------------------------------------------------------------
-    def add(self, view: View, export: object, fds: list[int], kind: str, in_flight: bool) -> bytes:
+    def add(self, view: View, export: object, fds: list[int], kind: TicketKind, in_flight: bool) -> bytes:
         ticket = secrets.token_bytes(TICKET_BYTES)
         t = _Ticket(view, export, fds, kind, in_flight)
         with self._cond:
-            if kind == "cuda_ipc":
+            if kind.claimable:
                 if self._table is None:
                     self._table = _TicketTable.create()
                     self._free_slots = list(range(self._table.words.slots - 1, -1, -1))
@@ -142,7 +154,7 @@ class Broker:
         with self._cond:
             kinds: dict[str, int] = {}
             for t in self._tickets.values():
-                key = f"{t.kind} {'opened' if t.opened else 'not opened'}"
+                key = f"{t.kind.name} {'opened' if t.opened else 'not opened'}"
                 kinds[key] = kinds.get(key, 0) + 1
             return kinds
 
@@ -162,7 +174,7 @@ class Broker:
         return self._busy + sum(
             1
             for t in self._tickets.values()
-            if (t.opened and t.kind in _DIES_WITH_EXPORTER) or (t.in_flight and not t.sent)
+            if (t.opened and t.kind.dies_with_exporter) or (t.in_flight and not t.sent)
         )
 
     def _begin(self) -> bool:
@@ -260,7 +272,7 @@ class Broker:
             with self._cond:
                 t.sent = True
                 self._cond.notify_all()
-        if t.kind == "host":
+        if t.kind.released_when_sent:
             self.release(ticket)  # the importer holds its own fd now
         else:
             opened.add(ticket)

@@ -4,7 +4,7 @@
 // Pure-Python tests cannot build DLPack capsules with chosen fields, nor types that offer the C
 // exchange API, nor see which streams stridex orders on a machine without a GPU. This module does
 // exactly that and nothing else. It reaches into _stridex only through the stream recorder's
-// installer (src/extension/stream_recorder.hpp).
+// installer (src/extension/stream/stream_recorder.hpp).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "cupy_api.hpp"  // the CuPy C API table (declarations only)
-#include "py_owner.hpp"  // interpreter_finalizing (inline; nothing of _stridex is linked)
-#include "stream_recorder.hpp"
+#include "common/python_compat.hpp"  // interpreter_finalizing (inline; nothing of _stridex is linked)
+#include "import/cupy_api.hpp"       // the CuPy C API table (declarations only)
+#include "stream/stream_recorder.hpp"
 #include "stridex/dlpack.hpp"
 #include "stridex/dtype.hpp"
 #include "stridex/error.hpp"
@@ -360,7 +360,7 @@ int fake_cupy_stream(int device_id, void** stream) noexcept {
 CupyApi g_fake_cupy_api{14, 3, nullptr, &fake_cupy_ptr, &fake_cupy_metadata, &fake_cupy_stream};
 
 // ---- The stream recorder: installed into _stridex while a test captures orderings or fakes
-// CUDA pointers (src/extension/stream_recorder.hpp) ---------------------------------------------
+// CUDA pointers (src/extension/stream/stream_recorder.hpp) ---------------------------------------------
 struct OrderRecord {
     std::intptr_t producer, consumer;
     Device device;
