@@ -14,6 +14,7 @@
 
 #include "arguments.hpp"
 #include "bindings.hpp"
+#include "limited_api.hpp"
 #include "py_owner.hpp"
 #include "sanitizer.hpp"
 #include "stridex/cuda/ipc.hpp"

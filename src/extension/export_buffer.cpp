@@ -10,6 +10,7 @@
 
 #include "attributes.hpp"
 #include "export.hpp"
+#include "limited_api.hpp"
 
 namespace stridex::python {
 namespace {

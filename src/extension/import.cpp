@@ -23,6 +23,7 @@
 #include "export.hpp"
 #include "handover.hpp"
 #include "import_type_cache.hpp"
+#include "limited_api.hpp"
 #include "names.hpp"
 #include "py_owner.hpp"
 #include "sanitizer.hpp"

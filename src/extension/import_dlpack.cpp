@@ -11,6 +11,7 @@
 
 #include "arguments.hpp"
 #include "import.hpp"
+#include "limited_api.hpp"
 #include "py_owner.hpp"
 #include "set_error.hpp"
 #include "stridex/cuda/driver.hpp"

@@ -7,6 +7,7 @@
 
 #include "arguments.hpp"
 #include "import.hpp"
+#include "limited_api.hpp"
 #include "py_owner.hpp"
 #include "set_error.hpp"
 #include "stream_policy.hpp"

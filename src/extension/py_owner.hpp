@@ -3,6 +3,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include "limited_api.hpp"
 #include "sanitizer.hpp"
 #include "stridex/owner.hpp"
 #include "stridex/view.hpp"
@@ -39,11 +40,8 @@ nanobind::object wrap_view(View view, nanobind::object source, nanobind::object 
 // that is), which says nothing about this thread, so the GIL is always taken there.
 template <class F>
 inline void with_gil(F&& f) noexcept {
-#if PY_VERSION_HEX >= 0x030D0000
-    if (PyThreadState_GetUnchecked() != nullptr) return f();
-#elif PY_VERSION_HEX >= 0x030C0000
-    if (_PyThreadState_UncheckedGet() != nullptr) return f();
-#endif
+    bool known = false;
+    if (thread_state_unchecked(&known) != nullptr && known) return f();
     PyGILState_STATE gil = PyGILState_Ensure();
     f();
     PyGILState_Release(gil);
@@ -51,13 +49,7 @@ inline void with_gil(F&& f) noexcept {
 
 // True once the interpreter is shutting down (or gone): taking the GIL then would hang or crash,
 // so releases leak instead. Inline: the test-only module uses it too.
-inline bool interpreter_finalizing() noexcept {
-#if PY_VERSION_HEX >= 0x030D0000
-    return !Py_IsInitialized() || Py_IsFinalizing();
-#else
-    return !Py_IsInitialized() || _Py_IsFinalizing();
-#endif
-}
+inline bool interpreter_finalizing() noexcept { return !Py_IsInitialized() || interpreter_is_finalizing(); }
 
 // An Owner that releases a filled heap Py_buffer (with the GIL) and deletes it; if making the
 // Owner fails, the buffer is released at once. *out receives the buffer on success.

@@ -5,6 +5,7 @@
 #include "sanitizer.hpp"
 
 #include "handover.hpp"
+#include "limited_api.hpp"
 
 #include <nanobind/stl/string.h>
 
@@ -261,7 +262,7 @@ void released(View& view, nb::object& source) noexcept {
         // Did the owner die with this View? Release both here and look (a weak reference), or,
         // for objects that take none, whether this View held the only reference.
         bool died = Py_REFCNT(owner) == 1;
-        if (PyType_SUPPORTS_WEAKREFS(Py_TYPE(owner))) {
+        if (type_supports_weakrefs(Py_TYPE(owner))) {
             nb::object weak = nb::steal(PyWeakref_NewRef(owner, nullptr));
             if (weak.is_valid()) {
                 source.reset();

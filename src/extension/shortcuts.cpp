@@ -18,6 +18,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "import.hpp"
+#include "limited_api.hpp"
 #include "stridex/error.hpp"
 
 namespace nb = nanobind;

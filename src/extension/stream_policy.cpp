@@ -3,6 +3,7 @@
 
 #include "arguments.hpp"
 #include "attributes.hpp"
+#include "limited_api.hpp"
 #include "names.hpp"
 #include "sanitizer.hpp"
 
