@@ -107,32 +107,48 @@ unshare -m bash -c '
   exec tools/build-wheels'
 tools=$root/build/wheel-tools/bin/python
 
-step "release artifacts: one manylinux_2_28_x86_64 wheel per interpreter, the glibc floor, the sdist"
+step "release artifacts: a manylinux_2_28 wheel per interpreter and a cp312-abi3 one, the glibc floor, the sdist"
 ls dist/stridex-*.tar.gz
+ls dist/stridex-*-cp312-abi3-*manylinux_2_28_x86_64.whl
 for wheel in dist/stridex-*.whl; do
-  case "$wheel" in *manylinux_2_28_x86_64.whl) ;; *) echo "$wheel: not tagged manylinux_2_28_x86_64"; exit 1;; esac
+  # stridex-X.Y.Z-cpXY-cpXY-... for one version, stridex-X.Y.Z-cp312-abi3-... for 3.12 and newer.
+  case "$(basename "$wheel" | cut -d- -f3-4)" in cp3*-abi3 | cp3*-cp3*) ;; *) echo "$wheel: neither cpXY-cpXY nor cp312-abi3"; exit 1;; esac
+  case "$wheel" in
+    *manylinux_2_28_x86_64.whl) arch=x86_64 ;;
+    *manylinux_2_28_aarch64.whl) arch=aarch64 ;;  # tools/build-wheels --aarch64
+    *) echo "$wheel: not tagged manylinux_2_28_x86_64 or _aarch64"; exit 1;;
+  esac
   # The tag in the name is what pip reads; the glibc floor is what the ELF's symbol versions need,
   # read by auditwheel: the oldest manylinux it is consistent with must be 2.28 or older.
-  floor=$("$tools" -m auditwheel show "$wheel" | tr '\n' ' ' | sed -n 's/.*consistent with the following platform tag: *"manylinux_2_\([0-9]*\)_x86_64".*/\1/p')
+  floor=$("$tools" -m auditwheel show "$wheel" | tr '\n' ' ' | sed -n "s/.*consistent with the following platform tag: *\"manylinux_2_\([0-9]*\)_$arch\".*/\1/p")
   if [ -z "$floor" ] || [ "$floor" -gt 28 ]; then "$tools" -m auditwheel show "$wheel"; exit 1; fi
   echo "$wheel: glibc floor 2.$floor, $(du -k "$wheel" | cut -f1) KiB"
 done
 py_tag=$(python3 -c 'import sys; print(f"cp{sys.version_info.major}{sys.version_info.minor}")')
 wheel=$(ls dist/stridex-*-"$py_tag"-"$py_tag"-*manylinux_2_28_x86_64.whl)
 
-step "each other interpreter's wheel in a fresh venv: its kernels, the doctor"
-for other in dist/stridex-*.whl; do
-  [ "$other" = "$wheel" ] && continue
-  tag=$(basename "$other" | cut -d- -f3)
-  interpreter=$(awk -v tag="$tag" '$1 == tag { print $2 }' build/wheel-tools/interpreters)
-  rm -rf "build/fresh-$tag"
-  "$interpreter" -m venv "build/fresh-$tag"
-  "build/fresh-$tag/bin/python" -m pip install -q --disable-pip-version-check "$other" pytest
-  (cd build && "fresh-$tag/bin/python" -m stridex doctor --no-progress > "fresh-$tag-doctor.txt")
-  grep '^copy kernels: embedded' "build/fresh-$tag-doctor.txt"
+step "each other interpreter's wheel in a fresh venv, the abi3 one in each CPython 3.12+: its kernels, the doctor"
+# "name cpXY interpreter" per fresh venv: a version's own wheel in its interpreter, the abi3 wheel
+# in every interpreter from 3.12 on (pip takes it there with --force-reinstall; on 3.14+ it is the
+# one wheel that installs).
+abi3=$(ls dist/stridex-*-cp312-abi3-*manylinux_2_28_x86_64.whl)
+while read -r tag interpreter; do
+  case "$tag" in cp310 | cp311) ;; *) echo "abi3-$tag $abi3 $interpreter" ;; esac
+  other=$(ls dist/stridex-*-"$tag"-"$tag"-*manylinux_2_28_x86_64.whl)
+  [ "$other" = "$wheel" ] || echo "$tag $other $interpreter"
+done < build/wheel-tools/interpreters > build/fresh-venvs
+while read -r name other interpreter; do
+  rm -rf "build/fresh-$name"
+  "$interpreter" -m venv "build/fresh-$name"
+  "build/fresh-$name/bin/python" -m pip install -q --disable-pip-version-check "$other" pytest
+  # The module pip installed is the wheel's own: abi3 where it is the abi3 wheel.
+  "build/fresh-$name/bin/python" -c 'import sys, stridex._stridex as m; print(sys.version.split()[0], m.__file__)' |
+    { read -r version file; echo "$name: $version $file"; case "$name:$file" in abi3-*:*.abi3.so | cp*:*cpython-*.so) ;; *) exit 1;; esac; }
+  (cd build && "fresh-$name/bin/python" -m stridex doctor --no-progress > "fresh-$name-doctor.txt")
+  grep '^copy kernels: embedded' "build/fresh-$name-doctor.txt"
   # --noconftest: the suite's conftest builds the test-only extensions, for the whole suite's sake
-  "build/fresh-$tag/bin/python" -m pytest -q --noconftest -p no:cacheprovider tests/python/test_kernel_image.py
-done
+  "build/fresh-$name/bin/python" -m pytest -q --noconftest -p no:cacheprovider tests/python/test_kernel_image.py
+done < build/fresh-venvs
 
 step "this interpreter's wheel in a venv over the system packages: the Python suite runs there"
 rm -rf build/wheel-venv

@@ -594,10 +594,11 @@ def test_a_type_changed_after_caching_is_probed_again():
     stridex.view(g)
     fills = _internals.cache_stats()[1]
     stridex.view(g)
-    assert _internals.cache_stats()[1] == fills  # cached
+    assert _internals.cache_stats()[1] == fills  # cached (the abi3 build: probed each time)
     Growing.__dlpack__ = lambda self, **kw: make_capsule(self.a)[0]
     assert stridex.view(g).ptr == address(a)
-    assert _internals.cache_stats()[1] == fills + 1  # the class changed: probed again
+    # The class changed: probed again. The abi3 build caches no class a class statement makes.
+    assert _internals.cache_stats()[1] == fills + (0 if _internals.stable_abi else 1)
 
 
 def test_many_types_do_not_break_the_cache():

@@ -49,8 +49,18 @@ void set_python_error_for_current_exception(Restore restore) noexcept {
 }
 
 // Its name, for C interfaces that report errors as text (the exchange API's SetError).
+// Written out, as extensions built for CPython's limited API cannot read a type's tp_name.
 inline const char* python_exception_name(ErrorKind kind) noexcept {
-    return reinterpret_cast<PyTypeObject*>(python_exception_for(kind))->tp_name;
+    switch (kind) {
+        case ErrorKind::buffer:
+        case ErrorKind::unsupported: return "BufferError";
+        case ErrorKind::type: return "TypeError";
+        case ErrorKind::value: return "ValueError";
+        case ErrorKind::index: return "IndexError";
+        case ErrorKind::cuda: return "RuntimeError";
+        case ErrorKind::memory: return "MemoryError";
+    }
+    return "RuntimeError";
 }
 
 }  // namespace stridex::python

@@ -16,16 +16,25 @@ template <class Found>
 auto framework_of(PyTypeObject* type, Found&& found) -> decltype(found("")) {
     auto ask = [&](PyObject* cls) -> decltype(found("")) {
         PyObject* module = PyObject_GetAttrString(cls, "__module__");
-        const char* name = module && PyUnicode_Check(module) ? PyUnicode_AsUTF8(module) : nullptr;
+        const char* name = module && PyUnicode_Check(module) ? PyUnicode_AsUTF8AndSize(module, nullptr) : nullptr;
         if (!name) PyErr_Clear();
         auto answer = name ? found(name) : nullptr;
         Py_XDECREF(module);
         return answer;
     };
+#ifdef Py_LIMITED_API  // an extension for CPython's stable ABI (the type struct is opaque there)
+    PyObject* mro = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__mro__");
+    if (mro == nullptr) PyErr_Clear();
+    struct Release {
+        PyObject* o;
+        ~Release() { Py_XDECREF(o); }
+    } release{mro};
+#else
     PyObject* mro = type->tp_mro;  // a tuple once the type is ready
+#endif
     if (mro == nullptr || !PyTuple_Check(mro)) return ask(reinterpret_cast<PyObject*>(type));
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
-        PyObject* cls = PyTuple_GET_ITEM(mro, i);
+    for (Py_ssize_t i = 0; i < PyTuple_Size(mro); ++i) {
+        PyObject* cls = PyTuple_GetItem(mro, i);
         if (cls == reinterpret_cast<PyObject*>(&PyBaseObject_Type)) break;
         if (auto answer = ask(cls)) return answer;
     }

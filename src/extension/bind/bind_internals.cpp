@@ -161,6 +161,13 @@ void bind_internals(nb::module_& parent) {
         },
         "(hits, fills, uncacheable) of the per-type protocol cache.");
     m.def("clear_type_cache", &clear_type_cache);
+    // Built against CPython's limited API (the abi3 wheel; limited_api.hpp): only immutable types
+    // are cached, and the torch_getter shortcut is never taken.
+#ifdef Py_LIMITED_API
+    m.attr("stable_abi") = true;
+#else
+    m.attr("stable_abi") = false;
+#endif
 }
 
 }  // namespace stridex::python

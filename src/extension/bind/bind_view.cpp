@@ -37,12 +37,18 @@ nb::handle single_sequence_or_args(const nb::args& args) {
 Slice to_slice(nb::handle s) {
     Py_ssize_t start = 0, stop = 0, step = 0;
     if (PySlice_Unpack(s.ptr(), &start, &stop, &step) < 0) throw nb::python_error();
-    auto* slice = reinterpret_cast<PySliceObject*>(s.ptr());
     Slice out;
     out.step = step;
     // PySlice_Unpack turns None into sentinel extremes; keep None as "absent" for exact semantics.
+#ifdef Py_LIMITED_API
+    const nb::object first = s.attr("start"), last = s.attr("stop");
+    if (!first.is_none()) out.start = start;
+    if (!last.is_none()) out.stop = stop;
+#else
+    auto* slice = reinterpret_cast<PySliceObject*>(s.ptr());
     if (slice->start != Py_None) out.start = start;
     if (slice->stop != Py_None) out.stop = stop;
+#endif
     return out;
 }
 
@@ -446,9 +452,11 @@ void bind_view(nb::module_& m) {
             "__complex__",
             [](const PyView& s) {
                 const nb::object x = scalar_of_0d(s, "complex()");
-                const Py_complex c = PyComplex_AsCComplex(x.ptr());
-                if (c.real == -1.0 && PyErr_Occurred()) throw nb::python_error();
-                return nb::steal(PyComplex_FromCComplex(c));
+                const double re = PyComplex_RealAsDouble(x.ptr());
+                if (re == -1.0 && PyErr_Occurred()) throw nb::python_error();
+                const double im = PyComplex_ImagAsDouble(x.ptr());
+                if (im == -1.0 && PyErr_Occurred()) throw nb::python_error();
+                return nb::steal(PyComplex_FromDoubles(re, im));
             },
             nb::sig("def __complex__(self) -> complex"),
             "complex(v) of a 0-d view (device memory is copied to the host).")

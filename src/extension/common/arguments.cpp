@@ -8,6 +8,7 @@
 #include <nanobind/stl/string.h>
 
 #include "common/attributes.hpp"
+#include "common/limited_api.hpp"
 #include "common/names.hpp"
 #include "stridex/error.hpp"
 #include "stridex/layout.hpp"
@@ -48,7 +49,7 @@ IntArg int_arg(PyObject* o, const char* what) {
 
 }  // namespace
 
-Excerpt type_name(PyObject* o) noexcept { return excerpt(Py_TYPE(o)->tp_name); }
+Excerpt type_name(PyObject* o) noexcept { return excerpt(type_tp_name(Py_TYPE(o))); }
 
 std::string short_repr(PyObject* o, std::size_t limit) {
     nb::object r = nb::steal(PyObject_Repr(o));
@@ -95,7 +96,7 @@ std::uintptr_t address_arg(PyObject* o, const char* what) {
     nb::object i;
     if (is_integer(o)) {
         i = python_int(o, what);
-    } else if (!PyBool_Check(o) && !PyFloat_Check(o) && Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_int) {
+    } else if (!PyBool_Check(o) && !PyFloat_Check(o) && PyType_GetSlot(Py_TYPE(o), Py_nb_int) != nullptr) {
         // Only __int__ (cuda.bindings' CUdeviceptr has no __index__); floats have one too, refused above.
         i = nb::steal(PyNumber_Long(o));
         if (!i.is_valid()) throw nb::python_error();
@@ -259,7 +260,7 @@ Dtype dtype_of(PyObject* o, const char* what, bool array_allowed) {
     if (nb::isinstance<Dtype>(h)) return nb::cast<Dtype>(h);
     if (PyUnicode_Check(o)) return dtype_of_text(o, what);
     if (o == Py_None) fail_not_dtype(o, what);  // numpy.dtype(None) is float64: no default here
-    if (std::strncmp(Py_TYPE(o)->tp_name, "torch.", 6) == 0) {
+    if (std::strncmp(type_tp_name(Py_TYPE(o)), "torch.", 6) == 0) {
         // A torch.dtype prints as 'torch.float32' (torch's C type is named "torch.dtype").
         const nb::str text(h);
         if (std::string_view(text.c_str()).starts_with("torch.")) return dtype_of_text(text.ptr(), what);

@@ -1,6 +1,10 @@
 // Attribute lookups and the swallow rule for their errors (attributes.hpp).
 #include "common/attributes.hpp"
 
+#include <cstring>
+
+#include "common/limited_api.hpp"
+
 namespace nb = nanobind;
 
 namespace stridex::python {
@@ -18,7 +22,20 @@ void clear_exception_or_throw() {
 }
 
 PyObject* type_lookup(PyTypeObject* type, PyObject* name) noexcept {
-#if PY_VERSION_HEX >= 0x030D0000
+#ifdef Py_LIMITED_API
+    // _PyType_Lookup's walk: the first class of the MRO whose own __dict__ has the name.
+    PyObject* found = nullptr;
+    PyObject* mro = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__mro__");
+    const Py_ssize_t n = mro && PyTuple_Check(mro) ? PyTuple_Size(mro) : 0;
+    for (Py_ssize_t i = 0; i < n && !found; ++i) {
+        PyObject* dict = PyObject_GetAttrString(PyTuple_GetItem(mro, i), "__dict__");  // a mappingproxy
+        found = dict ? PyObject_GetItem(dict, name) : nullptr;
+        Py_XDECREF(dict);
+        if (!found) PyErr_Clear();
+    }
+    Py_XDECREF(mro);
+    if (PyErr_Occurred()) PyErr_Clear();
+#elif PY_VERSION_HEX >= 0x030D0000
     PyObject* found = _PyType_LookupRef(type, name);
 #else
     PyObject* found = _PyType_Lookup(type, name);
@@ -32,12 +49,29 @@ PyObject* type_lookup(PyTypeObject* type, PyObject* name) noexcept {
 }
 
 PyObject* bound_self(PyObject* callable) noexcept {
+#ifdef Py_LIMITED_API
+    // A bound method's __self__ (a C function's: its module for a module function). The limited API
+    // has no PyMethod_Check: a Python bound method is recognised by its type's name.
+    if (PyCFunction_Check(callable)) {
+        PyObject* self = PyCFunction_GetSelf(callable);
+        return self && !PyModule_Check(self) ? self : nullptr;
+    }
+    if (std::strcmp(type_tp_name(Py_TYPE(callable)), "method") != 0) return nullptr;
+    PyObject* self = PyObject_GetAttrString(callable, "__self__");
+    if (!self) {
+        PyErr_Clear();
+        return nullptr;
+    }
+    Py_DECREF(self);  // borrowed, as PyMethod_GET_SELF: the method holds it
+    return self;
+#else
     if (PyMethod_Check(callable)) return PyMethod_GET_SELF(callable);
     if (PyCFunction_Check(callable)) {
         PyObject* self = PyCFunction_GET_SELF(callable);
         return self && !PyModule_Check(self) ? self : nullptr;  // a module function has its module
     }
     return nullptr;
+#endif
 }
 
 PyObject* attr_or_null(PyObject* obj, const char* name) noexcept {

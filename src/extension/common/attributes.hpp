@@ -10,6 +10,8 @@
 
 #include <Python.h>
 
+#include "common/limited_api.hpp"
+
 #include <nanobind/nanobind.h>
 
 namespace stridex::python {
@@ -27,7 +29,13 @@ void clear_exception_or_throw();
 // carry their protocols on the instance (proxies, test doubles) pays it on every call.
 inline PyObject* optional_attr(PyObject* obj, PyObject* name) {
     PyObject* out = nullptr;
-#if PY_VERSION_HEX >= 0x030D0000
+#ifdef Py_LIMITED_API
+    out = PyObject_GetAttr(obj, name);
+    if (!out) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw nanobind::python_error();
+        PyErr_Clear();
+    }
+#elif PY_VERSION_HEX >= 0x030D0000
     if (PyObject_GetOptionalAttr(obj, name, &out) < 0) throw nanobind::python_error();
 #else
     if (_PyObject_LookupAttr(obj, name, &out) < 0) throw nanobind::python_error();

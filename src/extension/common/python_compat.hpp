@@ -6,17 +6,13 @@
 
 #include <nanobind/nanobind.h>
 
+#include "common/limited_api.hpp"
+
 namespace stridex::python {
 
 // True once the interpreter is shutting down (or gone): taking the GIL then would hang or crash,
 // so releases leak instead. Inline: the test-only module uses it too.
-inline bool interpreter_finalizing() noexcept {
-#if PY_VERSION_HEX >= 0x030D0000
-    return !Py_IsInitialized() || Py_IsFinalizing();
-#else
-    return !Py_IsInitialized() || _Py_IsFinalizing();
-#endif
-}
+inline bool interpreter_finalizing() noexcept { return !Py_IsInitialized() || interpreter_is_finalizing(); }
 
 // Runs f with the GIL held, taking it only when this thread does not hold it already: a View is
 // most often dropped by Python code, and PyGILState_Ensure/Release cost two thread-local lookups
@@ -25,11 +21,8 @@ inline bool interpreter_finalizing() noexcept {
 // that is), which says nothing about this thread, so the GIL is always taken there.
 template <class F>
 inline void with_gil(F&& f) noexcept {
-#if PY_VERSION_HEX >= 0x030D0000
-    if (PyThreadState_GetUnchecked() != nullptr) return f();
-#elif PY_VERSION_HEX >= 0x030C0000
-    if (_PyThreadState_UncheckedGet() != nullptr) return f();
-#endif
+    bool known = false;
+    if (thread_state_unchecked(&known) != nullptr && known) return f();
     PyGILState_STATE gil = PyGILState_Ensure();
     f();
     PyGILState_Release(gil);

@@ -16,6 +16,7 @@
 #include "common/arguments.hpp"
 #include "common/attributes.hpp"
 #include "common/bindings.hpp"
+#include "common/limited_api.hpp"
 #include "common/names.hpp"
 #include "export/allocator.hpp"
 #include "sanitizer/handover.hpp"
@@ -87,8 +88,7 @@ std::pair<long long, long long> int_pair(PyObject* o, const char* what) {
         fail(ErrorKind::type, what, " must be a tuple of two ints, found ", type_name(o));
     if (PySequence_Fast_GET_SIZE(o) != 2)
         fail(ErrorKind::type, what, " must be a tuple of two ints, found ", PySequence_Fast_GET_SIZE(o), " items");
-    PyObject** items = PySequence_Fast_ITEMS(o);
-    return {int64_arg(items[0], what), int64_arg(items[1], what)};
+    return {int64_arg(PySequence_Fast_GET_ITEM(o, 0), what), int64_arg(PySequence_Fast_GET_ITEM(o, 1), what)};
 }
 
 // The consumer's stream; nullopt for None. 0 and values below -1 are ValueError whatever the device.

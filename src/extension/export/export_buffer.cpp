@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/attributes.hpp"
+#include "common/limited_api.hpp"
 #include "export/export.hpp"
 
 namespace stridex::python {

@@ -12,6 +12,7 @@
 
 #include "common/arguments.hpp"
 #include "common/bindings.hpp"
+#include "common/limited_api.hpp"
 #include "import/import_type_cache.hpp"
 #include "stream/shortcuts.hpp"
 #include "stridex/error.hpp"

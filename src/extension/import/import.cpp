@@ -21,6 +21,7 @@
 
 #include "common/arguments.hpp"
 #include "common/attributes.hpp"
+#include "common/limited_api.hpp"
 #include "common/names.hpp"
 #include "common/set_error.hpp"
 #include "export/export.hpp"
@@ -160,7 +161,7 @@ Handover import_handover(PyObject* owner, const TypeEntry* entry, const StreamRe
         const StreamRequest current = current_stream_request(owner, *entry);
         if (current.kind == StreamRequest::Kind::on_stream || ready == kNoStream) producer = current.consumer();
     }
-    return {v,     owner, producer, no_sync ? kNoStream : v.stream(), python ? "stridex.view" : "caster import",
+    return {v,     owner,         producer, no_sync ? kNoStream : v.stream(), python ? "stridex.view" : "caster import",
             flags, request.object};
 }
 

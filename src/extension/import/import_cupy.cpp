@@ -33,6 +33,7 @@
 // tests/python/test_import_cupy.py compares both paths on a GPU.
 #include <cstring>
 
+#include "common/limited_api.hpp"
 #include "export/py_owner.hpp"
 #include "import/cupy_api.hpp"
 #include "import/importers.hpp"
@@ -132,7 +133,7 @@ bool find_cupy(bool c_api, bool layout) noexcept {
                     PyCapsule_GetPointer(entry, kStreamSignature));
             Py_XDECREF(table);
             ok = Version{13, 4, 0} <= v && v < Version{14, 3, 0} && c.memory_pointer &&
-                 c.memory_pointer->tp_basicsize == static_cast<Py_ssize_t>(sizeof(CupyMemoryPointer)) &&
+                 type_basicsize(c.memory_pointer) == static_cast<Py_ssize_t>(sizeof(CupyMemoryPointer)) &&
                  c.stream_of_device;
         }
     }
@@ -204,9 +205,16 @@ bool cupy_struct_readable(PyTypeObject* type, const ProducerRow& row, PyObject* 
     if (g_cupy.api) return true;
     // The layout path: __dlpack__ is the C method of CuPy's base type, whose struct it describes.
     if (Py_TYPE(dlpack) != &PyMethodDescr_Type) return false;
+#ifdef Py_LIMITED_API
+    PyObject* objclass = PyObject_GetAttrString(dlpack, "__objclass__");  // the descriptor's d_type
+    if (!objclass) PyErr_Clear();
+    Py_XDECREF(objclass);  // borrowed from here on: the descriptor holds it
+    PyTypeObject* base = objclass && PyType_Check(objclass) ? reinterpret_cast<PyTypeObject*>(objclass) : nullptr;
+#else
     PyTypeObject* base = reinterpret_cast<PyMethodDescrObject*>(dlpack)->d_common.d_type;
-    return base && std::strcmp(base->tp_name, kLayoutBase) == 0 &&
-           base->tp_basicsize == static_cast<Py_ssize_t>(sizeof(CupyArrayLayout)) && PyType_IsSubtype(type, base);
+#endif
+    return base && std::strcmp(type_tp_name(base), kLayoutBase) == 0 &&
+           type_basicsize(base) == static_cast<Py_ssize_t>(sizeof(CupyArrayLayout)) && PyType_IsSubtype(type, base);
 }
 
 bool import_cupy_struct(PyObject* obj, View* at, std::intptr_t& ready) {

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "common/arguments.hpp"
+#include "common/limited_api.hpp"
 #include "common/set_error.hpp"
 #include "export/py_owner.hpp"
 #include "import/importers.hpp"

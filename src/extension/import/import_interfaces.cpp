@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/arguments.hpp"
+#include "common/limited_api.hpp"
 #include "common/set_error.hpp"
 #include "export/py_owner.hpp"
 #include "import/importers.hpp"

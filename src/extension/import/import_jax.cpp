@@ -30,6 +30,7 @@
 // array), is left to __dlpack__ itself, whose answer and errors are JAX's own; a TypeError (a
 // jaxlib whose function takes other arguments) also turns the shortcut off.
 // tests/python/test_import_jax.py compares both paths.
+#include "common/limited_api.hpp"
 #include "import/importers.hpp"
 
 #include <array>
@@ -77,11 +78,17 @@ bool text_is(PyObject* text, const char* expected) noexcept {
 
 // JAX's own ArrayImpl.__dlpack__, as jax._src.array defines it.
 bool is_jax_dlpack(PyObject* dlpack) noexcept {
+#ifdef Py_LIMITED_API
+    if (!dlpack || std::strcmp(type_tp_name(Py_TYPE(dlpack)), "function") != 0) return false;
+    PyObject* module = attr_or_null(dlpack, "__module__");
+#else
     if (!dlpack || !PyFunction_Check(dlpack)) return false;
+    PyObject* module = Py_XNewRef(PyFunction_GetModule(dlpack));
+#endif
     PyObject* qualname = attr_or_null(dlpack, "__qualname__");
-    const bool ok = text_is(PyFunction_GetModule(dlpack), "jax._src.array") &&
-                    text_is(qualname, "ArrayImpl.__dlpack__");
+    const bool ok = text_is(module, "jax._src.array") && text_is(qualname, "ArrayImpl.__dlpack__");
     Py_XDECREF(qualname);
+    Py_XDECREF(module);
     return ok;
 }
 

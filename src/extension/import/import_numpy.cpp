@@ -18,6 +18,7 @@
 #include <bit>
 #include <cstring>
 
+#include "common/limited_api.hpp"
 #include "export/py_owner.hpp"
 #include "import/importers.hpp"
 
@@ -99,9 +100,9 @@ bool numpy_struct_readable(PyTypeObject* type, const ProducerRow& row) noexcept 
     // numpy.ndarray itself (a static type: no Python class can pose as it), from a NumPy whose row
     // says so (its __dlpack__ answers with versioned capsules: the read-only flag is the one it
     // reports), while the shortcut is on (shortcuts.hpp).
-    return row.takes(Shortcut::numpy_struct) && std::strcmp(type->tp_name, "numpy.ndarray") == 0 &&
+    return row.takes(Shortcut::numpy_struct) && std::strcmp(type_tp_name(type), "numpy.ndarray") == 0 &&
            !PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) &&
-           type->tp_basicsize >= static_cast<Py_ssize_t>(sizeof(NumpyArray));
+           type_basicsize(type) >= static_cast<Py_ssize_t>(sizeof(NumpyArray));
 }
 
 bool import_numpy_struct(PyObject* obj, View* at) {

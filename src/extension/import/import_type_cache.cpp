@@ -5,6 +5,7 @@
 #include <nanobind/nanobind.h>
 
 #include "common/attributes.hpp"
+#include "common/limited_api.hpp"
 #include "common/names.hpp"
 #include "import/importers.hpp"
 
@@ -36,10 +37,24 @@ void release_parked() noexcept {
 namespace {
 
 unsigned int version_tag(PyTypeObject* type) noexcept {
+#ifdef Py_LIMITED_API
+    // 1 for a type whose MRO is immutable throughout (import_type_cache.hpp), else 0: never cached.
+    PyObject* mro = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__mro__");
+    bool immutable = mro && PyTuple_Check(mro);
+    for (Py_ssize_t i = 0; immutable && i < PyTuple_Size(mro); ++i) {
+        PyObject* base = PyTuple_GetItem(mro, i);
+        immutable = PyType_Check(base) &&
+                    (PyType_GetFlags(reinterpret_cast<PyTypeObject*>(base)) & Py_TPFLAGS_IMMUTABLETYPE) != 0;
+    }
+    Py_XDECREF(mro);
+    if (PyErr_Occurred()) PyErr_Clear();
+    return immutable ? 1 : 0;
+#else
 #if PY_VERSION_HEX >= 0x030C0000
     if (type->tp_version_tag == 0) PyUnstable_Type_AssignVersionTag(type);
 #endif
     return type->tp_version_tag;
+#endif
 }
 
 void retire(TypeEntry& old) noexcept {
@@ -75,12 +90,19 @@ TypeEntry probe(PyTypeObject* type) {
     Py_XDECREF(cai);
     Py_XDECREF(ai);
     // Instances with a __dict__ or a custom __getattr__ may carry the protocols themselves.
+#ifdef Py_LIMITED_API
+    e.instance_attrs = limited::type_int(type, "__dictoffset__") != 0 ||
+                       PyType_GetSlot(type, Py_tp_getattro) != reinterpret_cast<void*>(&PyObject_GenericGetAttr);
+    e.buffer = PyType_GetSlot(type, Py_bf_getbuffer) != nullptr;
+#else
     e.instance_attrs = type->tp_dictoffset != 0 || type->tp_getattro != PyObject_GenericGetAttr;
     e.buffer = type->tp_as_buffer && type->tp_as_buffer->bf_getbuffer;
+#endif
     e.row = &producer_for(type);
     e.keywords = e.row->keywords;
     e.array_struct = readable_array_struct(type, *e.row, e.dlpack);
     e.jaxlib_export = jaxlib_export_usable(type, *e.row, e.dlpack);
+#ifndef Py_LIMITED_API  // no PyGetSetDescrObject there: requires_grad by getattr
     if (e.row->exchange_skips_refusals && e.row->takes(Shortcut::torch_getter)) {
         // A C getset (torch's) is called without the generic attribute lookup on every import; the
         // type holds it, and a change to the type means a new probe. Anything else: getattr.
@@ -93,6 +115,7 @@ TypeEntry probe(PyTypeObject* type) {
             Py_DECREF(d);
         }
     }
+#endif
     // The probes above swallow only Exceptions (attributes.hpp): a KeyboardInterrupt raised by a
     // framework's code on the way is still set, and ends the import.
     if (PyErr_Occurred()) {

@@ -4,6 +4,10 @@
 // address cannot be reused by another type while cached) and the type's tp_version_tag when it was
 // probed: CPython resets the tag to 0 whenever the type or one of its bases is modified, and never
 // reuses a tag, so a changed tag means "probe again". Types without a tag are never cached.
+// Under CPython's limited API (the abi3 build; limited_api.hpp) no tag can be read: there only
+// immutable types (Py_TPFLAGS_IMMUTABLETYPE, the type and every class of its MRO: C types such as
+// numpy.ndarray, nothing a Python class statement makes) are cached, under the constant tag 1, and
+// every other type is probed on each import.
 //
 // The hit path (entry_for, Depth) is inline: every import runs it. Probing and filling are in
 // import_type_cache.cpp. Everything runs with the GIL held.
@@ -15,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/limited_api.hpp"
 #include "import/type_entry.hpp"
 
 namespace stridex::python {
@@ -40,6 +45,15 @@ extern CacheStats g_stats;
 extern int g_depth;
 extern std::vector<TypeEntry>* g_parked;
 
+// The tag a cached entry of `type` must match now (see above).
+inline unsigned int current_version_tag([[maybe_unused]] PyTypeObject* type) noexcept {
+#ifdef Py_LIMITED_API
+    return 1;
+#else
+    return type->tp_version_tag;
+#endif
+}
+
 inline std::size_t slot_of(PyTypeObject* type) noexcept {
     const auto p = reinterpret_cast<std::uintptr_t>(type);
     return ((p >> 4) ^ (p >> 10)) & (kSlots - 1);
@@ -58,7 +72,8 @@ void release_parked() noexcept;
 inline TypeEntry entry_for(PyTypeObject* type, bool* uncached) {
     const TypeEntry& slot = type_cache::g_slots[type_cache::slot_of(type)];
     *uncached = false;
-    if (slot.type == type && slot.version_tag != 0 && slot.version_tag == type->tp_version_tag) [[likely]] {
+    if (slot.type == type && slot.version_tag != 0 && slot.version_tag == type_cache::current_version_tag(type))
+        [[likely]] {
         ++type_cache::g_stats.hits;
         return slot;
     }

@@ -17,6 +17,7 @@
 
 #include "common/arguments.hpp"
 #include "common/bindings.hpp"
+#include "common/limited_api.hpp"
 #include "export/export.hpp"
 #include "export/py_owner.hpp"
 #include "sanitizer/sanitizer.hpp"

@@ -4,6 +4,7 @@
 // callable or a warning filter may run Python code that hands over again.
 #include "sanitizer/sanitizer.hpp"
 
+#include "common/limited_api.hpp"
 #include "sanitizer/handover.hpp"
 
 #include <nanobind/stl/string.h>
@@ -253,7 +254,7 @@ void released(View& view, nb::object& source) noexcept {
         // Did the owner die with this View? Release both here and look (a weak reference), or,
         // for objects that take none, whether this View held the only reference.
         bool died = Py_REFCNT(owner) == 1;
-        if (PyType_SUPPORTS_WEAKREFS(Py_TYPE(owner))) {
+        if (type_supports_weakrefs(Py_TYPE(owner))) {
             nb::object weak = nb::steal(PyWeakref_NewRef(owner, nullptr));
             if (weak.is_valid()) {
                 source.reset();

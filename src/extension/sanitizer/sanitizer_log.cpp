@@ -1,6 +1,7 @@
 // The sanitizer's log (sanitizer_log.hpp).
 #include "sanitizer/sanitizer_log.hpp"
 
+#include "common/limited_api.hpp"
 #include "stridex/cuda/memory.hpp"
 
 #include <nanobind/stl/string.h>  // snapshot()'s device names
@@ -64,9 +65,18 @@ void prune_stream_objects_locked(std::intptr_t keep, std::vector<nb::object>& dr
 Stack capture_stack() {
     Stack s;
     PyFrameObject* f = PyEval_GetFrame();  // borrowed; null from a thread without Python frames
-    Py_XINCREF(f);
+    Py_XINCREF(reinterpret_cast<PyObject*>(f));
     while (f && s.size < kFrames) {
         s.frames[s.size].code = nb::steal(reinterpret_cast<PyObject*>(PyFrame_GetCode(f)));
+#ifdef Py_LIMITED_API
+        // No instruction offsets nor PyFrame_GetBack there: the line now, and frame.f_back.
+        s.frames[s.size].line = PyFrame_GetLineNumber(f);
+        ++s.size;
+        PyObject* up = PyObject_GetAttrString(reinterpret_cast<PyObject*>(f), "f_back");
+        if (!up) PyErr_Clear();
+        if (up == Py_None) Py_CLEAR(up);
+        auto* back = reinterpret_cast<PyFrameObject*>(up);
+#else
 #if PY_VERSION_HEX >= 0x030B0000
         // The instruction offset: its line is looked up only when a report is made (the line
         // table walk is most of what a stack costs).
@@ -76,10 +86,11 @@ Stack capture_stack() {
 #endif
         ++s.size;
         PyFrameObject* back = PyFrame_GetBack(f);
-        Py_DECREF(f);
+#endif
+        Py_DECREF(reinterpret_cast<PyObject*>(f));
         f = back;
     }
-    Py_XDECREF(f);
+    Py_XDECREF(reinterpret_cast<PyObject*>(f));
     return s;
 }
 
@@ -106,9 +117,16 @@ std::string format_stack(const Stack& s) {
     std::string out;
     int shown = 0;
     for (int i = 0; i < s.size && shown < 4; ++i) {
+#ifdef Py_LIMITED_API
+        const nb::object file_attr = nb::steal(PyObject_GetAttrString(s.frames[i].code.ptr(), "co_filename"));
+        const nb::object name_attr = nb::steal(PyObject_GetAttrString(s.frames[i].code.ptr(), "co_name"));
+        const char* file = file_attr.is_valid() ? PyUnicode_AsUTF8(file_attr.ptr()) : nullptr;
+        const char* name = name_attr.is_valid() ? PyUnicode_AsUTF8(name_attr.ptr()) : nullptr;
+#else
         auto* code = reinterpret_cast<PyCodeObject*>(s.frames[i].code.ptr());
         const char* file = PyUnicode_AsUTF8(code->co_filename);
         const char* name = PyUnicode_AsUTF8(code->co_name);
+#endif
         if (!file || !name) {
             PyErr_Clear();
             continue;
@@ -116,7 +134,7 @@ std::string format_stack(const Stack& s) {
         if (!own.empty() && std::strncmp(file, own.c_str(), own.size()) == 0 && i + 1 < s.size) continue;
         out += "\n      ";
         out += file;
-#if PY_VERSION_HEX >= 0x030B0000
+#if PY_VERSION_HEX >= 0x030B0000 && !defined(Py_LIMITED_API)
         const int line = PyCode_Addr2Line(code, s.frames[i].line);
 #else
         const int line = s.frames[i].line;
@@ -143,8 +161,9 @@ std::string type_name_of(PyObject* type) {
     } else {
         PyErr_Clear();
     }
-    const char* name = std::strrchr(t->tp_name, '.');
-    return out + (name ? name + 1 : t->tp_name);
+    const char* tp_name = type_tp_name(t);
+    const char* name = std::strrchr(tp_name, '.');
+    return out + (name ? name + 1 : tp_name);
 }
 
 std::string producer_name(const Entry& e) {
@@ -187,7 +206,7 @@ Entry make_entry(const View& v, PyObject* owner, const char* producer_label, std
         e.producer_type = nb::borrow(reinterpret_cast<PyObject*>(Py_TYPE(owner)));
     if (owner && owner != Py_None) {
         e.owner_id = reinterpret_cast<std::uintptr_t>(owner);
-        if (PyType_SUPPORTS_WEAKREFS(Py_TYPE(owner))) {
+        if (type_supports_weakrefs(Py_TYPE(owner))) {
             e.owner = nb::steal(PyWeakref_NewRef(owner, nullptr));
             if (!e.owner.is_valid()) PyErr_Clear();
         }

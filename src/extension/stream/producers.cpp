@@ -3,6 +3,7 @@
 // tests/python/test_stream_policy.py and a line in docs/import.md.
 #include "stream/producers.hpp"
 
+#include "common/limited_api.hpp"
 #include "stridex/python/framework_of.hpp"
 
 #include <array>

@@ -3,6 +3,7 @@
 
 #include "common/arguments.hpp"
 #include "common/attributes.hpp"
+#include "common/limited_api.hpp"
 #include "common/names.hpp"
 #include "sanitizer/sanitizer.hpp"
 
