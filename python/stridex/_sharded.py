@@ -365,7 +365,7 @@ class ShardedView:
         saying why not otherwise)."""
         from . import _sharded_jax
 
-        self._held("to_jax")
+        self._held("to_jax()")
         return _sharded_jax.to_jax(self)
 
     def to_torch(self) -> list[tuple[Index, Any]]:
@@ -381,10 +381,11 @@ class ShardedView:
         return [(s.index, cupy.from_dlpack(s.view)) for s in self._shards if s.view is not None]
 
     def to_numpy(self) -> list[tuple[Index, Any]]:
-        """The held shards of host memory as NumPy arrays (zero-copy), each with its index."""
+        """The held shards of host memory as NumPy arrays (zero-copy), each with its index; bfloat16
+        and the other ml_dtypes types included (through the array interface, as numpy.asarray)."""
         import numpy
 
-        return [(s.index, numpy.from_dlpack(s.view)) for s in self._shards if s.view is not None]
+        return [(s.index, numpy.asarray(s.view)) for s in self._shards if s.view is not None]
 
 
 def _origin_of(array: Any) -> Any:

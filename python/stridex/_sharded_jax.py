@@ -114,7 +114,8 @@ def _export(shard: Shard, device: Any) -> Any:
     if v.device.type == "cpu":
         # JAX's CPU client aliases aligned host memory handed to device_put (may_alias), on any of
         # its CPU devices; DLPack would put every host shard on CPU device 0.
-        return jax.device_put(numpy.from_dlpack(v), device, may_alias=True)
+        # numpy.asarray, not from_dlpack: NumPy's DLPack import has no bfloat16 (the array interface does).
+        return jax.device_put(numpy.asarray(v), device, may_alias=True)
     try:
         return jax.dlpack.from_dlpack(v, device=device, copy=False)
     except TypeError:  # a JAX whose from_dlpack takes no device: the DLPack device decides

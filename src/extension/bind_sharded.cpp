@@ -209,6 +209,14 @@ void bind_sharded(nb::module_& m) {
         nb::arg("shape"), nb::arg("grid"), nb::arg("places"),
         "The shards of a grid layout: dimension d cut into grid[d] chunks as torch.chunk, block b held by places[b].");
     m.def(
+        "_sharding_chunk",
+        [](std::int64_t extent, std::int64_t parts, std::int64_t i) {
+            const auto [start, stop] = sh::chunk(extent, parts, i);
+            return nb::make_tuple(start, stop);
+        },
+        nb::arg("extent"), nb::arg("parts"), nb::arg("i"),
+        "Chunk i of [0, extent) cut into `parts` as torch.chunk and DTensor's Shard cut: (start, stop).");
+    m.def(
         "_sharding_plan",
         [](nb::handle shape, nb::handle src, nb::handle dst) {
             const sh::Layout a = layout_arg(shape, src, "source sharding"), b = layout_arg(shape, dst, "destination sharding");
