@@ -35,8 +35,6 @@ from ._sanitize import StreamRaceError, StreamRaceWarning, sanitize, sanitizer_c
 from ._sharded import Piece, Shard, ShardedView, ShardLayout, reshard
 from ._sharded import _install as _install_sharded
 
-_install_sharded()
-
 # The spellings the entry points take, as types for annotations (help() and the stubs name them).
 # A submodule, left out of __all__: `from stridex import *` must not shadow the standard typing.
 from . import typing as typing
@@ -46,6 +44,7 @@ from . import typing as typing
 from . import _post_import
 
 _post_import.install()
+_install_sharded()  # stridex.copy hands ShardedViews to the sharded copy
 
 
 __all__ = [

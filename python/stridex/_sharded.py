@@ -9,7 +9,7 @@ This module holds what only Python can: the framework objects (JAX, torch, CuPy,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -23,7 +23,9 @@ def _box(index: Sequence[slice | int | tuple[int, int]], shape: Sequence[int], w
     """An index in any of the spellings (slices with step 1, (start, stop) pairs, ints for one
     element) as explicit slices, checked against the global shape."""
     if len(index) != len(shape):
-        raise ValueError(f"{what}: expected {len(shape)} index ranges for the global shape {tuple(shape)}, found {len(index)}")
+        raise ValueError(
+            f"{what}: expected {len(shape)} index ranges for the global shape {tuple(shape)}, found {len(index)}"
+        )
     out = []
     for i, extent in zip(index, shape):
         if isinstance(i, slice):
@@ -331,7 +333,9 @@ class ShardedView:
         return _sharded_jax.from_jax(x)
 
     @staticmethod
-    def from_arrays(arrays: Sequence[Any], offsets: Sequence[Sequence[int]], shape: Sequence[int] | None = None) -> ShardedView:
+    def from_arrays(
+        arrays: Sequence[Any], offsets: Sequence[Sequence[int]], shape: Sequence[int] | None = None
+    ) -> ShardedView:
         """Per-device arrays (anything stridex.view takes: torch, CuPy, JAX, NumPy, Views) at their
         offsets in the global array, zero-copy. The global shape defaults to the smallest that
         holds every array; the arrays must cover it without partial overlaps."""
@@ -372,7 +376,7 @@ class ShardedView:
         """The held shards as torch tensors (torch.from_dlpack, zero-copy), each with its index."""
         import torch
 
-        return [(s.index, torch.from_dlpack(s.view)) for s in self._shards if s.view is not None]
+        return [(s.index, _torch_tensor(torch, s.view)) for s in self._shards if s.view is not None]
 
     def to_cupy(self) -> list[tuple[Index, Any]]:
         """The held shards as CuPy arrays (cupy.from_dlpack, zero-copy), each with its index."""
@@ -386,6 +390,18 @@ class ShardedView:
         import numpy
 
         return [(s.index, numpy.asarray(s.view)) for s in self._shards if s.view is not None]
+
+
+def _torch_tensor(torch: Any, v: View) -> Any:
+    """torch.from_dlpack(v), except for immutable views (JAX's): those go as JAX hands its arrays to
+    torch natively, a legacy capsule without a read-only flag (a versioned capsule says READ_ONLY,
+    which torch does not take), ordered for torch's current stream of the device."""
+    if v.writability != "immutable":
+        return torch.from_dlpack(v)
+    stream = None
+    if v.device.type == "cuda":
+        stream = torch.cuda.current_stream(v.device.id).cuda_stream or 1  # 0: the legacy default stream
+    return torch.utils.dlpack.from_dlpack(v.__dlpack__(stream=stream))
 
 
 def _origin_of(array: Any) -> Any:
@@ -446,7 +462,9 @@ def copy(dst: Any, src: Any, *, stream: Any = None, _staged: bool = False) -> An
     # Refused before any piece is enqueued: nothing is half copied.
     for k, sh in enumerate(d.shards):
         if sh.view is not None and sh.view.readonly:
-            raise BufferError(f"stridex.copy: cannot copy into a read-only view (destination shard {k} {_fmt(sh.index)})")
+            raise BufferError(
+                f"stridex.copy: cannot copy into a read-only view (destination shard {k} {_fmt(sh.index)})"
+            )
     held = s._held("stridex.copy from a sharded source")
     pieces = [p for p in _plan(s.layout, d.layout, held) if d.shards[p.dst].view is not None]
     dst_views = [sh.view for sh in d.shards]
@@ -484,7 +502,9 @@ def reshard(src: Any, layout: ShardLayout, *, stream: Any = None) -> ShardedView
     for index, place in zip(layout._index, layout._places):
         if place.rank is not None or place.device is None:
             raise ValueError(f"reshard(): the layout's shard {_fmt(index)} is on another process ({place.rank})")
-        alloc_stream = streams.get(place.device.id) if isinstance(streams, dict) and place.device.type == "cuda" else None
+        alloc_stream = (
+            streams.get(place.device.id) if isinstance(streams, dict) and place.device.type == "cuda" else None
+        )
         v = _stridex.empty(_extent(index), s.dtype, device=place.device, stream=alloc_stream)
         shards.append(Shard(index, v, place.device, place.origin))
     out = ShardedView(s.shape, s.dtype, shards)
@@ -495,4 +515,3 @@ def reshard(src: Any, layout: ShardLayout, *, stream: Any = None) -> ShardedView
 def _install() -> None:
     """stridex.copy hands ShardedViews to copy() above (the one copy door, src/extension/copy.cpp)."""
     _stridex._register_sharded(ShardedView, copy)
-

@@ -109,7 +109,7 @@ def test_arbitrary_block_lists_and_their_spellings():
 def layouts(shape):
     grids = st.lists(st.integers(1, 3), min_size=0, max_size=len(shape)).map(tuple)
     return st.tuples(grids, st.integers(1, 2)).map(
-        lambda g: ShardLayout.grid(shape, g[0], [f"cpu"] * (math.prod(g[0]) * g[1]))
+        lambda g: ShardLayout.grid(shape, g[0], ["cpu"] * (math.prod(g[0]) * g[1]))
     )
 
 
@@ -203,7 +203,9 @@ def test_zero_dimensional_and_empty_arrays():
 def test_overlapping_and_missing_shards_are_named():
     with pytest.raises(ValueError, match=r"shards 0 \[0:3, 0:4\] and 1 \[2:4, 0:4\] overlap without being identical"):
         ShardLayout((4, 4), [(((0, 3), (0, 4)), "cpu"), (((2, 4), (0, 4)), "cpu")])
-    with pytest.raises(ValueError, match=r"cover 8 of the 16 elements of the global shape \(4, 4\); no shard holds element \(2, 0\)"):
+    with pytest.raises(
+        ValueError, match=r"cover 8 of the 16 elements of the global shape \(4, 4\); no shard holds element \(2, 0\)"
+    ):
         ShardLayout((4, 4), [(((0, 2), (0, 4)), "cpu")])
     with pytest.raises(ValueError, match=r"shard 0: expected 2 index ranges for the global shape \(4, 4\), found 1"):
         ShardLayout((4, 4), [(((0, 4),), "cpu")])
@@ -223,7 +225,9 @@ def test_overlapping_and_missing_shards_are_named():
 
 def test_shards_of_the_wrong_shape_dtype_or_device_are_named():
     v, _ = aligned((2, 3))
-    with pytest.raises(ValueError, match=r"shard 0: its index ranges \[0:2, 0:4\] hold shape \(2, 4\), its view has shape \(2, 3\)"):
+    with pytest.raises(
+        ValueError, match=r"shard 0: its index ranges \[0:2, 0:4\] hold shape \(2, 4\), its view has shape \(2, 3\)"
+    ):
         ShardedView((2, 4), "float32", [Shard((slice(0, 2), slice(0, 4)), v, None)])
     with pytest.raises(TypeError, match="shard 0: expected dtype float64, found float32"):
         ShardedView((2, 3), "float64", [Shard((slice(0, 2), slice(0, 3)), v, None)])
@@ -251,7 +255,11 @@ def test_copies_between_mismatched_arrays_are_refused_before_anything_is_written
     with pytest.raises(ValueError, match="the destination's dtype is float64, the source's float32 \\(no casting\\)"):
         stridex.copy(sharded_from(np.zeros((4, 4)), ShardLayout.rows((4, 4), ["cpu"])), a)
     dst = sharded_from(np.zeros((4, 4), np.float32), ShardLayout.columns((4, 4), ["cpu", "cpu"]))
-    ro = ShardedView((4, 4), "float32", [dst.shards[0], Shard(dst.shards[1].index, stridex.view(dst.shards[1].view, writable=False), None)])
+    ro = ShardedView(
+        (4, 4),
+        "float32",
+        [dst.shards[0], Shard(dst.shards[1].index, stridex.view(dst.shards[1].view, writable=False), None)],
+    )
     with pytest.raises(BufferError, match=r"cannot copy into a read-only view \(destination shard 1 \[0:4, 2:4\]\)"):
         stridex.copy(ro, a)
     assert not np.from_dlpack(dst.shards[0].view).any()  # nothing half copied
@@ -298,7 +306,9 @@ class _StridedShard(Placement):
 def fake_dtensor(shape, mesh_shape, placements, rank, local):
     ranks = np.arange(math.prod(mesh_shape)).reshape(mesh_shape)
     mesh = SimpleNamespace(mesh=ranks, get_rank=lambda: rank, device_type="cpu")
-    return SimpleNamespace(shape=shape, device_mesh=mesh, placements=placements, to_local=lambda: local, dtype=local.dtype)
+    return SimpleNamespace(
+        shape=shape, device_mesh=mesh, placements=placements, to_local=lambda: local, dtype=local.dtype
+    )
 
 
 @pytest.mark.parametrize(
@@ -325,14 +335,19 @@ def test_partial_dtensors_refuse_what_needs_missing_data():
     glob = np.arange(48, dtype=np.float32).reshape(8, 6)
     local = aligned((4, 6), fill=glob[:4])[1]
     sv = ShardedView.from_dtensor(fake_dtensor((8, 6), (2,), (Placement("shard", 0),), 0, local))
-    with pytest.raises(ValueError, match=r"reshard\(\) needs every element, and this partial ShardedView holds only some \(the other shards are held by ranks \[1\]\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"reshard\(\) needs every element, and this partial ShardedView holds only some \(the other shards are held by ranks \[1\]\)",
+    ):
         stridex.reshard(sv, ShardLayout.rows((8, 6), ["cpu"]))
     with pytest.raises(ValueError, match="stridex.copy from a sharded source needs every element"):
         stridex.copy(np.zeros((8, 6), np.float32), sv)
     with pytest.raises(ValueError, match=r"to_jax\(\) needs every element"):
         sv.to_jax()
     # A replicated DTensor holds everything: it is a source like any other.
-    full = ShardedView.from_dtensor(fake_dtensor((8, 6), (2,), (Placement("replicate"),), 1, aligned((8, 6), fill=glob)[1]))
+    full = ShardedView.from_dtensor(
+        fake_dtensor((8, 6), (2,), (Placement("replicate"),), 1, aligned((8, 6), fill=glob)[1])
+    )
     out = np.zeros((8, 6), np.float32)
     stridex.copy(out, full)
     assert np.array_equal(out, glob)
@@ -343,13 +358,17 @@ def test_partial_dtensors_refuse_what_needs_missing_data():
 
 def test_dtensor_placements_that_are_no_blocks_are_refused():
     local = np.zeros((4, 6), np.float32)
-    with pytest.raises(ValueError, match="mesh dimension 0 has placement Partial\\(\\): a Partial placement holds pending reductions"):
+    with pytest.raises(
+        ValueError, match="mesh dimension 0 has placement Partial\\(\\): a Partial placement holds pending reductions"
+    ):
         ShardedView.from_dtensor(fake_dtensor((8, 6), (2,), (Placement("partial"),), 0, local))
     with pytest.raises(ValueError, match="mesh dimension 0 has a strided shard placement"):
         ShardedView.from_dtensor(fake_dtensor((8, 6), (2,), (_StridedShard("shard", 0),), 0, local))
     with pytest.raises(ValueError, match="1 placements for a mesh of 2 dimensions"):
         ShardedView.from_dtensor(fake_dtensor((8, 6), (2, 1), (Placement("replicate"),), 0, local))
-    with pytest.raises(ValueError, match=r"shard 0: its index ranges \[0:4, 0:6\] hold shape \(4, 6\), its view has shape \(3, 6\)"):
+    with pytest.raises(
+        ValueError, match=r"shard 0: its index ranges \[0:4, 0:6\] hold shape \(4, 6\), its view has shape \(3, 6\)"
+    ):
         ShardedView.from_dtensor(fake_dtensor((8, 6), (2,), (Placement("shard", 0),), 0, np.zeros((3, 6), np.float32)))
 
 
