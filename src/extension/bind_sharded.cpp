@@ -1,7 +1,7 @@
 // The native half of sharded arrays (docs/sharded.md): the core's layouts and plans
 // (stridex/sharding.hpp) for Python, the executor of a plan's pieces through the copy engine, and
 // the hook that lets stridex.copy take a stridex.ShardedView behind the same door. The Python half
-// (framework objects, the ShardedView type) is python/stridex/sharded.py.
+// (framework objects, the ShardedView type) is python/stridex/_sharded.py.
 #include "sharded.hpp"
 
 #include <nanobind/stl/string.h>
@@ -29,7 +29,7 @@ namespace {
 
 namespace sh = sharding;
 
-// The ShardedView type and its copy function, set once by python/stridex/sharded.py at import and
+// The ShardedView type and its copy function, set once by python/stridex/_sharded.py at import and
 // kept for the life of the process (a module-level object, like the interned names).
 PyObject* g_sharded_type = nullptr;
 PyObject* g_sharded_copy = nullptr;
@@ -88,7 +88,7 @@ struct Streams {
 };
 
 // None (each GPU's legacy default stream), NO_SYNC (the same, waited for before returning) or a
-// dict {ordinal: stream} (python/stridex/sharded.py turns every other spelling into one).
+// dict {ordinal: stream} (python/stridex/_sharded.py turns every other spelling into one).
 Streams streams_arg(nb::handle streams) {
     Streams out;
     if (streams.is_none()) return out;
