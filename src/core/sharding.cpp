@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <tuple>
 #include <map>
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "stridex/error.hpp"
 
@@ -127,7 +127,8 @@ Layout::Layout(std::vector<std::int64_t> shape, std::vector<Shard> shards)
     std::vector<std::size_t> first_holder;
     for (std::size_t i = 0; i < shards_.size(); ++i) {
         const Box& b = shards_[i].box;
-        if (shards_[i].place < 0) fail(ErrorKind::value, "shard ", i, ": a place is a key >= 0, found ", shards_[i].place);
+        if (shards_[i].place < 0)
+            fail(ErrorKind::value, "shard ", i, ": a place is a key >= 0, found ", shards_[i].place);
         if (b.start.size() != shape_.size() || b.stop.size() != shape_.size())
             fail(ErrorKind::value, "shard ", i, ": expected ", shape_.size(), " index ranges for the global shape ",
                  global, ", found ", std::max(b.start.size(), b.stop.size()));
@@ -159,9 +160,7 @@ Layout::Layout(std::vector<std::int64_t> shape, std::vector<Shard> shards)
     throw Error(ErrorKind::value, out.str());
 }
 
-Box Layout::full() const {
-    return Box{std::vector<std::int64_t>(shape_.size(), 0), shape_};
-}
+Box Layout::full() const { return Box{std::vector<std::int64_t>(shape_.size(), 0), shape_}; }
 
 std::pair<std::int64_t, std::int64_t> chunk(std::int64_t extent, std::int64_t parts, std::int64_t i) {
     if (parts < 1) fail(ErrorKind::value, "a dimension is cut into at least 1 part, found ", parts);
@@ -196,7 +195,8 @@ Layout grid_layout(std::vector<std::int64_t> shape, std::span<const std::int64_t
             rest /= grid[d];
         }
         Box box{std::vector<std::int64_t>(shape.size(), 0), shape};
-        for (std::size_t d = 0; d < grid.size(); ++d) std::tie(box.start[d], box.stop[d]) = chunk(shape[d], grid[d], at[d]);
+        for (std::size_t d = 0; d < grid.size(); ++d)
+            std::tie(box.start[d], box.stop[d]) = chunk(shape[d], grid[d], at[d]);
         const auto& holders = places[static_cast<std::size_t>(b)];
         if (holders.empty()) fail(ErrorKind::value, "block ", b, " ", box, " of the grid has no place");
         for (int p : holders) shards.push_back(Shard{box, p});
@@ -216,8 +216,10 @@ std::vector<Piece> plan(const Layout& src, const Layout& dst) {
         auto g = std::find_if(groups.begin(), groups.end(), [&](const std::vector<int>& group) {
             return src.shards()[static_cast<std::size_t>(group.front())].box == b;
         });
-        if (g == groups.end()) groups.push_back({static_cast<int>(i)});
-        else g->push_back(static_cast<int>(i));
+        if (g == groups.end())
+            groups.push_back({static_cast<int>(i)});
+        else
+            g->push_back(static_cast<int>(i));
     }
     int places = 1;
     for (const Layout* l : {&src, &dst})

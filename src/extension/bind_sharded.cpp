@@ -58,7 +58,8 @@ sh::Layout layout_arg(nb::handle shape, nb::handle shards, const char* what) {
 
 nb::list shards_out(const sh::Layout& layout) {
     nb::list out;
-    for (const sh::Shard& s : layout.shards()) out.append(nb::make_tuple(to_tuple(s.box.start), to_tuple(s.box.stop), s.place));
+    for (const sh::Shard& s : layout.shards())
+        out.append(nb::make_tuple(to_tuple(s.box.start), to_tuple(s.box.stop), s.place));
     return out;
 }
 
@@ -99,8 +100,9 @@ Streams streams_arg(nb::handle streams) {
     }
     for (auto [key, value] : nb::cast<nb::dict>(streams)) {
         const StreamRequest r = parse_stream(value.ptr());
-        out.by_ordinal[int32_arg(key.ptr(), "stream's device")] =
-            r.kind == StreamRequest::Kind::on_stream ? r.handle : kDefaultStream;
+        out.by_ordinal[int32_arg(key.ptr(), "stream's device")] = r.kind == StreamRequest::Kind::on_stream
+                                                                      ? r.handle
+                                                                      : kDefaultStream;
     }
     return out;
 }
@@ -219,7 +221,8 @@ void bind_sharded(nb::module_& m) {
     m.def(
         "_sharding_plan",
         [](nb::handle shape, nb::handle src, nb::handle dst) {
-            const sh::Layout a = layout_arg(shape, src, "source sharding"), b = layout_arg(shape, dst, "destination sharding");
+            const sh::Layout a = layout_arg(shape, src, "source sharding"),
+                             b = layout_arg(shape, dst, "destination sharding");
             nb::list out;
             for (const sh::Piece& p : sh::plan(a, b))
                 out.append(nb::make_tuple(p.src, p.dst, to_tuple(p.box.start), to_tuple(p.box.stop),

@@ -16,7 +16,9 @@ using stridex::ErrorKind;
 using stridex::testing::throws_error;
 using namespace stridex::sharding;
 
-Box box(std::vector<std::int64_t> start, std::vector<std::int64_t> stop) { return Box{std::move(start), std::move(stop)}; }
+Box box(std::vector<std::int64_t> start, std::vector<std::int64_t> stop) {
+    return Box{std::move(start), std::move(stop)};
+}
 
 std::string str(const Box& b) {
     std::ostringstream out;
@@ -65,8 +67,11 @@ TEST(Sharding, BoxesPrintIntersectAndMeasure) {
     EXPECT_EQ(relative_to(box({2, 2}, {4, 3}), a), box({2, 0}, {4, 1}));
     EXPECT_TRUE(box({0, 3}, {5, 3}).empty());
     EXPECT_EQ(box({}, {}).volume(), 1);  // a 0-d box holds one element
-    EXPECT_TRUE(throws_error([] { (void)box({0, 0}, {INT64_MAX, 4}).volume(); }, ErrorKind::value,
-                             "holds more than 2**63 - 1 elements"));
+    EXPECT_TRUE(throws_error(
+        [] {
+            (void)box({0, 0}, {INT64_MAX, 4}).volume();
+        },
+        ErrorKind::value, "holds more than 2**63 - 1 elements"));
 }
 
 TEST(Sharding, ChunksAsTorchChunk) {
@@ -77,7 +82,8 @@ TEST(Sharding, ChunksAsTorchChunk) {
     EXPECT_EQ(chunk(5, 4, 3), (std::pair<std::int64_t, std::int64_t>{5, 5}));
     EXPECT_EQ(chunk(0, 3, 1), (std::pair<std::int64_t, std::int64_t>{0, 0}));
     EXPECT_EQ(chunk(INT64_MAX, 2, 1).second, INT64_MAX);  // no overflow on the way
-    EXPECT_EQ(chunk(INT64_MAX, INT64_MAX, INT64_MAX - 1), (std::pair<std::int64_t, std::int64_t>{INT64_MAX - 1, INT64_MAX}));
+    EXPECT_EQ(chunk(INT64_MAX, INT64_MAX, INT64_MAX - 1),
+              (std::pair<std::int64_t, std::int64_t>{INT64_MAX - 1, INT64_MAX}));
     EXPECT_TRUE(throws_error([] { (void)chunk(4, 0, 0); }, ErrorKind::value, "at least 1 part, found 0"));
     EXPECT_TRUE(throws_error([] { (void)chunk(4, 2, 2); }, ErrorKind::value, "chunk 2 of 2 does not exist"));
     EXPECT_TRUE(throws_error([] { (void)chunk(-1, 2, 0); }, ErrorKind::value, "found -1"));
@@ -102,42 +108,71 @@ TEST(Sharding, GridLayoutsOfEveryKind) {
     // More blocks than elements: empty chunks are still shards.
     const Layout thin = grid_layout({3}, std::vector<std::int64_t>{4}, {{0}, {1}, {2}, {3}});
     EXPECT_TRUE(thin.shards()[3].box.empty());
-    EXPECT_TRUE(throws_error([] { (void)grid_layout({4}, std::vector<std::int64_t>{2, 2}, {{0}, {1}, {2}, {3}}); },
-                             ErrorKind::value, "a grid of 2 dimensions cannot cut the global shape (4,)"));
+    EXPECT_TRUE(throws_error(
+        [] {
+            (void)grid_layout({4}, std::vector<std::int64_t>{2, 2}, {{0}, {1}, {2}, {3}});
+        },
+        ErrorKind::value, "a grid of 2 dimensions cannot cut the global shape (4,)"));
     EXPECT_TRUE(throws_error([] { (void)grid_layout({4}, std::vector<std::int64_t>{0}, {}); }, ErrorKind::value,
                              "at least 1 block per dimension, found (0,)"));
     EXPECT_TRUE(throws_error([] { (void)grid_layout({4}, std::vector<std::int64_t>{2}, {{0}}); }, ErrorKind::value,
                              "the grid (2,) has 2 blocks, found places for 1"));
-    EXPECT_TRUE(throws_error([] { (void)grid_layout({4}, std::vector<std::int64_t>{2}, {{0}, {}}); },
-                             ErrorKind::value, "block 1 [2:4] of the grid has no place"));
     EXPECT_TRUE(throws_error(
-        [] { (void)grid_layout({4}, std::vector<std::int64_t>{INT64_MAX, INT64_MAX}, {}); }, ErrorKind::value,
-        "cannot cut"));
+        [] {
+            (void)grid_layout({4}, std::vector<std::int64_t>{2}, {{0}, {}});
+        },
+        ErrorKind::value, "block 1 [2:4] of the grid has no place"));
     EXPECT_TRUE(throws_error(
-        [] { (void)grid_layout({4, 4}, std::vector<std::int64_t>{INT64_MAX, INT64_MAX}, {}); }, ErrorKind::value,
-        "more than 2**63 - 1 blocks"));
+        [] {
+            (void)grid_layout({4}, std::vector<std::int64_t>{INT64_MAX, INT64_MAX}, {});
+        },
+        ErrorKind::value, "cannot cut"));
+    EXPECT_TRUE(throws_error(
+        [] {
+            (void)grid_layout({4, 4}, std::vector<std::int64_t>{INT64_MAX, INT64_MAX}, {});
+        },
+        ErrorKind::value, "more than 2**63 - 1 blocks"));
 }
 
 TEST(Sharding, LayoutsRefuseBadShardsByName) {
-    EXPECT_TRUE(throws_error([] { Layout({4, 4}, {{box({0, 0}, {4, 4}), -1}}); }, ErrorKind::value,
-                             "shard 0: a place is a key >= 0, found -1"));
-    EXPECT_TRUE(throws_error([] { Layout({4, -1}, {}); }, ErrorKind::value,
-                             "no negative extent, found (4, -1)"));
-    EXPECT_TRUE(throws_error([] { Layout({4, 4}, {{box({0}, {4}), 0}}); }, ErrorKind::value,
-                             "shard 0: expected 2 index ranges for the global shape (4, 4), found 1"));
-    EXPECT_TRUE(throws_error([] { Layout({4, 4}, {{box({0, 0}, {4, 5}), 0}}); }, ErrorKind::value,
-                             "shard 0: the index ranges [0:4, 0:5] leave the global shape (4, 4)"));
-    EXPECT_TRUE(throws_error([] { Layout({4, 4}, {{box({2, 0}, {1, 4}), 0}}); }, ErrorKind::value,
-                             "leave the global shape"));
-    EXPECT_TRUE(throws_error([] { Layout({4, 4}, {{box({0, 0}, {3, 4}), 0}, {box({2, 0}, {4, 4}), 1}}); },
-                             ErrorKind::value,
-                             "shards 0 [0:3, 0:4] and 1 [2:4, 0:4] overlap without being identical"));
-    EXPECT_TRUE(throws_error([] { Layout({4, 4}, {{box({0, 0}, {2, 4}), 0}, {box({3, 0}, {4, 4}), 1}}); },
-                             ErrorKind::value,
-                             "the shards cover 12 of the 16 elements of the global shape (4, 4); no shard holds "
-                             "element (2, 0)"));
-    EXPECT_TRUE(throws_error([] { Layout({4, 4}, {{box({0, 0}, {4, 2}), 0}}); }, ErrorKind::value,
-                             "no shard holds element (0, 2)"));
+    EXPECT_TRUE(throws_error(
+        [] {
+            Layout({4, 4}, {{box({0, 0}, {4, 4}), -1}});
+        },
+        ErrorKind::value, "shard 0: a place is a key >= 0, found -1"));
+    EXPECT_TRUE(throws_error([] { Layout({4, -1}, {}); }, ErrorKind::value, "no negative extent, found (4, -1)"));
+    EXPECT_TRUE(throws_error(
+        [] {
+            Layout({4, 4}, {{box({0}, {4}), 0}});
+        },
+        ErrorKind::value, "shard 0: expected 2 index ranges for the global shape (4, 4), found 1"));
+    EXPECT_TRUE(throws_error(
+        [] {
+            Layout({4, 4}, {{box({0, 0}, {4, 5}), 0}});
+        },
+        ErrorKind::value, "shard 0: the index ranges [0:4, 0:5] leave the global shape (4, 4)"));
+    EXPECT_TRUE(throws_error(
+        [] {
+            Layout({4, 4}, {{box({2, 0}, {1, 4}), 0}});
+        },
+        ErrorKind::value, "leave the global shape"));
+    EXPECT_TRUE(throws_error(
+        [] {
+            Layout({4, 4}, {{box({0, 0}, {3, 4}), 0}, {box({2, 0}, {4, 4}), 1}});
+        },
+        ErrorKind::value, "shards 0 [0:3, 0:4] and 1 [2:4, 0:4] overlap without being identical"));
+    EXPECT_TRUE(throws_error(
+        [] {
+            Layout({4, 4}, {{box({0, 0}, {2, 4}), 0}, {box({3, 0}, {4, 4}), 1}});
+        },
+        ErrorKind::value,
+        "the shards cover 12 of the 16 elements of the global shape (4, 4); no shard holds "
+        "element (2, 0)"));
+    EXPECT_TRUE(throws_error(
+        [] {
+            Layout({4, 4}, {{box({0, 0}, {4, 2}), 0}});
+        },
+        ErrorKind::value, "no shard holds element (0, 2)"));
     EXPECT_TRUE(throws_error([] { Layout({3}, {}); }, ErrorKind::value, "cover 0 of the 3 elements"));
     // Identical boxes are replicas; an empty array needs no shard; a 0-d array one full box.
     EXPECT_NO_THROW(Layout({4}, {{box({0}, {4}), 0}, {box({0}, {4}), 1}}));
@@ -167,8 +202,11 @@ TEST(Sharding, PlansFillEveryDestinationFromOneReplica) {
     EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 0}));
     // From a replicated source, every destination reads its own place's replica: all local.
     for (const Piece& p : plan(replicated, blocks)) EXPECT_EQ(p.src, p.dst);
-    EXPECT_TRUE(throws_error([&] { (void)plan(rows, grid_layout({9, 8}, std::vector<std::int64_t>{4}, four)); },
-                             ErrorKind::value, "the destination's global shape is (9, 8), the source's (9, 7)"));
+    EXPECT_TRUE(throws_error(
+        [&] {
+            (void)plan(rows, grid_layout({9, 8}, std::vector<std::int64_t>{4}, four));
+        },
+        ErrorKind::value, "the destination's global shape is (9, 8), the source's (9, 7)"));
 }
 
 TEST(Sharding, PlansSpreadReadsOverReplicas) {
