@@ -8,6 +8,7 @@ This module holds what only Python can: the framework objects (JAX, torch, CuPy,
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -119,7 +120,8 @@ class Shard:
         return f"Shard({_fmt(self.index)} on {where}{'' if self.held else ', not held'})"
 
 
-class Piece(NamedTuple):
+@dataclass(frozen=True)
+class Piece:
     """One piece of a copy plan: the global ``index`` read from source shard ``src`` at
     ``src_index`` (indices into that shard) and written to destination shard ``dst`` at
     ``dst_index``."""
@@ -374,14 +376,12 @@ class ShardedView:
 
     def to_torch(self) -> list[tuple[Index, Any]]:
         """The held shards as torch tensors (torch.from_dlpack, zero-copy), each with its index."""
-        import torch
-
+        torch: Any = importlib.import_module("torch")  # optional; its stubs are not the package's concern
         return [(s.index, _torch_tensor(torch, s.view)) for s in self._shards if s.view is not None]
 
     def to_cupy(self) -> list[tuple[Index, Any]]:
         """The held shards as CuPy arrays (cupy.from_dlpack, zero-copy), each with its index."""
-        import cupy
-
+        cupy: Any = importlib.import_module("cupy")
         return [(s.index, cupy.from_dlpack(s.view)) for s in self._shards if s.view is not None]
 
     def to_numpy(self) -> list[tuple[Index, Any]]:

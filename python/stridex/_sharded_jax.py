@@ -98,12 +98,14 @@ def _named_sharding(sv: ShardedView, devices: list[Any]) -> Any:
         )
     r = replicas.pop()
     mesh = numpy.empty([len(c) for c in cuts] + [r], dtype=object)
-    for b, hs in holders.items():
-        at = tuple(cuts[d].index(b[d]) for d in range(len(shape)))
+    for bounds, hs in holders.items():
+        at = tuple(cuts[d].index(bounds[d]) for d in range(len(shape)))
         for j, dev in enumerate(hs):
             mesh[at + (j,)] = dev
     names = tuple(f"dim{d}" for d in range(len(shape))) + ("replica",)
-    spec = jax.sharding.PartitionSpec(*[names[d] if len(cuts[d]) > 1 else None for d in range(len(shape))])
+    spec = jax.sharding.PartitionSpec(  # type: ignore[no-untyped-call]  # JAX's own annotation is missing
+        *[names[d] if len(cuts[d]) > 1 else None for d in range(len(shape))]
+    )
     return jax.sharding.NamedSharding(jax.sharding.Mesh(mesh, names), spec)
 
 

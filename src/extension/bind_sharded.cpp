@@ -107,17 +107,23 @@ Streams streams_arg(nb::handle streams) {
     return out;
 }
 
-// One piece, through the copy engine. Between two GPUs without peer access, a strided piece goes
-// through a contiguous block on each GPU (the engine's peer memcpy needs no peer access; its
-// kernels do): src's block -> a packed copy on src's GPU -> dst's GPU -> dst's block. `staged`
-// takes that path for every cross-GPU piece (the tests' way to run it on GPUs with peer access).
-// Returns the stream dst's block is ready on.
-std::intptr_t copy_piece(const View& to, const View& from, const Streams& streams, bool staged) {
+// The stream a piece runs on: its run GPU's, or kNoStream for pieces that complete before
+// returning (between host memories, and into host memory: a host shard may take pieces from
+// several GPUs, whose streams no single stream value could name).
+std::intptr_t piece_stream(const View& to, const View& from, const Streams& streams) {
     const int run = run_ordinal(to, from);
-    // Host memory the pieces write completes before returning: a host shard may take pieces from
-    // several GPUs, whose streams no single stream value could name.
-    if (run < 0 || to.device().type != DeviceType::kCUDA) return copy(to, from, kNoStream);
-    const std::intptr_t s = streams.of(run);
+    if (run < 0 || to.device().type != DeviceType::kCUDA) return kNoStream;
+    return streams.of(run);
+}
+
+// One piece, through the copy engine, on `s` (piece_stream). Between two GPUs without peer
+// access, a strided piece goes through a packed block on each GPU (the engine's peer memcpy needs
+// no peer access; its kernels do): src's block -> a packed copy on src's GPU (on that GPU's
+// stream) -> dst's GPU -> dst's block. `staged` takes that path for every cross-GPU piece (the
+// tests' way to run it on GPUs with peer access). Returns the stream dst's block is ready on.
+std::intptr_t copy_piece(const View& to, const View& from, const Streams& streams, std::intptr_t s, bool staged) {
+    if (s == kNoStream) return copy(to, from, kNoStream);
+    const int run = to.device().id;  // a GPU: piece_stream gave a stream
     const bool cross = from.device().type == DeviceType::kCUDA && from.device().id != run;
     const bool packed = to.layout().is_c_contiguous() && from.layout().is_c_contiguous();
     if (!cross || packed || (!staged && cuda::peer_access(run, from.device().id))) return copy(to, from, s);
@@ -160,8 +166,7 @@ void copy_pieces(nb::list dst, nb::list src, nb::list pieces, nb::handle streams
     std::vector<std::optional<std::intptr_t>> ready(to.size());
     std::map<int, std::intptr_t> used;  // GPUs that ran pieces, and their streams
     for (const Job& job : jobs) {
-        const int run = run_ordinal(job.out, job.in);
-        const std::intptr_t s = run < 0 ? kNoStream : streams.of(run);
+        const std::intptr_t s = piece_stream(job.out, job.in, streams);
         if (sanitizer::on()) sanitizer::used(job.in, from[job.src]->source.ptr(), s, "stridex.copy (a shard's source)");
         // Both are used on `s`: pool memory behind another framework's owner is found by address.
         handed_to_stream(job.in, s);
@@ -169,10 +174,12 @@ void copy_pieces(nb::list dst, nb::list src, nb::list pieces, nb::handle streams
         std::intptr_t r;
         {
             nb::gil_scoped_release release;
-            r = copy_piece(job.out, job.in, streams, staged);
+            r = copy_piece(job.out, job.in, streams, s, staged);
         }
-        if (run >= 0) used[run] = s;
-        ready[job.dst] = r;
+        if (s != kNoStream) used[job.out.device().id] = s;
+        // A shard is pending when any of its pieces is (all of a GPU shard's run on one stream;
+        // one may complete on return, a staged one from pageable memory, while others queue).
+        if (!ready[job.dst] || *ready[job.dst] == kNoStream) ready[job.dst] = r;
     }
     if (streams.no_sync) {
         nb::gil_scoped_release release;
