@@ -375,14 +375,16 @@ class ShardedView:
         return _sharded_jax.to_jax(self)
 
     def to_torch(self) -> list[tuple[Index, Any]]:
-        """The held shards as torch tensors (torch.from_dlpack, zero-copy), each with its index."""
+        """The held shards as torch tensors (torch.from_dlpack, zero-copy), each with its index; a JAX
+        array's shards as JAX hands arrays over (unflagged legacy capsules)."""
         torch: Any = importlib.import_module("torch")  # optional; its stubs are not the package's concern
-        return [(s.index, _torch_tensor(torch, s.view)) for s in self._shards if s.view is not None]
+        return [(s.index, _consumed(torch.from_dlpack, s.view)) for s in self._shards if s.view is not None]
 
     def to_cupy(self) -> list[tuple[Index, Any]]:
-        """The held shards as CuPy arrays (cupy.from_dlpack, zero-copy), each with its index."""
+        """The held shards as CuPy arrays (cupy.from_dlpack, zero-copy), each with its index; a JAX
+        array's shards as JAX hands arrays over (unflagged legacy capsules)."""
         cupy: Any = importlib.import_module("cupy")
-        return [(s.index, cupy.from_dlpack(s.view)) for s in self._shards if s.view is not None]
+        return [(s.index, _consumed(cupy.from_dlpack, s.view)) for s in self._shards if s.view is not None]
 
     def to_numpy(self) -> list[tuple[Index, Any]]:
         """The held shards of host memory as NumPy arrays (zero-copy), each with its index; bfloat16
@@ -392,16 +394,24 @@ class ShardedView:
         return [(s.index, numpy.asarray(s.view)) for s in self._shards if s.view is not None]
 
 
-def _torch_tensor(torch: Any, v: View) -> Any:
-    """torch.from_dlpack(v), except for immutable views (JAX's): those go as JAX hands its arrays to
-    torch natively, a legacy capsule without a read-only flag (a versioned capsule says READ_ONLY,
-    which torch does not take), ordered for torch's current stream of the device."""
-    if v.writability != "immutable":
-        return torch.from_dlpack(v)
-    stream = None
-    if v.device.type == "cuda":
-        stream = torch.cuda.current_stream(v.device.id).cuda_stream or 1  # 0: the legacy default stream
-    return torch.utils.dlpack.from_dlpack(v.__dlpack__(stream=stream))
+class _AsJaxHandsOver:
+    """An immutable View (a JAX array's) as JAX hands its arrays to other frameworks natively: a
+    legacy capsule without a read-only flag, whatever max_version the consumer asks (a versioned
+    capsule says READ_ONLY, which torch and CuPy do not take). The consumer's stream is kept."""
+
+    def __init__(self, view: View) -> None:
+        self._view = view
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._view.__dlpack_device__()
+
+    def __dlpack__(self, *, stream: Any = None, **_: Any) -> Any:
+        return self._view.__dlpack__(stream=stream)
+
+
+def _consumed(from_dlpack: Any, v: View) -> Any:
+    """from_dlpack(v) of torch or CuPy, immutable views as JAX would hand them over."""
+    return from_dlpack(_AsJaxHandsOver(v) if v.writability == "immutable" else v)
 
 
 def _origin_of(array: Any) -> Any:
