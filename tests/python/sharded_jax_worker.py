@@ -69,5 +69,22 @@ for dtype in (jnp.float32, jnp.bfloat16, jnp.int8):
             assert "cannot copy into a read-only view (destination shard 0" in str(e), e
         assert not np.asarray(target.to_jax()).any()
 
+# Layouts JAX cannot express say why.
+uneven = stridex.reshard(np.arange(9, dtype=np.float32), ShardLayout.rows((9,), devices[:2]))
+try:
+    uneven.to_jax()
+    raise AssertionError("an uneven layout was exported")
+except ValueError as e:
+    assert "JAX cuts a dimension into equal blocks; dimension 0 of extent 9 is cut into ['0:5', '5:9']" in str(e), e
+twice = stridex.reshard(
+    np.arange(8, dtype=np.float32),
+    ShardLayout((8,), [((slice(0, 4),), devices[0]), ((slice(0, 4),), devices[1]), ((slice(4, 8),), devices[2])]),
+)
+try:
+    twice.to_jax()
+    raise AssertionError("blocks held a different number of times were exported")
+except ValueError as e:
+    assert "this layout has 2 distinct blocks for a grid of 2, held [1, 2] times" in str(e), e
+
 assert ml_dtypes.bfloat16 == jnp.bfloat16
 print("checked")

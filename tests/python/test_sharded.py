@@ -271,6 +271,32 @@ def test_copies_between_mismatched_arrays_are_refused_before_anything_is_written
         stridex.copy(dst, a, stream={"cpu": 1})
 
 
+def test_stream_arguments_of_a_sharded_copy():
+    from stridex import _sharded
+
+    assert _sharded._streams(None, {0, 1}) is None
+    assert _sharded._streams(stridex.NO_SYNC, {0, 1}) is stridex.NO_SYNC
+    assert _sharded._streams(-1, {0}) is stridex.NO_SYNC
+    marker = object()
+    assert _sharded._streams({1: marker, "cuda:2": 7}, {1, 2}) == {1: marker, 2: 7}
+    assert _sharded._streams(marker, {3}) == {3: marker}  # one GPU: one stream is enough
+    assert _sharded._streams(marker, set()) is None  # host memory only: no stream
+    with pytest.raises(TypeError, match=r"this sharded copy runs on 2 GPUs \(cuda:0, cuda:1\); pass a dict"):
+        _sharded._streams(marker, {1, 0})
+
+
+def test_the_private_executor_refuses_what_is_no_piece():
+    v = stridex.empty((2,), "float32")
+    with pytest.raises(TypeError, match="dst holds Views only"):
+        stridex._stridex._copy_pieces([1], [v], [], None)
+    with pytest.raises(TypeError, match="src holds Views only"):
+        stridex._stridex._copy_pieces([v], [1], [], None)
+    with pytest.raises(IndexError, match="a piece names no shard"):
+        stridex._stridex._copy_pieces([v], [v], [(1, 0, (0,), (0,), (2,))], None)
+    with pytest.raises(TypeError, match="streams must be None, NO_SYNC or a dict"):
+        stridex._stridex._copy_pieces([v], [v], [], 5)
+
+
 def test_unrepresentable_jax_exports_say_why():
     jax = pytest.importorskip("jax")
     glob = np.arange(9, dtype=np.float32)
@@ -351,6 +377,8 @@ def test_partial_dtensors_refuse_what_needs_missing_data():
     out = np.zeros((8, 6), np.float32)
     stridex.copy(out, full)
     assert np.array_equal(out, glob)
+    with pytest.raises(ValueError, match=r"the layout's shard \[4:8, 0:6\] is on another process \(1\)"):
+        stridex.reshard(full, sv.layout)
     # A partial destination: only the held shard is written.
     stridex.copy(sv, np.zeros((8, 6), np.float32))
     assert not np.from_dlpack(sv.shards[0].view).any()
