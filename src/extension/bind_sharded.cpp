@@ -194,12 +194,11 @@ void copy_pieces(nb::list dst, nb::list src, nb::list pieces, nb::handle streams
 nb::object copy_sharded(nb::handle dst, nb::handle src, nb::handle stream) {
     if (!g_sharded_type || (is_view(dst.ptr()) && is_view(src.ptr()))) return {};
     const auto sharded = [](nb::handle o) {
-        return PyObject_IsInstance(o.ptr(), g_sharded_type) == 1;  // a failing check is no ShardedView
+        const int r = PyObject_IsInstance(o.ptr(), g_sharded_type);
+        if (r < 0) PyErr_Clear();  // a failing check (a hostile __class__) is no ShardedView
+        return r == 1;
     };
-    if (!sharded(dst) && !sharded(src)) {
-        PyErr_Clear();
-        return {};
-    }
+    if (!sharded(dst) && !sharded(src)) return {};
     return nb::borrow(g_sharded_copy)(dst, src, nb::arg("stream") = stream);
 }
 
