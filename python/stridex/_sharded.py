@@ -405,7 +405,7 @@ class _AsJaxHandsOver:
     def __dlpack_device__(self) -> tuple[int, int]:
         return self._view.__dlpack_device__()
 
-    def __dlpack__(self, *, stream: Any = None, **_: Any) -> Any:
+    def __dlpack__(self, stream: Any = None, **_: Any) -> Any:  # positional too: some consumers pass it so
         return self._view.__dlpack__(stream=stream)
 
 

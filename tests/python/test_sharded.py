@@ -400,6 +400,32 @@ def test_dtensor_placements_that_are_no_blocks_are_refused():
         ShardedView.from_dtensor(fake_dtensor((8, 6), (2,), (Placement("shard", 0),), 0, np.zeros((3, 6), np.float32)))
 
 
+def test_a_real_dtensor_of_one_rank():
+    """torch's own DTensor (a one-rank gloo group): the attributes from_dtensor reads are torch's."""
+    torch = pytest.importorskip("torch")
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available in this torch build")
+    tensor_api = pytest.importorskip("torch.distributed.tensor")
+    from torch.distributed.device_mesh import init_device_mesh
+
+    owned = not dist.is_initialized()
+    if owned:
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        mesh = init_device_mesh("cpu", (1,))
+        t = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+        for placement in (tensor_api.Shard(1), tensor_api.Replicate()):
+            dt = tensor_api.distribute_tensor(t, mesh, [placement])
+            sv = ShardedView.from_dtensor(dt)
+            assert not sv.partial and sv.shape == (4, 6) and sv.dtype == "float32"
+            assert sv.shards[0].index == (slice(0, 4), slice(0, 6))
+            assert sv.shards[0].view.ptr == dt.to_local().data_ptr()
+    finally:
+        if owned:
+            dist.destroy_process_group()
+
+
 # --- JAX over four virtual CPU devices, in a process of its own ------------------------------------
 
 
