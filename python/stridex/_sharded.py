@@ -444,8 +444,9 @@ def _streams(stream: Any, gpus: set[int]) -> Any:
     if isinstance(stream, Mapping):
         out = {}
         for device, s in stream.items():
-            d = Device(f"cuda:{device}") if isinstance(device, int) else Device(device)
-            if d.type != "cuda":
+            # Any device spelling a layout takes (a jax.Device, a torch device ...), or a CUDA ordinal.
+            d = Device(f"cuda:{device}") if isinstance(device, int) else _place(device).device
+            if d is None or d.type != "cuda":
                 raise ValueError(f"stream: a sharded copy's streams are keyed by CUDA devices, found {d}")
             out[d.id] = s
         return out
