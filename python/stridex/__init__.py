@@ -31,6 +31,10 @@ from ._stridex import empty_cache, memory_stats
 # The hand-over race sanitizer (docs/sanitizer.md).
 from ._sanitize import StreamRaceError, StreamRaceWarning, sanitize, sanitizer_counts, sanitizer_reports
 
+# Sharded arrays (docs/sharded.md): stridex.copy takes a ShardedView on either side.
+from ._sharded import Piece, Shard, ShardedView, ShardLayout, reshard
+from ._sharded import _install as _install_sharded
+
 # The spellings the entry points take, as types for annotations (help() and the stubs name them).
 # A submodule, left out of __all__: `from stridex import *` must not shadow the standard typing.
 from . import typing as typing
@@ -40,6 +44,7 @@ from . import typing as typing
 from . import _post_import
 
 _post_import.install()
+_install_sharded()  # stridex.copy hands ShardedViews to the sharded copy
 
 
 __all__ = [
@@ -78,4 +83,10 @@ __all__ = [
     "sanitize",
     "sanitizer_counts",
     "sanitizer_reports",
+    # sharded arrays
+    "Piece",
+    "Shard",
+    "ShardLayout",
+    "ShardedView",
+    "reshard",
 ]

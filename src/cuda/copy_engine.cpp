@@ -1,8 +1,6 @@
 // stridex::copy: checks, stream ordering, and the choice of path for every pair of memory kinds
 // (docs/copy.md has the table). The paths themselves are in copy_kernels.cpp (kernel launches)
 // and copy_staging.cpp (pinned staging between pageable host memory and a GPU).
-#include <mutex>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +8,7 @@
 #include "copy_internal.hpp"
 #include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/memory.hpp"
+#include "stridex/cuda/peer.hpp"
 #include "stridex/cuda/pointer.hpp"
 
 namespace stridex {
@@ -88,24 +87,6 @@ void wait_for(const View& view, StreamRef stream, int ordinal) {
     cuda::Event event(from);
     event.record(StreamRef(view.stream()));
     event.wait(stream);  // the wait captures the record: the event may be destroyed right after
-}
-
-// Lets kernels on `ordinal` read and write memory of `peer` (cuCtxEnablePeerAccess, once a pair).
-bool enable_peer(Driver& d, int ordinal, int peer) {
-    static std::mutex mutex;
-    static std::set<std::pair<int, int>> enabled;
-    const std::lock_guard lock(mutex);
-    if (enabled.count({ordinal, peer})) return true;
-    int can = 0;
-    d.call("cuDeviceCanAccessPeer", d.api().device_can_access_peer, &can, d.device(ordinal), d.device(peer));
-    if (!can) return false;
-    const cuda::ContextGuard guard(d, ordinal);
-    d.require("cuCtxEnablePeerAccess", d.api().ctx_enable_peer_access);
-    const cuda::CUresult r = d.api().ctx_enable_peer_access(d.primary_context(peer), 0);
-    if (r != cuda::result::success && r != cuda::result::peer_access_already_enabled)
-        d.fail_call("cuCtxEnablePeerAccess", r);
-    enabled.insert({ordinal, peer});
-    return true;
 }
 
 [[noreturn]] void fail_no_kernels(const View& dst, const View& src) {
@@ -328,7 +309,7 @@ void peer_copy(Driver& d, const View& dst, const View& src, int ordinal, cuda::C
                static_cast<std::size_t>(bytes), stream);
         return;
     }
-    if (!enable_peer(d, ordinal, peer))
+    if (!cuda::peer_access(ordinal, peer))
         fail(ErrorKind::unsupported, "strided copy from ", src.device().name(), " to ", dst.device().name(),
              ": the GPUs have no peer access; copy to a contiguous view on either side first");
     device_copy(d, dst, src, ordinal, stream);

@@ -10,6 +10,7 @@
 #include "common/bindings.hpp"
 #include "export/allocator.hpp"
 #include "export/export.hpp"
+#include "bind/bind_sharded.hpp"
 #include "import/import.hpp"
 #include "sanitizer/handover.hpp"
 #include "sanitizer/sanitizer.hpp"
@@ -62,6 +63,7 @@ nb::object as_view(nb::handle obj, const StreamRequest& request) {
 // so code that ignores the return value orders its next work right); any other array is returned
 // as it is, its data ready on `stream` (docs/copy.md).
 nb::object copy_into(nb::handle dst, nb::handle src, nb::handle stream) {
+    if (nb::object sharded = copy_sharded(dst, src, stream); sharded.is_valid()) return sharded;  // docs/sharded.md
     const StreamRequest request = parse_stream(stream.ptr());
     std::intptr_t s = engine_stream(request);
     nb::object d = as_view(dst, request), o = as_view(src, request);

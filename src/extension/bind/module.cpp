@@ -23,5 +23,6 @@ NB_MODULE(_stridex, m) {
     bind_ipc_tickets(m);
     bind_memory(m);
     bind_copy(m);
+    bind_sharded(m);
     sanitizer::bind_sanitizer(m);  // the hand-over race sanitizer; STRIDEX_SANITIZE is read here
 }

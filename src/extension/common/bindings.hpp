@@ -22,5 +22,6 @@ void bind_ipc(nanobind::module_& m);             // bind_ipc.cpp: CUDA exports a
 void bind_ipc_tickets(nanobind::module_& m);     // bind_ipc_tickets.cpp: the shared ticket words
 void bind_memory(nanobind::module_& m);          // allocator.cpp: default allocator, memory_stats, empty_cache
 void bind_copy(nanobind::module_& m);            // bind_copy.cpp: stridex.copy, stridex.empty, View.copy/contiguous/to
+void bind_sharded(nanobind::module_& m);         // bind_sharded.cpp: sharding plans, their executor, the copy hook
 
 }  // namespace stridex::python
