@@ -167,8 +167,8 @@ void copy_pieces(nb::list dst, nb::list src, nb::list pieces, nb::handle streams
     std::map<int, std::intptr_t> used;  // GPUs that ran pieces, and their streams
     for (const Job& job : jobs) {
         const std::intptr_t s = piece_stream(job.out, job.in, streams);
-        const Handover source{job.in, from[job.src]->source.ptr(), job.in.stream(), s, "stridex.copy (a shard's source)",
-                              {}};
+        const Handover source{job.in, from[job.src]->source.ptr(),       job.in.stream(),
+                              s,      "stridex.copy (a shard's source)", {}};
         if (sanitizer::on()) sanitizer::observe(source);
         // Both are used on `s`: pool memory behind another framework's owner is found by address.
         handed_to_stream(source);
