@@ -10,7 +10,7 @@ import jax
 import numpy
 
 from . import _stridex
-from ._sharded import Index, Shard, ShardedView, _box, _fmt
+from ._sharded_index import Index, _box, _fmt
 from ._stridex import Device
 
 
@@ -24,7 +24,9 @@ def device_of(device: Any) -> Device:
     raise ValueError(f"stridex shards cpu and CUDA devices, found a JAX {device.platform} device ({device})")
 
 
-def from_jax(x: Any) -> ShardedView:
+def from_jax(x: Any) -> tuple[tuple[int, ...], Any, list[tuple[Any, ...]], Any]:
+    """(global shape, dtype, Shard arguments per shard, sharding) of a jax.Array: _sharded.py makes
+    the ShardedView (this module does not import it: it sits below the types)."""
     sharding = x.sharding
     # Every device's index ranges, this process's and the others' (a multi-process array).
     index_map = sharding.devices_indices_map(tuple(x.shape))
@@ -32,13 +34,13 @@ def from_jax(x: Any) -> ShardedView:
     shards = []
     for device, index in index_map.items():
         if device in local:
-            shards.append(Shard(index, _stridex.view(local[device].data), device_of(device), device))
+            shards.append((index, _stridex.view(local[device].data), device_of(device), device))
         else:
-            shards.append(Shard(index, None, device_of(device), device, rank=device.process_index))
-    return ShardedView(tuple(x.shape), _stridex.dtype(x.dtype), shards, sharding=sharding)
+            shards.append((index, None, device_of(device), device, device.process_index))
+    return tuple(x.shape), _stridex.dtype(x.dtype), shards, sharding
 
 
-def jax_device(shard: Shard) -> Any:
+def jax_device(shard: Any) -> Any:
     """The JAX device a shard is exported to: the one it came from, else the JAX device of its
     memory (a GPU by ordinal; host memory only where JAX has one CPU device)."""
     if shard.origin is not None and hasattr(shard.origin, "platform"):
@@ -68,7 +70,7 @@ def _same_map(sharding: Any, shape: tuple[int, ...], wanted: dict[Any, Index]) -
     return all(_box(got[d], shape, "sharding") == wanted[d] for d in got)
 
 
-def _named_sharding(sv: ShardedView, devices: list[Any]) -> Any:
+def _named_sharding(sv: Any, devices: list[Any]) -> Any:
     """A NamedSharding with the layout's blocks: a mesh of one axis per dimension (its number of
     blocks) and a last axis of replicas. JAX cuts dimensions evenly: a layout it cannot express
     raises ValueError saying why."""
@@ -109,7 +111,7 @@ def _named_sharding(sv: ShardedView, devices: list[Any]) -> Any:
     return jax.sharding.NamedSharding(jax.sharding.Mesh(mesh, names), spec)
 
 
-def _export(shard: Shard, device: Any) -> Any:
+def _export(shard: Any, device: Any) -> Any:
     """One shard as a single-device jax.Array over the same memory."""
     v = shard.view
     assert v is not None
@@ -127,7 +129,7 @@ def _export(shard: Shard, device: Any) -> Any:
         return out
 
 
-def to_jax(sv: ShardedView) -> Any:
+def to_jax(sv: Any) -> Any:
     devices = [jax_device(s) for s in sv.shards]
     if len(set(devices)) != len(devices):
         raise ValueError(f"to_jax(): a jax.Array holds one shard per device; these shards share devices: {devices}")

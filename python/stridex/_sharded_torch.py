@@ -9,7 +9,6 @@ import itertools
 from typing import Any
 
 from . import _stridex
-from ._sharded import Shard, ShardedView
 
 
 def _placement(p: Any, ndim: int, m: int) -> int | None:
@@ -31,7 +30,7 @@ def _placement(p: Any, ndim: int, m: int) -> int | None:
     )
 
 
-def from_dtensor(x: Any) -> ShardedView:
+def from_dtensor(x: Any) -> tuple[tuple[int, ...], Any, list[tuple[Any, ...]]]:
     shape = tuple(int(e) for e in x.shape)
     mesh = x.device_mesh
     ranks = mesh.mesh
@@ -58,8 +57,8 @@ def from_dtensor(x: Any) -> ShardedView:
         rank = int(ranks[coord])
         if rank == me:
             v = _stridex.view(local)
-            shards.append(Shard(index, v, v.device))
+            shards.append((index, v, v.device))
         else:
-            shards.append(Shard(index, None, None, rank=rank))
+            shards.append((index, None, None, None, rank))
     dtype = _stridex.dtype(x.dtype) if hasattr(x, "dtype") else _stridex.view(local).dtype
-    return ShardedView(shape, dtype, shards)
+    return shape, dtype, shards
