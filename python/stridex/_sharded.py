@@ -492,5 +492,5 @@ def reshard(src: Any, layout: ShardLayout, *, stream: Any = None) -> ShardedView
 
 
 def _install() -> None:
-    """stridex.copy hands ShardedViews to copy() above (the one copy door, src/extension/copy.cpp)."""
+    """stridex.copy hands ShardedViews to copy() above (the one copy door, src/extension/bind/bind_copy.cpp)."""
     _stridex._register_sharded(ShardedView, copy)

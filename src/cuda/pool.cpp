@@ -64,8 +64,7 @@ public:
 }  // namespace
 
 bool note_use(const Owner& owner, CUstream stream, int ordinal, const Owner& keep) noexcept {
-    return pools::note_device_use(owner, stream, ordinal, keep) ||
-           pools::note_pinned_use(owner, stream, ordinal, keep);
+    return pools::note_device_use(owner, stream, ordinal, keep) || pools::note_pinned_use(owner, stream, ordinal, keep);
 }
 
 namespace detail {

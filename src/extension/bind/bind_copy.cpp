@@ -6,11 +6,11 @@
 #include <optional>
 #include <vector>
 
+#include "bind/bind_sharded.hpp"
 #include "common/arguments.hpp"
 #include "common/bindings.hpp"
 #include "export/allocator.hpp"
 #include "export/export.hpp"
-#include "bind/bind_sharded.hpp"
 #include "import/import.hpp"
 #include "sanitizer/handover.hpp"
 #include "sanitizer/sanitizer.hpp"
@@ -70,8 +70,8 @@ nb::object copy_into(nb::handle dst, nb::handle src, nb::handle stream) {
     PyView& target = py_view(d.ptr());
     const View out = target.view, in = py_view(o.ptr()).view;
     if (request.kind == StreamRequest::Kind::by_default) s = capturing_stream_or(s, out, in);
-    const Handover source{in, py_view(o.ptr()).source.ptr(), in.stream(), s, "stridex.copy (source)", {},
-                          request.object};
+    const Handover source{
+        in, py_view(o.ptr()).source.ptr(), in.stream(), s, "stridex.copy (source)", {}, request.object};
     if (sanitizer::on()) sanitizer::observe(source);
     // Both are used on `s`: their allocators hear of it (the copy engine notes stridex's pools too).
     handed_to_stream(source);
