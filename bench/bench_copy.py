@@ -1,6 +1,11 @@
 """Copy bandwidth of stridex.copy against torch, on one GPU, in one process.
 
     python bench/bench_copy.py [--mib 512] [--repeat 15] [--json out.json]
+    python bench/bench_copy.py --sweep --mib 64 [--repeat 11]   # every transpose/permute class
+
+--sweep times, instead of the main table, one transpose or permute of each class (element sizes
+1, 2, 4, 8 and 16 bytes; sides that are and are not tile multiples; batched, 3-D and 4-D permutes;
+a channel axis of 3) with an output of --mib MiB, each against a contiguous copy of the same size.
 
 Every case is timed interleaved (stridex, torch, stridex, torch, ...) and reported as the median
 with the spread (min-max) of --repeat runs. Device cases are timed with CUDA events on the legacy
@@ -27,6 +32,7 @@ def main() -> int:
     parser.add_argument("--mib", type=int, default=512, help="output size of each case (MiB)")
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--json", help="write the rows here too")
+    parser.add_argument("--sweep", action="store_true", help="every transpose/permute class at --mib (see above)")
     args = parser.parse_args()
 
     import torch
@@ -118,6 +124,21 @@ def main() -> int:
             stridex.copy(dv, sv)
             ok = np.array_equal(dst_np, src_t.cpu().numpy())
         rows.append({"case": name, "bytes": moved, "kind": "host", "ok": ok, **r})
+
+    if args.sweep:
+        sweep_cases(torch, dev, n_bytes, device_case)
+        for r in rows:
+            s, same = r["stridex"], r["same-size D2D"]
+            print(
+                f"| {r['case']} | {s[0]:.0f} ({s[1]:.0f}-{s[2]:.0f}) | {100 * s[0] / same[0]:.1f}% | "
+                f"{same[0]:.0f} | {r['torch copy_'][0]:.0f} | {'yes' if r['ok'] else 'WRONG'} |"
+            )
+        print(f"(sweep · {torch.cuda.get_device_name(0)} · {args.mib} MiB outputs · median (min-max) of {args.repeat};")
+        print(" columns: case | stridex GB/s | % of same-size D2D | same-size D2D GB/s | torch copy_ GB/s | ok)")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"device": torch.cuda.get_device_name(0), "rows": rows}, f, indent=1)
+        return 0 if all(r["ok"] for r in rows) else 1
 
     f32 = n_bytes // 4
     side = int((n_bytes // 4) ** 0.5) // 256 * 256
@@ -212,6 +233,40 @@ def main() -> int:
         with open(args.json, "w") as f:
             json.dump({"device": name, "reference_gbps": ref, "rows": rows}, f, indent=1)
     return 0 if all(r["ok"] for r in rows) else 1
+
+
+def sweep_cases(torch, dev, n_bytes, device_case) -> None:
+    """One transpose or permute of each class, every output n_bytes (to a few percent)."""
+    dtypes = {1: torch.uint8, 2: torch.bfloat16, 4: torch.float32, 8: torch.float64, 16: torch.complex128}
+
+    def rand(shape, unit):
+        if unit == 1:
+            return torch.randint(0, 255, shape, device=dev, dtype=torch.uint8)
+        return torch.rand(shape, device=dev, dtype=torch.float64 if unit >= 8 else torch.float32).to(dtypes[unit])
+
+    for unit, dtype in dtypes.items():
+        name = str(dtype).removeprefix("torch.")
+        side = int((n_bytes // unit) ** 0.5) // 256 * 256
+        device_case(f"transpose {side}^2 {name}", rand((side, side), unit).T)
+        odd = (side - 1, side + 3)  # no side a multiple of any tile
+        device_case(f"transpose {odd[0]}x{odd[1]} {name}", rand(odd, unit).T)
+    for unit in (2, 4):
+        name = str(dtypes[unit]).removeprefix("torch.")
+        n = n_bytes // unit
+        c = round(n ** (1 / 3))
+        device_case(f"permute(2,1,0) {c}^3 {name}", rand((c, c, c), unit).permute(2, 1, 0))
+        b = (64, n // 64 // 1024, 1024)
+        device_case(f"permute(0,2,1) {b} {name}", rand(b, unit).permute(0, 2, 1))
+        p3 = (n // 1024 // 256, 1024, 256)
+        device_case(f"permute(2,0,1) {p3} {name}", rand(p3, unit).permute(2, 0, 1))
+        device_case(f"permute(1,0,2) {p3} {name}", rand(p3, unit).permute(1, 0, 2))
+        nchw = (n // 256 // 128 // 128, 256, 128, 128)
+        device_case(f"permute(0,2,3,1) {nchw} {name}", rand(nchw, unit).permute(0, 2, 3, 1))
+        rgb = (n // 3 // 512 // 512, 3, 512, 512)  # NCHW -> NHWC with 3 channels
+        device_case(f"permute(0,2,3,1) {rgb} {name}", rand(rgb, unit).permute(0, 2, 3, 1))
+        nhwc = (rgb[0], 512, 512, 3)
+        device_case(f"permute(0,3,1,2) {nhwc} {name}", rand(nhwc, unit).permute(0, 3, 1, 2))
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -99,6 +99,27 @@ CopyPlan plan_copy(const View& dst, const View& src) noexcept {
             }
         }
     }
+    if (p.kind == CopyPlan::Kind::strided && inner.dst == unit && inner.src != unit && n >= 2) {
+        // A transpose with one short axis, such as the 3 channels of NCHW <-> NHWC: too short for
+        // a tile, but where it is packed on one side (its steps times the long axis's are one
+        // contiguous run there), whole runs and their few rows move instead.
+        const CopyAxis& next = p.axes[n - 2];
+        if (inner.extent < kMinTileExtent && next.src == unit && next.dst == inner.extent * unit &&
+            next.extent >= kMinTileExtent) {
+            p.kind = CopyPlan::Kind::narrow;  // short dst axis: dst packed, src rows
+            p.tile_axis = n - 2;
+            p.packed_dst = true;
+        } else if (inner.extent >= kMinTileExtent) {
+            for (int a = n - 2; a >= 0; --a) {
+                if (p.axes[a].src == unit && p.axes[a].extent < kMinTileExtent &&
+                    inner.src == p.axes[a].extent * unit) {
+                    p.kind = CopyPlan::Kind::narrow;  // short src axis: src packed, dst rows
+                    p.tile_axis = a;
+                    break;
+                }
+            }
+        }
+    }
     if (p.kind == CopyPlan::Kind::tiled && unit < 4) {
         // Words of 4 bytes: a word of src along the tile axis and one of dst along the inner axis
         // start at 4-byte boundaries when both bases and every other stride are multiples of 4.

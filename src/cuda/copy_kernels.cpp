@@ -58,6 +58,7 @@ struct Module {
     std::array<Kernel, 5> tiled{};
     std::array<Kernel, 2> tiled_words{};  // units of 1 and 2 bytes moved as 4-byte words
     std::array<Kernel, 4> vtiled{};       // 16-byte vectors on both sides: units of 1, 2, 4, 8 bytes
+    std::array<Kernel, 5> narrow{};       // one short axis packed on one side
     int binary_arch = 0;                  // what the driver loaded (loaded_kernels); 0: not asked of it
     int ptx_version = 0;
 };
@@ -96,6 +97,9 @@ Module& module_for(int ordinal) {
     for (int i = 0; i < 5; ++i) {
         m->strided[static_cast<std::size_t>(i)] = get(std::string("stridex_strided_") + units[i], k::kThreads);
         m->tiled[static_cast<std::size_t>(i)] = get(std::string("stridex_tiled_") + units[i] + "_1", tile_threads);
+        // Occupancy at the most shared memory a narrow block takes (its chunk is sized to it).
+        m->narrow[static_cast<std::size_t>(i)] = get(std::string("stridex_narrow_") + units[i], k::kNarrowThreads,
+                                                     k::kNarrowTileBytes);
     }
     m->tiled_words[0] = get("stridex_tiled_1_4", tile_threads);
     m->tiled_words[1] = get("stridex_tiled_2_2", tile_threads);
@@ -211,6 +215,54 @@ void launch_tiled(const stridex::detail::CopyPlan& plan, std::byte* dst, const s
            static_cast<unsigned>(k::kTile), static_cast<unsigned>(k::kTileRows), 1u, 0u, stream, params, nullptr);
 }
 
+bool multiples_of_16(std::uintptr_t base, const std::int64_t* strides, int n, std::int64_t more) {
+    if (base % 16 != 0 || more % 16 != 0) return false;
+    for (int i = 0; i < n; ++i)
+        if (strides[i] % 16 != 0) return false;
+    return true;
+}
+
+void launch_narrow(const stridex::detail::CopyPlan& plan, std::byte* dst, const std::byte* src, const Module& m,
+                   CUstream stream) {
+    k::NarrowArgs a{};
+    a.dst = address(dst + plan.dst_offset);
+    a.src = address(src + plan.src_offset);
+    const int last = plan.ndim - 1;
+    const stridex::detail::CopyAxis& I = plan.axes[last];
+    const stridex::detail::CopyAxis& J = plan.axes[plan.tile_axis];
+    // dst packed: I is short, J long; rows are src's steps of I. src packed: the reverse, rows are dst's steps of J.
+    const stridex::detail::CopyAxis& shorter = plan.packed_dst ? I : J;
+    a.packed_dst = plan.packed_dst ? 1 : 0;
+    a.ns = static_cast<std::int32_t>(shorter.extent);
+    a.nl = plan.packed_dst ? J.extent : I.extent;
+    a.rows_stride = plan.packed_dst ? I.src : J.dst;
+    for (int i = 0; i < last; ++i) {
+        if (i == plan.tile_axis) continue;
+        a.shape[a.nbatch] = plan.axes[i].extent;
+        a.dst_stride[a.nbatch] = plan.axes[i].dst;
+        a.src_stride[a.nbatch] = plan.axes[i].src;
+        ++a.nbatch;
+    }
+    const std::int64_t* rows_strides = plan.packed_dst ? a.src_stride : a.dst_stride;
+    const std::int64_t* packed_strides = plan.packed_dst ? a.dst_stride : a.src_stride;
+    a.vec_rows = multiples_of_16(plan.packed_dst ? a.src : a.dst, rows_strides, a.nbatch, a.rows_stride) ? 1 : 0;
+    a.vec_packed = multiples_of_16(plan.packed_dst ? a.dst : a.src, packed_strides, a.nbatch, 0) ? 1 : 0;
+    // The longest chunk (a power of two, at least 16 so runs start on 16-byte boundaries) whose
+    // tile fits the shared memory the occupancy was asked for.
+    std::int64_t chunk = 16;
+    while (chunk < 4096 && 2 * chunk * a.ns * plan.unit <= k::kNarrowTileBytes) chunk *= 2;
+    a.chunk = static_cast<std::int32_t>(chunk);
+    a.chunks = (a.nl + chunk - 1) / chunk;
+    a.blocks = a.chunks;
+    for (int i = 0; i < a.nbatch; ++i) a.blocks *= a.shape[i];
+    void* params[] = {&a};
+    Driver& d = driver();
+    const Kernel& kernel = m.narrow[static_cast<std::size_t>(slot_of(plan.unit))];
+    const auto shared = static_cast<unsigned>(chunk * a.ns * plan.unit);
+    d.call("cuLaunchKernel", d.api().launch_kernel, kernel.f, grid_for(a.blocks, m, kernel), 1u, 1u,
+           static_cast<unsigned>(k::kNarrowThreads), 1u, 1u, shared, stream, params, nullptr);
+}
+
 }  // namespace
 
 bool kernels_built() noexcept { return detail::copy_fatbin_size > 0; }
@@ -229,6 +281,8 @@ void launch(const stridex::detail::CopyPlan& plan, std::byte* dst, const std::by
     const Module& m = module_for(ordinal);
     if (plan.kind == stridex::detail::CopyPlan::Kind::tiled)
         launch_tiled(plan, dst, src, m, stream);
+    else if (plan.kind == stridex::detail::CopyPlan::Kind::narrow)
+        launch_narrow(plan, dst, src, m, stream);
     else
         launch_strided(plan, dst, src, m, stream);
 }

@@ -130,10 +130,33 @@ TEST(CopyPlan, MisalignedTransposesMoveNoVectors) {
     EXPECT_FALSE(p24.tile_vectors);
 }
 
-TEST(CopyPlan, ThinTransposeStaysStrided) {
+TEST(CopyPlan, ThinTransposePackedOnOneSideIsNarrow) {
+    // (64, 2) from column-major: dst packs the short axis, src has 2 rows of 64.
     const View s = over(g_src, {64, 2}, {1, 64}, dtypes::float32);
     const View d = over(g_dst, {64, 2}, {2, 1}, dtypes::float32);
+    const CopyPlan p = detail::plan_copy(d, s);
+    EXPECT_EQ(p.kind, CopyPlan::Kind::narrow);
+    EXPECT_TRUE(p.packed_dst);
+    EXPECT_EQ(p.tile_axis, 0);
+    // NHWC -> NCHW with 3 channels: src packs the short axis, dst has 3 rows per image.
+    const View nhwc = over(g_src, {2, 3, 16, 32}, {3 * 16 * 32, 1, 32 * 3, 3}, dtypes::uint8);
+    const View nchw = over(g_dst, {2, 3, 16, 32}, {3 * 16 * 32, 16 * 32, 32, 1}, dtypes::uint8);
+    const CopyPlan q = detail::plan_copy(nchw, nhwc);
+    EXPECT_EQ(q.kind, CopyPlan::Kind::narrow);
+    EXPECT_FALSE(q.packed_dst);
+    EXPECT_EQ(q.axes[q.tile_axis].extent, 3);
+    EXPECT_EQ(q.axes[q.ndim - 1].extent, 16 * 32);
+}
+
+TEST(CopyPlan, ThinTransposeNotPackedStaysStrided) {
+    // dst rows padded to 4 elements: the short axis's runs are not one contiguous run.
+    const View s = over(g_src, {64, 2}, {1, 64}, dtypes::float32);
+    const View d = over(g_dst, {64, 2}, {4, 1}, dtypes::float32);
     EXPECT_EQ(detail::plan_copy(d, s).kind, CopyPlan::Kind::strided);
+    // Both transposed axes short: no long axis to chunk.
+    const View s2 = over(g_src, {8, 3}, {1, 8}, dtypes::float32);
+    const View d2 = over(g_dst, {8, 3}, {3, 1}, dtypes::float32);
+    EXPECT_EQ(detail::plan_copy(d2, s2).kind, CopyPlan::Kind::strided);
 }
 
 TEST(CopyPlan, OddElementSizeSplitsIntoUnits) {

@@ -3,7 +3,9 @@
 Every element size the vector transpose serves (1, 2, 4 and 8 bytes) with full tiles, ragged edge
 tiles, batch axes and more tiles than one grid holds; then the layouts it leaves to the word and
 element tiles (16-byte units, extents that are no multiple of a vector, misaligned bases, padded
-rows). Destinations are poisoned first so that an unwritten element shows. Skips without a GPU.
+rows); then the narrow transposes (one short axis packed on one side, both directions, every unit,
+lined-up and misaligned). Destinations are poisoned first so that an unwritten element shows.
+Skips without a GPU.
 """
 
 from __future__ import annotations
@@ -102,3 +104,40 @@ def test_reversed_and_broadcast_batch_axes():
     rows = on_gpu(host[0])
     wide = stridex.from_pointer(rows.ptr, (3, 64, 48), "float32", strides=(0, 48, 1), owner=rows)
     check(wide.permute((0, 2, 1)), np.broadcast_to(host[0], (3, 64, 48)).transpose(0, 2, 1))
+
+
+NARROW_CASES = [
+    ((2, 3, 40, 48), (0, 2, 3, 1), "uint8"),  # NCHW -> NHWC, 3 channels: dst packs them
+    ((2, 40, 48, 3), (0, 3, 1, 2), "uint8"),  # NHWC -> NCHW: src packs them
+    ((3, 5000), (1, 0), "int16"),  # a long axis of no whole chunk, rows of 10000 bytes
+    ((5001, 3), (1, 0), "int16"),
+    ((4, 4099), (1, 0), "float32"),  # rows no multiple of 16 bytes: element accesses there
+    ((4099, 4), (1, 0), "float32"),
+    ((7, 3, 1030), (0, 2, 1), "float64"),
+    ((7, 1030, 15), (0, 2, 1), "float64"),  # the longest short axis
+    ((2, 600), (1, 0), "complex128"),  # 16-byte units
+    ((600, 2), (1, 0), "complex128"),
+    ((9, 3, 256, 256), (0, 2, 3, 1), "float32"),  # more chunks than one grid holds
+]
+
+
+@pytest.mark.parametrize("shape,perm,dtype", NARROW_CASES)
+def test_narrow_transposes(shape, perm, dtype):
+    host = random_array(shape, dtype)
+    check(on_gpu(host).permute(perm), host.transpose(perm))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "float32", "float64"])
+def test_narrow_transposes_misaligned(dtype):
+    item = np.dtype(dtype).itemsize
+    host = random_array((1 + 3 * 2048,), dtype)
+    buf = on_gpu(host)
+    # One element past a 16-byte boundary on the rows side, then on the packed side.
+    rows = stridex.from_pointer(buf.ptr + item, (3, 2048), dtype, owner=buf)
+    check(rows.T, host[1:].reshape(3, 2048).T)
+    packed = stridex.from_pointer(buf.ptr + item, (2048, 3), dtype, owner=buf)
+    check(packed.T, host[1:].reshape(2048, 3).T)
+    # A reversed batch axis and a sliced long axis.
+    cube = on_gpu(random_array((4, 3, 512), dtype, seed=5))
+    expected = random_array((4, 3, 512), dtype, seed=5)
+    check(cube[::-1, :, 7:500].permute((0, 2, 1)), expected[::-1, :, 7:500].transpose(0, 2, 1))

@@ -25,6 +25,7 @@ struct CopyPlan {
         contiguous,  // one run of `bytes` bytes on both sides
         strided,     // any layouts: a walk over `axes`
         tiled,       // a transpose: dst's contiguous axis (the last) is not src's (`tile_axis`)
+        narrow,      // a transpose with one short axis (< kMinTileExtent) packed on one side (`packed_dst`)
     };
     Kind kind = Kind::nothing;
     std::int64_t unit = 1;        // bytes moved as one unit (1, 2, 4, 8 or 16)
@@ -33,7 +34,8 @@ struct CopyPlan {
     std::int64_t src_offset = 0;  // (flipped axes start at the other end)
     int ndim = 0;
     CopyAxis axes[kMaxNdim + 1] = {};  // outermost first; one more for a split element
-    int tile_axis = -1;                // tiled: the axis src reads contiguously
+    int tile_axis = -1;                // tiled, narrow: the axis src reads contiguously
+    bool packed_dst = false;           // narrow: the short axis is dst's contiguous one (else src's)
     bool tile_words = false;           // tiled, units of 1 or 2 bytes: 4-byte words line up on both sides
     bool tile_vectors = false;         // tiled, units of 1 to 8 bytes: 16-byte vectors line up on both sides
 };

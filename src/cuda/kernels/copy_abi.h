@@ -77,4 +77,29 @@ constexpr VecTile kVecTiles[4] = {
 // Dynamic shared memory of a vector tile (more than 48 KiB takes an opt-in, see copy_kernels.cpp).
 constexpr int vec_tile_bytes(const VecTile& t, int unit) { return t.ti * t.tj * unit; }
 
+// The narrow transpose: one of the two transposed axes is short (`ns` < the plan's kMinTileExtent
+// elements, such as the 3 channels of an image) and packed on one side, so that `chunk` steps of
+// the long axis times all of the short one are one contiguous run there (the packed side); on the
+// other side (the rows side) the short axis steps `rows_stride` bytes between rows along which the
+// long axis is contiguous. A block moves that run and its `ns` row pieces through shared memory
+// ([ns][chunk] elements), both sides in 16-byte vectors where they line up.
+constexpr int kNarrowThreads = 256;
+constexpr int kNarrowTileBytes = 16384;  // the most shared memory a block takes; chunk is sized to it
+struct NarrowArgs {
+    uint64_t dst, src;
+    int64_t blocks;       // chunks * batch
+    int64_t chunks;       // chunks of the long axis per batch index
+    int64_t nl;           // long extent
+    int64_t rows_stride;  // bytes between the short axis's rows on the rows side
+    int32_t ns;           // short extent
+    int32_t chunk;        // long-axis elements per block: a multiple of 16
+    int32_t packed_dst;   // 1: dst is the packed side (the short axis is dst's contiguous one); 0: src
+    int32_t vec_rows;     // the rows side's base, rows_stride and batch strides are multiples of 16
+    int32_t vec_packed;   // the packed side's base and batch strides are multiples of 16
+    int32_t nbatch;
+    int64_t shape[kMaxAxes];
+    int64_t dst_stride[kMaxAxes];
+    int64_t src_stride[kMaxAxes];
+};
+
 }  // namespace stridex::kernels

@@ -12,6 +12,8 @@
 //   vtiled:  transposes whose 16-byte vectors line up on both sides (units of 1 to 8 bytes): the
 //            tile moves in 16-byte chunks from src and 16-byte vectors to dst, and each thread
 //            transposes strips of V = 16 / unit rows in registers (byte permutes for 1 and 2).
+//   narrow:  transposes with one short axis packed on one side (NCHW <-> NHWC with 3 channels): a
+//            contiguous run on the packed side and its few rows on the other, through shared memory.
 //
 // All loop over their blocks (grid-stride), so any size runs on a grid sized to the GPU.
 #include <stdint.h>
@@ -401,9 +403,126 @@ __device__ __forceinline__ void vtiled(const TiledArgs& p) {
     }
 }
 
+// A 16-byte vector seen as its elements (one element of 16 bytes).
+template <int E>
+union Lanes {
+    static constexpr int V = E < 16 ? 16 / E : 1;
+    uint4 vector;
+    typename UnitOf<E>::type element[V];
+};
+
+// The narrow transpose (NarrowArgs in copy_abi.h). The shared tile is [ns][chunk] elements: row k
+// holds the long axis's chunk at short index k, as the rows side lays it out, so that side moves
+// whole vectors; the packed side's element f of the run is (long f / ns, short f % ns), gathered
+// from (or scattered to) the tile one element at a time, in vectors to global memory.
+template <int E>
+__device__ __forceinline__ void narrow(const NarrowArgs& p) {
+    using T = typename UnitOf<E>::type;
+    using L = Lanes<E>;
+    constexpr int V = L::V;
+    extern __shared__ uint4 narrow_tile[];
+    T* const tile = reinterpret_cast<T*>(narrow_tile);
+    const int ns = p.ns, chunk = p.chunk, t = threadIdx.x;
+    const bool reading_rows = p.packed_dst != 0;  // the rows side is src when dst is packed
+    for (int64_t b = blockIdx.x; b < p.blocks; b += gridDim.x) {
+        const int64_t batch = b / p.chunks, l0 = (b - batch * p.chunks) * chunk;
+        int64_t doff = 0, soff = 0;
+        if (p.nbatch > 0) outer_offsets(p.shape, p.dst_stride, p.src_stride, p.nbatch, batch, doff, soff);
+        char* const dbase = reinterpret_cast<char*>(p.dst) + doff;
+        char* const sbase = reinterpret_cast<char*>(p.src) + soff;
+        char* const rows = (reading_rows ? sbase : dbase) + l0 * E;
+        char* const packed = (reading_rows ? dbase : sbase) + l0 * ns * E;
+        const int len = static_cast<int>(p.nl - l0 < chunk ? p.nl - l0 : chunk);
+        // The rows side: ns rows of `len` contiguous elements, row k at rows + k * rows_stride.
+        auto move_rows = [&](bool load) {
+            if (p.vec_rows) {
+                const int per_row = (len + V - 1) / V;
+                for (int q = t; q < ns * per_row; q += kNarrowThreads) {
+                    const int k = q / per_row, l = (q - k * per_row) * V;
+                    char* g = rows + k * p.rows_stride + int64_t{l} * E;
+                    T* s = tile + k * chunk + l;
+                    if (l + V <= len) {
+                        if (load)
+                            *reinterpret_cast<uint4*>(s) = *reinterpret_cast<const uint4*>(g);
+                        else
+                            *reinterpret_cast<uint4*>(g) = *reinterpret_cast<const uint4*>(s);
+                    } else {
+                        for (int v = 0; v < len - l; ++v) {
+                            if (load)
+                                s[v] = reinterpret_cast<const T*>(g)[v];
+                            else
+                                reinterpret_cast<T*>(g)[v] = s[v];
+                        }
+                    }
+                }
+            } else {
+                for (int q = t; q < ns * len; q += kNarrowThreads) {
+                    const int k = q / len, l = q - k * len;
+                    T* g = reinterpret_cast<T*>(rows + k * p.rows_stride) + l;
+                    if (load)
+                        tile[k * chunk + l] = *g;
+                    else
+                        *g = tile[k * chunk + l];
+                }
+            }
+        };
+        // The packed side: one run of len * ns elements, element f = (long f / ns, short f % ns).
+        auto move_packed = [&](bool load) {
+            const int run = len * ns;
+            T* const g = reinterpret_cast<T*>(packed);
+            if (p.vec_packed) {
+                for (int q = t; q * V < run; q += kNarrowThreads) {
+                    const int f = q * V;
+                    int l = f / ns, k = f - l * ns;
+                    if (f + V <= run) {
+                        L lanes;
+                        if (load) lanes.vector = reinterpret_cast<const uint4*>(g)[q];
+#pragma unroll
+                        for (int v = 0; v < V; ++v) {
+                            if (load)
+                                tile[k * chunk + l] = lanes.element[v];
+                            else
+                                lanes.element[v] = tile[k * chunk + l];
+                            if (++k == ns) k = 0, ++l;
+                        }
+                        if (!load) reinterpret_cast<uint4*>(g)[q] = lanes.vector;
+                    } else {
+                        for (int e = f; e < run; ++e) {
+                            if (load)
+                                tile[k * chunk + l] = g[e];
+                            else
+                                g[e] = tile[k * chunk + l];
+                            if (++k == ns) k = 0, ++l;
+                        }
+                    }
+                }
+            } else {
+                for (int f = t; f < run; f += kNarrowThreads) {
+                    const int l = f / ns, k = f - l * ns;
+                    if (load)
+                        tile[k * chunk + l] = g[f];
+                    else
+                        g[f] = tile[k * chunk + l];
+                }
+            }
+        };
+        if (reading_rows) {
+            move_rows(true);
+            __syncthreads();
+            move_packed(false);
+        } else {
+            move_packed(true);
+            __syncthreads();
+            move_rows(false);
+        }
+        __syncthreads();  // the next chunk overwrites the tile
+    }
+}
+
 }  // namespace
 }  // namespace stridex::kernels
 
+using stridex::kernels::NarrowArgs;
 using stridex::kernels::StridedArgs;
 using stridex::kernels::TiledArgs;
 
@@ -445,3 +564,15 @@ STRIDEX_VTILED(1, 0)
 STRIDEX_VTILED(2, 1)
 STRIDEX_VTILED(4, 2)
 STRIDEX_VTILED(8, 3)
+
+// The narrow transposes: stridex_narrow_<unit>.
+#define STRIDEX_NARROW(B) \
+    extern "C" __global__ void __launch_bounds__(stridex::kernels::kNarrowThreads) \
+        stridex_narrow_##B(const NarrowArgs p) { \
+        stridex::kernels::narrow<B>(p); \
+    }
+STRIDEX_NARROW(1)
+STRIDEX_NARROW(2)
+STRIDEX_NARROW(4)
+STRIDEX_NARROW(8)
+STRIDEX_NARROW(16)
