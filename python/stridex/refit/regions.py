@@ -82,17 +82,17 @@ def _allocation(v: _stridex.View) -> tuple[Any, int, int] | None:
         m = _mapping_of(v.ptr + lo)
         if m is None or "s" not in m.perms or v.ptr + hi > m.end:
             return None
-        return ("cpu", m.start, m.end), m.start, m.end - m.start
+        try:  # the file behind the mapping must be found (stridex.ipc passes its fd)
+            fd, _ = export_host(_stridex.from_pointer(m.start, (1,), "uint8", owner=v, readonly=True))
+        except BufferError:
+            return None
+        try:
+            # the mapping's pages may run past the end of the file: the region ends with the file
+            size = min(m.end - m.start, os.fstat(fd).st_size - m.offset)
+        finally:
+            os.close(fd)
+        return ("cpu", m.start, m.end), m.start, size
     return None
-
-
-def _shareable_host(view: _stridex.View) -> bool:
-    try:
-        fd, _ = export_host(view)
-    except BufferError:
-        return False
-    os.close(fd)
-    return True
 
 
 class Regions:
@@ -114,11 +114,8 @@ class Regions:
                 if found is not None and found[0] not in by_key:
                     key, base, size = found
                     region = _stridex.from_pointer(base, (size,), "uint8", owner=v, readonly=True)
-                    if v.device.type == "cpu" and not _shareable_host(region):
-                        found = None
-                    else:
-                        by_key[key] = len(self.regions)
-                        self.regions.append(Region(region, str(v.device), False))
+                    by_key[key] = len(self.regions)
+                    self.regions.append(Region(region, str(v.device), False))
                 if found is None:
                     to_pack.setdefault(str(v.device), []).append((wi, si, v))
                     places.append(None)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _sharded, _stridex
-from .._sharded import ShardedView
+from .._sharded import Shard, ShardedView
 from .._sharded_index import Index
 
 
@@ -36,7 +36,13 @@ def as_sharded(x: Any, name: str) -> ShardedView:
         return x
     if isinstance(x, tuple) and len(x) == 3:
         array, offsets, shape = x
-        return ShardedView.from_arrays([array], [tuple(offsets)], tuple(shape))
+        v = _stridex.view(array)
+        index = tuple(slice(int(o), int(o) + e) for o, e in zip(offsets, v.shape))
+        if len(index) != len(shape) or v.ndim != len(shape):
+            raise ValueError(f"weight {name!r}: {v.ndim}-d shard, {len(offsets)} offsets, global shape {tuple(shape)}")
+        # The rest of the array is held elsewhere: described, not held (as a DTensor's other ranks).
+        others = [Shard(box, None, None, rank=-1) for box in _complement(index, tuple(shape))]
+        return ShardedView(shape, v.dtype, [Shard(index, v, v.device, _sharded._origin_of(array)), *others])
     if hasattr(x, "device_mesh") and hasattr(x, "placements") and hasattr(x, "to_local"):
         return ShardedView.from_dtensor(x)
     if type(x).__module__.startswith(("jaxlib", "jax")):
@@ -47,6 +53,19 @@ def as_sharded(x: Any, name: str) -> ShardedView:
         return _sharded._as_sharded(x, name)
     except (TypeError, BufferError) as e:
         raise TypeError(f"weight {name!r}: {e}") from None
+
+
+def _complement(index: Index, shape: tuple[int, ...]) -> list[Index]:
+    """Boxes that, with `index`, cover `shape` without overlapping it (slabs, one dimension at a
+    time: at most two per dimension)."""
+    out = []
+    inner = [slice(0, e) for e in shape]
+    for d, s in enumerate(index):
+        for lo, hi in ((0, s.start), (s.stop, shape[d])):
+            if hi > lo:
+                out.append(tuple(inner[:d]) + (slice(lo, hi),) + tuple(slice(0, e) for e in shape[d + 1 :]))
+        inner[d] = s
+    return out
 
 
 def named(weights: Mapping[str, Any], what: str) -> list[Weight]:
