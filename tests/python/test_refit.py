@@ -149,6 +149,7 @@ def test_concurrent_readers_never_see_a_mix(mode):
         readers = [threading.Thread(target=reader) for _ in range(3)]
         for t in readers:
             t.start()
+
         def train():  # the trainers step together, as ranks of one job do
             for v in range(2, 202):
                 for w in ws:

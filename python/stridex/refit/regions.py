@@ -171,8 +171,10 @@ class Regions:
                     "name": w.name,
                     "shape": list(w.shape),
                     "dtype": str(w.dtype),
-                    "shards": [[list(map(list, p.index)), p.region, p.offset, list(p.shape), list(p.strides)]
-                               for p in self.placed[w.name]],
+                    "shards": [
+                        [list(map(list, p.index)), p.region, p.offset, list(p.shape), list(p.strides)]
+                        for p in self.placed[w.name]
+                    ],
                 }
                 for w in weights
             ],

@@ -61,7 +61,9 @@ class _Source:
             except OSError as e:
                 s.close()
                 if time.monotonic() > deadline:
-                    raise PublisherGone(f"no refit publisher at {self.address!r} within {self.timeout:g} s: {e}") from None
+                    raise PublisherGone(
+                        f"no refit publisher at {self.address!r} within {self.timeout:g} s: {e}"
+                    ) from None
                 time.sleep(0.05)
 
     def request(self, msg: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
@@ -102,16 +104,16 @@ class _Source:
             out = []
             for index, r, offset, shape, strides in w["shards"]:
                 base = regions[r]
-                v = _stridex.from_pointer(
-                    base.ptr + offset, shape, dtype, strides=strides, owner=base, readonly=True
-                )
+                v = _stridex.from_pointer(base.ptr + offset, shape, dtype, strides=strides, owner=base, readonly=True)
                 out.append(Shard(tuple(slice(a, b) for a, b in index), v, v.device))
             shards[w["name"]] = (tuple(w["shape"]), dtype, out)
         self.ready = {}
         for device, (uuid, handle) in reply["ready"].items():
             ordinal = ordinal_of_uuid(uuid)
             if ordinal is None:
-                raise RefitError(f"publisher {self.address!r} shares memory of GPU {uuid}, which this process cannot see")
+                raise RefitError(
+                    f"publisher {self.address!r} shares memory of GPU {uuid}, which this process cannot see"
+                )
             self.ready[device] = Signal.opened(ordinal, handle)
         self.regions, self.shards, self.epoch = regions, shards, reply["epoch"]
 
@@ -218,8 +220,12 @@ class Subscriber:
             copied = False
             try:
                 sources = self._sources_now()
-                gpus = {sh.view.device.id for sv in sources.values() for sh in sv.shards
-                        if sh.view is not None and sh.view.device.type == "cuda"}
+                gpus = {
+                    sh.view.device.id
+                    for sv in sources.values()
+                    for sh in sv.shards
+                    if sh.view is not None and sh.view.device.type == "cuda"
+                }
                 self._wait_ready(gpus, stream)
                 yield v, sources
                 events = self._record_done(gpus, stream)
