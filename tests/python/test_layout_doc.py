@@ -19,6 +19,7 @@ FOLDERS = {
     "include/stridex/": "### `include/stridex/`",
     "python/stridex/": "### `python/stridex/`",
     "python/stridex/ipc/": "### `python/stridex/ipc/`",
+    "python/stridex/refit/": "### `python/stridex/refit/`",
     "python/stridex/doctor/": "### `python/stridex/doctor/`",
 }
 SOURCES = (".cpp", ".hpp", ".h", ".cu", ".py", ".map", ".pattern")
