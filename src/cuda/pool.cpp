@@ -11,7 +11,7 @@
 
 #include "copy_internal.hpp"
 #include "pool_internal.hpp"
-#include "stridex/copy.hpp"
+#include "stridex/host_copy.hpp"
 #include "stridex/cuda/memory.hpp"
 #include "stridex/cuda/stream.hpp"
 

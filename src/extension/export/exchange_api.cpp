@@ -20,7 +20,7 @@
 #include "export/export.hpp"
 #include "sanitizer/handover.hpp"
 #include "sanitizer/sanitizer.hpp"
-#include "stridex/copy.hpp"
+#include "stridex/host_copy.hpp"
 #include "stridex/cuda/stream.hpp"
 #include "stridex/cuda/vmm.hpp"
 
