@@ -260,6 +260,40 @@ def test_reducer_is_registered_with_multiprocessing():
     assert stridex.View in ForkingPickler._extra_reducers
 
 
+_PICKLING_AFTER_IMPORT = """
+import mmap, pickle, sys, tempfile
+import stridex
+assert "stridex.ipc" not in sys.modules and "multiprocessing.reduction" not in sys.modules
+f = tempfile.TemporaryFile()
+f.truncate(8)
+m = mmap.mmap(f.fileno(), 8)
+v = stridex.view(m)
+w = pickle.loads(pickle.dumps(v))  # plain pickle: the View's own __reduce__, nothing registered
+memoryview(w)[0] = 7
+assert m[0] == 7, "the unpickled View aliases the memory"
+assert "multiprocessing.reduction" not in sys.modules
+from multiprocessing.reduction import ForkingPickler  # stridex.ipc registers itself now
+assert ForkingPickler._extra_reducers[stridex.View] == stridex.View._reduce_in_flight
+u = pickle.loads(ForkingPickler.dumps(v))
+memoryview(u)[1] = 9
+assert m[1] == 9
+"""
+
+
+def test_a_view_pickles_right_after_import_stridex_and_multiprocessing_learns_of_it_on_import():
+    # A fresh interpreter: no test before this one imported stridex.ipc or multiprocessing.
+    subprocess.run([sys.executable, "-c", _PICKLING_AFTER_IMPORT], check=True)
+
+
+def test_the_registration_with_multiprocessing_imports_none_of_the_ipc_machinery():
+    code = (
+        "import sys, stridex, multiprocessing.reduction; "
+        "bad = [m for m in ('stridex.ipc.broker', 'stridex.ipc.codecs', 'stridex.ipc.importer') if m in sys.modules]; "
+        "assert not bad, bad; assert stridex.View in multiprocessing.reduction.ForkingPickler._extra_reducers"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_import_stridex_imports_neither_dask_nor_the_ipc_machinery():
     code = (
         "import sys, stridex; bad = [m for m in ('dask', 'distributed', 'stridex.ipc', 'socket') "

@@ -108,8 +108,8 @@ void bind_ipc(nb::module_& m) {
                             "tuple[dict[str, typing.Any]]]"),
                     "A handle to the View's memory (stridex.ipc): same memory in the unpickling process."));
     // The same for multiprocessing's ForkingPickler, whose pickles are on their way to another
-    // process (the exporter waits for them at exit): what stridex._post_import registers, so that
-    // the registration itself imports nothing of stridex.ipc.
+    // process (the exporter waits for them at exit): what stridex.ipc.pickling registers, so that
+    // the registration itself imports none of stridex.ipc's machinery.
     nb::setattr(view_type, "_reduce_in_flight",
                 nb::cpp_function(
                     [](nb::handle self) {
