@@ -177,7 +177,7 @@ public:
     View as_readonly() const;
 
     // Copies are the copy engine's (the CUDA layer): stridex::copy_to, contiguous and to_device in
-    // include/stridex/cuda/copy.hpp; host copies are stridex::host_copy (include/stridex/copy.hpp).
+    // include/stridex/cuda/copy.hpp; host copies are stridex::host_copy (include/stridex/host_copy.hpp).
 
     // Typed element access. T must match the dtype exactly (const T on read-only views); Rank is
     // checked when given. Elements may only be dereferenced where the memory is accessible: a

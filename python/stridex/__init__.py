@@ -7,6 +7,8 @@ protocols. The native core lives in ``stridex._stridex``; importing stridex impo
 
 from __future__ import annotations
 
+from types import ModuleType as _ModuleType
+
 from ._stridex import *  # noqa: F401,F403  (view, from_pointer, DevicePtr, VirtualBuffer, ...)
 from ._stridex import (
     NO_SYNC,
@@ -40,10 +42,19 @@ from ._sharded import _install as _install_sharded
 from . import typing as typing
 
 # Views pickle as handles to shared memory (stridex.ipc); multiprocessing and Dask distributed
-# learn about them only once they are imported, and stridex imports neither.
-from . import _post_import
+# learn about them from stridex.ipc (ipc/pickling.py) once they are imported, and stridex imports
+# neither, nor stridex.ipc, until then.
+from ._post_import import when_imported as _when_imported
 
-_post_import.install()
+
+def _register_with(module: _ModuleType) -> None:
+    from .ipc import pickling
+
+    pickling.on_import(module)
+
+
+_when_imported("multiprocessing.reduction", _register_with)
+_when_imported("distributed.protocol", _register_with)
 _install_sharded()  # stridex.copy hands ShardedViews to the sharded copy
 
 

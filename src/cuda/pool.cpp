@@ -11,9 +11,9 @@
 
 #include "copy_internal.hpp"
 #include "pool_internal.hpp"
-#include "stridex/copy.hpp"
 #include "stridex/cuda/memory.hpp"
 #include "stridex/cuda/stream.hpp"
+#include "stridex/host_copy.hpp"
 
 namespace stridex::cuda {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "expect_error.hpp"
-#include "stridex/copy.hpp"
+#include "stridex/host_copy.hpp"
 
 namespace stridex {
 namespace {

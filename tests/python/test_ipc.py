@@ -260,6 +260,40 @@ def test_reducer_is_registered_with_multiprocessing():
     assert stridex.View in ForkingPickler._extra_reducers
 
 
+_PICKLING_AFTER_IMPORT = """
+import mmap, pickle, sys, tempfile
+import stridex
+assert "stridex.ipc" not in sys.modules and "multiprocessing.reduction" not in sys.modules
+f = tempfile.TemporaryFile()
+f.truncate(8)
+m = mmap.mmap(f.fileno(), 8)
+v = stridex.view(m)
+w = pickle.loads(pickle.dumps(v))  # plain pickle: the View's own __reduce__, nothing registered
+memoryview(w)[0] = 7
+assert m[0] == 7, "the unpickled View aliases the memory"
+assert "multiprocessing.reduction" not in sys.modules
+from multiprocessing.reduction import ForkingPickler  # stridex.ipc registers itself now
+assert ForkingPickler._extra_reducers[stridex.View] == stridex.View._reduce_in_flight
+u = pickle.loads(ForkingPickler.dumps(v))
+memoryview(u)[1] = 9
+assert m[1] == 9
+"""
+
+
+def test_a_view_pickles_right_after_import_stridex_and_multiprocessing_learns_of_it_on_import():
+    # A fresh interpreter: no test before this one imported stridex.ipc or multiprocessing.
+    subprocess.run([sys.executable, "-c", _PICKLING_AFTER_IMPORT], check=True)
+
+
+def test_the_registration_with_multiprocessing_imports_none_of_the_ipc_machinery():
+    code = (
+        "import sys, stridex, multiprocessing.reduction; "
+        "bad = [m for m in ('stridex.ipc.broker', 'stridex.ipc.codecs', 'stridex.ipc.importer') if m in sys.modules]; "
+        "assert not bad, bad; assert stridex.View in multiprocessing.reduction.ForkingPickler._extra_reducers"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_import_stridex_imports_neither_dask_nor_the_ipc_machinery():
     code = (
         "import sys, stridex; bad = [m for m in ('dask', 'distributed', 'stridex.ipc', 'socket') "
@@ -458,60 +492,122 @@ def test_multiprocessing_heap_memory_travels_by_its_open_fd(worker):
 
 
 _U = b"u" * 16  # a device UUID's length
-_FDS_ARGS = dict(
-    fds=[3],
-    chunk_size=1 << 21,
-    device_uuid=_U,
-    offset=0,
-    shape=[1],
-    strides=[1],
-    dtype="int8",
-    readonly=False,
-    event=None,
-    keep=None,
-)
+# A well-formed payload of each CUDA kind (what stridex.ipc pickles), and the fds it comes with.
+_PLACEMENT = dict(shape=[1], strides=[1], dtype="int8", readonly=False, device_uuid=_U, offset=0, extent=1, event=None)
+_PAYLOADS = {
+    "cuda_ipc": ({**_PLACEMENT, "handle": b"h" * 64}, []),
+    "cuda_vmm": ({**_PLACEMENT, "chunk_size": 1 << 21}, [3]),
+    "cuda_pool": ({**_PLACEMENT, "pool": b"p" * 64, "broker": b"\0b", "pool_id": 7}, [3]),
+}
 
 
+def _import(kind, change=(), drop=(), fds=None):
+    payload, default_fds = _PAYLOADS[kind]
+    payload = {k: v for k, v in {**payload, **dict(change)}.items() if k not in drop}
+    return stridex._stridex._ipc_import(kind, payload, default_fds if fds is None else fds, None)
+
+
+# Every field every kind shares, checked once for all of them.
+@pytest.mark.parametrize("kind", sorted(_PAYLOADS))
 @pytest.mark.parametrize(
     "change, error, needle",
     [
-        ({"fds": [-1]}, ValueError, r"fds must be open file descriptors \(>= 0\), found -1"),
-        ({"fds": [1 << 40]}, ValueError, "fds 1099511627776 does not fit in int32"),
-        ({"fds": "3"}, TypeError, "fds must be a sequence of ints, found str"),
-        ({"chunk_size": True}, TypeError, "chunk_size must be an int, found bool"),
-        ({"offset": -1}, ValueError, "offset must be >= 0, found -1"),
-        ({"offset": 1 << 64}, ValueError, "offset 18446744073709551616 does not fit in int64"),
-        ({"shape": "x"}, TypeError, "shape must be an int or a sequence of ints, found str"),
-        ({"strides": [1, 1]}, ValueError, "shape and strides differ in length: 1 and 2"),
-        ({"dtype": "nope"}, TypeError, "unknown dtype name 'nope'"),
-        ({"device_uuid": b"u"}, ValueError, "device UUID must be 16 bytes, found 1"),
-        ({"event": b"e"}, ValueError, "event handle must be 64 bytes, found 1"),
+        ({"offset": -1}, ValueError, r"payload\['offset'\] must be >= 0, found -1"),
+        ({"offset": 1 << 64}, ValueError, r"payload\['offset'\] 18446744073709551616 does not fit in int64"),
+        ({"extent": "1"}, TypeError, r"payload\['extent'\] must be an int, found str"),
+        ({"extent": True}, TypeError, r"payload\['extent'\] must be an int, found bool"),
+        ({"shape": "x"}, TypeError, r"payload\['shape'\] must be an int or a sequence of ints, found str"),
+        ({"strides": [1, 1]}, ValueError, "payload's shape and strides differ in length: 1 and 2"),
+        ({"dtype": "nope"}, TypeError, r"payload\['dtype'\]: unknown dtype name 'nope'"),
+        ({"readonly": 0}, TypeError, r"payload\['readonly'\] must be a bool, found int"),
+        ({"device_uuid": b"u"}, ValueError, r"payload\['device_uuid'\] must be 16 bytes, found 1"),
+        ({"device_uuid": "u" * 16}, TypeError, r"payload\['device_uuid'\] must be bytes, found str"),
+        ({"event": b"e"}, ValueError, r"payload\['event'\] must be 64 bytes, found 1"),
     ],
 )
-def test_native_import_checks_every_argument_from_the_pickle(change, error, needle):
-    # The private entry points are fed from a pickle: each argument is checked before any driver call.
+def test_native_import_checks_every_shared_field_of_the_payload(kind, change, error, needle):
+    # The private entry is fed from a pickle: each field is checked before any driver call, and the
+    # message names the kind, the field, what it expected and what it found.
+    with pytest.raises(error, match=f"_ipc_import\\(\\): {kind} {needle}"):
+        _import(kind, change)
+
+
+@pytest.mark.parametrize(
+    "kind, change, error, needle",
+    [
+        ("cuda_ipc", {"handle": b"h" * 3}, ValueError, r"cuda_ipc payload\['handle'\] must be 64 bytes, found 3"),
+        ("cuda_ipc", {"handle": None}, TypeError, r"cuda_ipc payload\['handle'\] must be bytes, found NoneType"),
+        ("cuda_vmm", {"chunk_size": True}, TypeError, r"cuda_vmm payload\['chunk_size'\] must be an int, found bool"),
+        ("cuda_vmm", {"chunk_size": -2}, ValueError, r"cuda_vmm payload\['chunk_size'\] must be >= 0, found -2"),
+        ("cuda_pool", {"pool": b"p"}, ValueError, r"cuda_pool payload\['pool'\] must be 64 bytes, found 1"),
+        ("cuda_pool", {"broker": "b"}, TypeError, r"cuda_pool payload\['broker'\] must be bytes, found str"),
+        (
+            "cuda_pool",
+            {"pool_id": 1 << 64},
+            ValueError,
+            r"cuda_pool payload\['pool_id'\] must be an address in \[0, 2\*\*64\), found 18446744073709551616",
+        ),
+    ],
+)
+def test_native_import_checks_the_fields_of_each_kind(kind, change, error, needle):
     with pytest.raises(error, match=needle):
-        stridex._stridex._ipc_import_fds(**{**_FDS_ARGS, **change})
+        _import(kind, change)
+
+
+@pytest.mark.parametrize(
+    "kind, field, expected",
+    [
+        ("cuda_ipc", "handle", "bytes"),
+        ("cuda_ipc", "shape", "a list of ints"),
+        ("cuda_vmm", "chunk_size", r"an int >= 0"),
+        ("cuda_vmm", "event", "bytes or None"),
+        ("cuda_pool", "pool_id", r"an int in \[0, 2\*\*64\)"),
+        ("cuda_pool", "readonly", "a bool"),
+    ],
+)
+def test_native_import_names_a_missing_field_and_what_it_should_hold(kind, field, expected):
+    with pytest.raises(ValueError, match=rf"_ipc_import\(\): {kind} payload has no '{field}' \({expected}\)"):
+        _import(kind, drop=[field])
+
+
+@pytest.mark.parametrize(
+    "kind, fds, error, needle",
+    [
+        ("cuda_vmm", [-1], ValueError, r"fds must be open file descriptors \(>= 0\), found -1"),
+        ("cuda_vmm", [1 << 40], ValueError, "fds 1099511627776 does not fit in int32"),
+        ("cuda_vmm", "3", TypeError, "fds must be a sequence of ints, found str"),
+        ("cuda_vmm", [], BufferError, "expected a file descriptor per chunk for a cuda_vmm View, received none"),
+        ("cuda_pool", [3, 4], BufferError, "expected 1 file descriptor for a pool View, received 2"),
+        ("cuda_ipc", [3], BufferError, "expected no file descriptor for a cuda_ipc View, received 1"),
+    ],
+)
+def test_native_import_checks_the_fds_it_is_given(kind, fds, error, needle):
+    with pytest.raises(error, match=needle):
+        _import(kind, fds=fds)
+
+
+@pytest.mark.parametrize(
+    "kind, payload, error, needle",
+    [
+        ("cuda_nope", {}, ValueError, "kind must be 'cuda_ipc', 'cuda_vmm' or 'cuda_pool', found 'cuda_nope'"),
+        ("host", {}, ValueError, "kind must be 'cuda_ipc', 'cuda_vmm' or 'cuda_pool', found 'host'"),
+        (b"cuda_ipc", {}, TypeError, "kind must be a str, found bytes"),
+        ("cuda_ipc", [("shape", [1])], TypeError, "cuda_ipc payload must be a dict, found list"),
+    ],
+)
+def test_native_import_refuses_an_unknown_kind_or_a_payload_that_is_no_dict(kind, payload, error, needle):
+    with pytest.raises(error, match=rf"_ipc_import\(\): {needle}"):
+        stridex._stridex._ipc_import(kind, payload, [], None)
 
 
 @pytest.mark.parametrize(
     "call, error, needle",
     [
-        (
-            lambda s: s._ipc_import_handle(b"h" * 3, _U, 0, 1, [1], [1], "int8", False, None, None),
-            ValueError,
-            "memory handle must be 64 bytes, found 3",
-        ),
-        (
-            lambda s: s._ipc_import_handle(b"h" * 64, _U, 0, -1, [1], [1], "int8", False, None, None),
-            ValueError,
-            r"_ipc_import_handle\(\): extent must be >= 0, found -1",
-        ),
         (lambda s: s.device_uuid(1 << 40), ValueError, r"device_uuid\(\): ordinal 1099511627776 does not fit in int32"),
         (lambda s: s.device_uuid("0"), TypeError, r"device_uuid\(\): ordinal must be an int, found str"),
     ],
 )
-def test_native_import_handle_and_device_uuid_check_their_arguments(call, error, needle):
+def test_device_uuid_checks_its_argument(call, error, needle):
     with pytest.raises(error, match=needle):
         call(stridex._stridex)
 

@@ -5,7 +5,7 @@
 //
 // copy() takes any two Views of one shape and dtype, each on the CPU, a CUDA device (any
 // ordinal), pinned or managed memory, with any strides (negative; zero in src to broadcast). Copies
-// between host-accessible memory run on the calling thread (copy_host, include/stridex/copy.hpp);
+// between host-accessible memory run on the calling thread (copy_host, include/stridex/host_copy.hpp);
 // copies that touch device memory are queued on a CUDA stream (src/cuda/copy_engine.cpp): driver
 // memcpy for contiguous layouts, the embedded kernels for the rest, pinned staging buffers between
 // pageable host memory and the GPU.
@@ -15,7 +15,7 @@
 #include <span>
 #include <string_view>
 
-#include "stridex/copy.hpp"
+#include "stridex/host_copy.hpp"
 #include "stridex/view.hpp"
 
 namespace stridex {

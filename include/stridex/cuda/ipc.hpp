@@ -121,7 +121,7 @@ View import_fds(std::span<const int> fds, std::uint64_t chunk_size, const Device
 
 // The same for pool memory: `fd` is the exporting pool's (the caller keeps and closes it; unused
 // when this process has that pool imported already), `pool_key` names that pool uniquely among
-// every exporter (the Python layer: the exporter's broker address and Export::pool_id()), and
+// every exporter (the extension: the exporter's broker address and Export::pool_id()), and
 // `pointer` is Export::pool_pointer(). Like import_handle, the View carries the opened event as
 // its Pending: the exporter's ticket, and so its event, lives until this View's release.
 View import_pool(int fd, const std::string& pool_key, const MemPoolPtrExportData& pointer, const DeviceUuid& device,

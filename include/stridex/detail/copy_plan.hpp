@@ -1,5 +1,5 @@
 // The copy plan: how the elements of one View are copied into another, decided once for the host
-// loops (src/core/copy.cpp) and the device kernels (src/cuda/copy_kernels.cpp) alike.
+// loops (src/core/host_copy.cpp) and the device kernels (src/cuda/copy_kernels.cpp) alike.
 //
 // Both layouts are rewritten jointly into the fewest, largest steps that visit the same pairs of
 // elements: axes of extent 1 dropped; axes where dst runs backwards flipped on both sides; axes

@@ -24,20 +24,24 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .. import _stridex
-from . import broker as _broker
-from .codecs import CODECS as _CODECS
-from .codecs import UNSIGNED as _UNSIGNED
-from .codecs import Codec as _Codec
-from .codecs import Payload
 from .host import shared_empty
+from .pickling import register_multiprocessing as _register_multiprocessing
+
+# The broker (sockets, threads) and the codecs are imported when a View is first pickled or
+# unpickled, not with this package: multiprocessing imports it (pickling.py), and stays cheap.
+if TYPE_CHECKING:
+    from .codecs import Codec as _Codec
 
 __all__ = ["shared_empty", "to_shared", "pending", "wait_released", "register_multiprocessing"]
 
 _PAYLOAD_VERSION = 1
 
-# What pickle stores for a View: its rebuild and its payload (codecs.py: one codec per kind of memory).
+# A pickled View's payload (codecs.py: one codec per kind of memory), and what pickle stores for a
+# View: its rebuild and its payload.
+Payload = dict[str, Any]
 Reduction = tuple[Callable[[Payload], _stridex.View], tuple[Payload]]
 
 
@@ -53,6 +57,8 @@ def to_shared(view: object) -> _stridex.View:
 
 def pending() -> dict[str, int]:
     """This process's Views still pickled-but-not-released, counted by kind and state."""
+    from . import broker as _broker
+
     b = _broker.current()
     return b.pending() if b is not None else {}
 
@@ -60,6 +66,8 @@ def pending() -> dict[str, int]:
 def wait_released(timeout: float | None = None) -> bool:
     """Blocks until no other process still needs memory this process exported (True), or the
     timeout passed (False). Exit does this by itself (STRIDEX_IPC_EXIT_TIMEOUT, default 30 s)."""
+    from . import broker as _broker
+
     b = _broker.current()
     return True if b is None else b.wait(timeout)
 
@@ -75,6 +83,9 @@ def _reduce(view: _stridex.View, in_flight: bool = False) -> Reduction:
             f"sharing a stridex.View with another process needs Linux (abstract Unix sockets, "
             f"/proc/self/maps); this is {sys.platform}"
         )
+    from . import broker as _broker
+    from .codecs import CODECS as _CODECS
+
     kind_of_device = view.device.type
     meta = _meta(view)
     if view.size == 0:
@@ -137,6 +148,9 @@ class _OwnedFd:
 
 def _check_payload(payload: object) -> str:
     """The payload's kind, after checking every field: a malformed pickle is a ValueError."""
+    from .codecs import CODECS as _CODECS
+    from .codecs import UNSIGNED as _UNSIGNED
+
     if not isinstance(payload, dict) or payload.get("v") != _PAYLOAD_VERSION:
         raise ValueError(
             "not a stridex.View pickle of this stridex version (payload version "
@@ -162,6 +176,9 @@ def _check_payload(payload: object) -> str:
 
 
 def _rebuild(payload: Payload) -> _stridex.View:
+    from . import broker as _broker
+    from .codecs import CODECS as _CODECS
+
     codec = _CODECS[_check_payload(payload)]
     if "pid" in codec.fields:  # memory of an exporting process: maybe this one, which takes it back
         local = _broker.current()
@@ -176,7 +193,5 @@ def register_multiprocessing() -> None:
     this way are on their way to another process: the exporter waits for them at exit, while a
     plain pickle may never be loaded and is not waited for."""
     import multiprocessing.reduction
-
-    from .._post_import import _register_multiprocessing
 
     _register_multiprocessing(multiprocessing.reduction)

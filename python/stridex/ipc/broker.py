@@ -326,7 +326,7 @@ def _after_fork_in_child() -> None:
 
 def wait_at_exit() -> None:
     """Exit's wait for importers (atexit here; multiprocessing's finalizers, registered with the
-    View reducer in stridex._post_import, in its children and after its queues' feeders)."""
+    View reducer in stridex.ipc.pickling, in its children and after its queues' feeders)."""
     b = _broker
     if b is None:
         return

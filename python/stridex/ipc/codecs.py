@@ -9,6 +9,9 @@ of kinds of its own).
 * ``cuda_vmm``: VMM memory (``VirtualBuffer(..., shareable=True)``): one fd per chunk.
 * ``cuda_pool``: memory of stridex's stream-ordered pools: the pool's fd plus the allocation's
   export data and the offset.
+
+The CUDA kinds are made Views again by one native entry, ``_stridex._ipc_import(kind, payload,
+fds, keep)``, which reads the payload's fields itself (src/extension/ipc/ipc_import.cpp).
 """
 
 from __future__ import annotations
@@ -64,13 +67,6 @@ class _Release:
         _importer.release_ticket(self.address, self.ticket)
 
 
-def _placement(payload: Payload) -> Payload:
-    """The keyword arguments a legacy handle's and a pool allocation's import take after the
-    memory itself: the device, where the View lies in the shared range, its layout, the event."""
-    fields = ("device_uuid", "offset", "extent", "shape", "strides", "dtype", "readonly", "event")
-    return {f: payload[f] for f in fields}
-
-
 def _close(fds: list[int]) -> None:
     for fd in fds:
         os.close(fd)
@@ -102,7 +98,7 @@ def _rebuild_host(payload: Payload) -> _stridex.View:
 
 def _import_handle(payload: Payload, keep: object) -> _stridex.View:
     """A legacy CUDA IPC handle's View, whichever way its ticket was taken (claimed or opened)."""
-    return _stridex._ipc_import_handle(handle=payload["handle"], **_placement(payload), keep=keep)
+    return _stridex._ipc_import("cuda_ipc", payload, (), keep)
 
 
 def _rebuild_handle(payload: Payload) -> _stridex.View:
@@ -127,18 +123,7 @@ def _rebuild_handle(payload: Payload) -> _stridex.View:
 def _rebuild_vmm(payload: Payload) -> _stridex.View:
     fds, _ = _importer.open_ticket(payload["broker"], payload["pid"], payload["ticket"])
     try:
-        return _stridex._ipc_import_fds(
-            fds=fds,
-            chunk_size=payload["chunk_size"],
-            device_uuid=payload["device_uuid"],
-            offset=payload["offset"],
-            shape=payload["shape"],
-            strides=payload["strides"],
-            dtype=payload["dtype"],
-            readonly=payload["readonly"],
-            event=payload["event"],
-            keep=None,
-        )
+        return _stridex._ipc_import("cuda_vmm", payload, fds, None)
     finally:
         # Mapped (or failed): the chunks no longer need the exporter, nor does its event.
         _importer.release_ticket(payload["broker"], payload["ticket"])
@@ -152,13 +137,9 @@ def _rebuild_pool(payload: Payload) -> _stridex.View:
     # gone, or at once when the import fails.
     keep = _Release(payload["broker"], payload["ticket"])
     try:
-        if len(fds) != 1:
-            raise BufferError(f"expected 1 file descriptor for a pool View, received {len(fds)}")
-        # The exporting pool, named across every exporter: its process's broker and its id there.
-        pool_key = payload["broker"] + payload["pool_id"].to_bytes(8, "little")
-        return _stridex._ipc_import_pool(
-            fd=fds[0], pool_key=pool_key, pointer=payload["pool"], **_placement(payload), keep=keep
-        )
+        # One fd, the exporting pool's; the pool is named across every exporter by its process's
+        # broker and its pool_id there.
+        return _stridex._ipc_import("cuda_pool", payload, fds, keep)
     except BaseException:
         del keep  # released now, not when the traceback (which holds this frame) goes
         raise

@@ -10,7 +10,7 @@ Every copy is the copy engine's (``stridex.copy``, ``View.copy``): views that ar
 are packed by it, a device View is staged into host memory by ``View.copy("cpu")`` (complete on
 return), and staged bytes go into fresh device memory by ``stridex.copy``, which leaves the View
 ready on the legacy default stream. ``import stridex`` registers these only when distributed is
-imported (stridex._post_import).
+imported (pickling.py).
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def shared_empty(
     (in any process) does."""
     import tempfile
 
-    from .. import dtype as to_dtype
+    from .._stridex import dtype as to_dtype
 
     dt = to_dtype(dtype)
     extents = tuple(shape) if isinstance(shape, Iterable) else (shape,)

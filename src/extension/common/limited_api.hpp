@@ -10,7 +10,7 @@
 //   PyType_GetSlot.
 // What the limited API cannot tell at all is decided where it is used: the per-type cache of
 // stridex.view() (import_type_cache.hpp: the type's version tag), torch's requires_grad getter
-// (import_type_cache.cpp), the sanitizer's Python stacks (sanitizer_log.cpp).
+// (import_type_cache.cpp), the sanitizer's Python stacks (sanitizer_log.cpp, sanitizer_report.cpp).
 #pragma once
 
 #include <Python.h>

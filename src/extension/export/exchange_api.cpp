@@ -20,9 +20,9 @@
 #include "export/export.hpp"
 #include "sanitizer/handover.hpp"
 #include "sanitizer/sanitizer.hpp"
-#include "stridex/copy.hpp"
 #include "stridex/cuda/stream.hpp"
 #include "stridex/cuda/vmm.hpp"
+#include "stridex/host_copy.hpp"
 
 namespace nb = nanobind;
 

@@ -1,7 +1,9 @@
-// The hand-over race sanitizer (sanitizer.hpp, docs/sanitizer.md): the switch, the four checks,
-// the reports and the bindings. The log they read and write is sanitizer_log.hpp. Checks copy what
-// they need out of the log and ask the driver (or a test's stand-in) outside its mutex: a Python
-// callable or a warning filter may run Python code that hands over again.
+// The hand-over race sanitizer (sanitizer.hpp, docs/sanitizer.md): the switch, the four checks and
+// the bindings. A hand-over is observed in one pass: its entry and the earlier ones it overlaps are
+// read from the log (sanitizer_log.hpp) once, the checks decide, the log is written once, and what
+// they found is reported last (sanitizer_report.hpp). Checks ask the driver (or a test's stand-in)
+// outside the log's mutex: a Python callable or a warning filter may run Python code that hands
+// over again.
 #include "sanitizer/sanitizer.hpp"
 
 #include "common/limited_api.hpp"
@@ -18,6 +20,7 @@
 
 #include "common/python_compat.hpp"
 #include "sanitizer/sanitizer_log.hpp"
+#include "sanitizer/sanitizer_report.hpp"
 #include "stridex/cuda/capture.hpp"
 #include "stridex/cuda/driver.hpp"
 #include "stridex/cuda/memory.hpp"
@@ -29,38 +32,26 @@ namespace nb = nanobind;
 namespace stridex::python::sanitizer {
 namespace {
 
-using log::describe, log::Entry, log::forget, log::make_entry, log::overlapping, log::owner_alive, log::same_owner,
-    log::stream_name;
+using log::Earlier, log::Entry, log::make_entry, log::overlapping;
+using report::Finding, report::Unordered;
 
 // ---- the switch -----------------------------------------------------------------------------------
 std::mutex g_switch_mutex;  // guards the counts below; g_on follows them
 bool g_env_on = false, g_env_raise = false, g_ever_on = false;
 int g_contexts = 0, g_raise_contexts = 0;
-std::atomic<bool> g_raise{false};
 
 bool g_finished = false;  // at exit: off for good, so that nothing is logged after the log is cleared
 
 void update_switch() {  // with g_switch_mutex held
     const bool on = !g_finished && (g_env_on || g_contexts > 0);
     g_ever_on = g_ever_on || on;
-    g_raise.store(g_env_raise || g_raise_contexts > 0, std::memory_order_relaxed);
+    report::set_raise_mode(g_env_raise || g_raise_contexts > 0);
     detail::g_on.store(on, std::memory_order_relaxed);
 }
-
-// The report counts and the last reports (tests and the summary), guarded by g_reports_mutex.
-std::mutex g_reports_mutex;
-enum Kind : int { kNoSync, kReuse, kRelease, kIpc, kKinds };
-const char* const kKindNames[kKinds] = {"no_sync", "reuse_after_release", "release_pending", "ipc_unwaited"};
-std::array<std::uint64_t, kKinds> g_counts{};
-std::vector<std::pair<int, std::string>> g_recent;  // at most kRecent
-constexpr std::size_t kRecent = 256;
 
 // The test seam: a Python callable (stream, device_id) -> bool answering "still pending?" on a
 // machine without a GPU. Owned; None when absent.
 PyObject* g_pending_override = nullptr;
-
-PyObject* g_warning = nullptr;  // stridex.StreamRaceWarning
-PyObject* g_error = nullptr;    // stridex.StreamRaceError
 
 // Whether work queued on `stream` may still be running. A host query, never a wait.
 bool stream_pending(std::intptr_t stream, Device device) {
@@ -94,58 +85,39 @@ bool stream_pending(std::intptr_t stream, Device device) {
     }
 }
 
-// Whether `stream`, named by an earlier hand-over, may be queried now: a default stream, or one
-// whose stream object the log holds (log::hold_stream_object). A stream handle outliving its
+// Whether the consumer's stream of an earlier hand-over may be queried now: a default stream, or
+// one whose stream object the log holds (log::hold_stream_object). A stream handle outliving its
 // stream is not safe to query.
-bool queryable_later(std::intptr_t stream) {
+bool queryable_later(const Earlier& before) {
     if (g_pending_override) return true;  // the test seam answers, no driver is asked
+    const std::intptr_t stream = before.entry.consumer_stream;
     if (stream == cuda::StreamRef::kLegacy || stream == cuda::StreamRef::kPerThread) return true;
-    return log::holds_stream_object(stream);
+    return before.consumer_held;
 }
 
-// Warns (or raises, in raise mode, where `may_raise`) with the report. Throws nb::python_error when
-// the warning became an exception (raise mode, or a warnings filter of "error").
-void report(Kind kind, const std::string& text, bool may_raise) {
-    const std::string message = std::string("stridex sanitizer: ") + kKindNames[kind] + ": " + text;
-    {
-        const std::lock_guard lock(g_reports_mutex);
-        ++g_counts[kind];
-        if (g_recent.size() < kRecent) g_recent.emplace_back(kind, message);
-    }
-    if (may_raise && g_raise.load(std::memory_order_relaxed)) {
-        PyErr_SetString(g_error, message.c_str());
-        throw nb::python_error();
-    }
-    if (PyErr_WarnEx(g_warning, message.c_str(), 1) < 0) throw nb::python_error();
-}
+// What one hand-over's checks found, and the earlier hand-overs they proved finished.
+struct Verdict {
+    std::vector<Finding> findings;
+    std::vector<std::uint64_t> finished;
+};
 
 // Class 2: an earlier hand-over of overlapping memory whose owner has died, whose consumer's
 // stream is another and may still be reading it. An earlier one whose owner died and whose
 // consumer's stream is idle now is finished for good (later work on that stream cannot read memory
 // it no longer has): it leaves the log, so that it is never blamed for later, unrelated work.
-void check_reuse(const Entry& now, PyObject* owner) {
-    std::vector<std::uint64_t> finished;
-    struct Forget {
-        std::vector<std::uint64_t>& done;
-        ~Forget() { forget(done); }
-    } forget_finished{finished};
-    for (const Entry& before : overlapping(now)) {
-        if (same_owner(before, owner) || owner_alive(before) || before.pool) continue;
-        if (!queryable_later(before.consumer_stream) || !stream_pending(before.consumer_stream, before.device)) {
-            finished.push_back(before.seq);
+void check_reuse(const Entry& now, const std::vector<Earlier>& earlier, Verdict& v) {
+    for (const Earlier& e : earlier) {
+        const Entry& before = e.entry;
+        if (e.same_owner || e.owner_alive || before.pool) continue;
+        if (!queryable_later(e) || !stream_pending(before.consumer_stream, before.device)) {
+            v.finished.push_back(before.seq);
             continue;
         }
         // Reads on the producer's own stream, or on the new consumer's, are ordered before the reuse.
         if (before.consumer_stream == kNoStream || before.consumer_stream == now.consumer_stream ||
             before.consumer_stream == before.producer_stream)
             continue;
-        report(kReuse,
-               "memory handed over again while the consumer of its released owner may still be reading it on " +
-                   stream_name(before.consumer_stream) +
-                   " (record the consumer's stream with the producer's "
-                   "allocator, e.g. tensor.record_stream(s), or keep the owner alive until that work is done)" +
-                   describe("earlier hand-over (owner released)", before) + describe("this hand-over", now),
-               true);
+        v.findings.push_back({report::kReuse, now, before});
         return;  // one report per hand-over
     }
 }
@@ -154,81 +126,59 @@ void check_reuse(const Entry& now, PyObject* owner) {
 // carries that event (or, for VMM memory, this process's relay of it) as its Pending until a
 // consumer takes it (every ordered door waits for it), so the use races while no stream of this
 // process, and not the host, has waited for it.
-bool ipc_unwaited(const View& view, std::intptr_t consumer) {
-    if (consumer != kNoStream) return false;
+void check_ipc(const View& view, const Entry& now, const std::vector<Earlier>& earlier, std::intptr_t consumer,
+               Verdict& v) {
+    if (consumer != kNoStream) return;
     const auto& pending = view.pending();
-    return pending && !pending->waited();
+    if (!pending || pending->waited()) return;
+    for (const Earlier& e : earlier)
+        if (e.entry.ipc) {
+            v.findings.push_back({report::kIpc, now, e.entry});
+            return;
+        }
 }
-
-void check_ipc(const View& view, const Entry& now, std::intptr_t consumer) {
-    for (const Entry& before : overlapping(now)) {
-        if (!before.ipc) continue;
-        if (!ipc_unwaited(view, consumer)) continue;
-        report(kIpc,
-               "IPC View used before its producer's event was waited for (use it on a stream: stream=... orders "
-               "it after the producer's work)" +
-                   describe("IPC import", before) + describe("this use", now),
-               true);
-        return;
-    }
-}
-
-}  // namespace
-
-namespace {
 
 // Class 1 (NO_SYNC), 2 and, for a View imported again, 4: the producer hands its memory over.
-void imported(const Handover& h) {
-    const View& view = h.view;
+Verdict imported(const Handover& h, const Entry& now, const std::vector<Earlier>& earlier) {
+    Verdict v;
     const bool no_sync = h.flags.has(HandoverFlag::no_sync);
     const bool unordered = no_sync || h.flags.has(HandoverFlag::ignores_stream);
-    Entry now = make_entry(view, h.owner, nullptr, h.producer_stream, h.consumer_stream, h.door);
-    if (unordered && h.producer_stream != kNoStream && stream_pending(h.producer_stream, view.device()))
-        report(kNoSync,
-               std::string(no_sync ? "handed over with stream=NO_SYNC"
-                                   : "handed over by a producer that ignores the consumer's stream") +
-                   " while the producer's " + stream_name(h.producer_stream) +
-                   " still has pending work (pass the consumer's stream, or synchronize first)" +
-                   describe("this hand-over", now),
-               true);
-    check_reuse(now, h.owner);
-    if (h.flags.has(HandoverFlag::of_view)) check_ipc(view, now, unordered ? kNoStream : view.stream());
-    log::add(std::move(now), h.owner);
+    if (unordered && h.producer_stream != kNoStream && stream_pending(h.producer_stream, h.view.device()))
+        v.findings.push_back(
+            {report::kNoSync, now, std::nullopt, no_sync ? Unordered::no_sync : Unordered::ignores_stream});
+    check_reuse(now, earlier, v);
+    if (h.flags.has(HandoverFlag::of_view)) check_ipc(h.view, now, earlier, unordered ? kNoStream : h.view.stream(), v);
+    return v;
 }
 
 // Class 1 (no ordering) and 4: an existing View handed to a consumer.
-void used(const Handover& h) {
-    const View& view = h.view;
-    Entry now = make_entry(view, h.owner, nullptr, h.producer_stream, h.consumer_stream, h.door);
-    if (h.flags.has(HandoverFlag::no_sync) && stream_pending(h.producer_stream, view.device()))
-        report(kNoSync,
-               std::string("handed over with no ordering (stream=-1) while the View's ") +
-                   stream_name(h.producer_stream) + " still has pending work (pass the consumer's stream)" +
-                   describe("this hand-over", now),
-               true);
-    check_ipc(view, now, h.consumer_stream);
-    log::add(std::move(now), h.owner);
-}
-
-// A View from another process: logged with its event, for class 4's later check.
-void from_process(const Handover& h) {
-    if (!h.flags.has(HandoverFlag::with_event)) return;
-    Entry now = make_entry(h.view, h.owner, "stridex.ipc (another process)", h.producer_stream, h.consumer_stream,
-                           h.door);
-    now.ipc = true;
-    log::add(std::move(now), h.owner);
+Verdict used(const Handover& h, const Entry& now, const std::vector<Earlier>& earlier) {
+    Verdict v;
+    if (h.flags.has(HandoverFlag::no_sync) && stream_pending(h.producer_stream, h.view.device()))
+        v.findings.push_back({report::kNoSync, now, std::nullopt, Unordered::view_used});
+    check_ipc(h.view, now, earlier, h.consumer_stream, v);
+    return v;
 }
 
 }  // namespace
 
+// The log is read once and written once; what the checks found is reported last. A View from
+// another process is only logged, with its event, for class 4's later check.
 void observe(const Handover& h) {
     if (!h.view.device().is_cuda_family()) return;  // host memory: no stream, nothing to race
-    if (h.flags.has(HandoverFlag::from_process))
-        from_process(h);
-    else if (h.flags.has(HandoverFlag::imported))
-        imported(h);
-    else
-        used(h);
+    const bool from_process = h.flags.has(HandoverFlag::from_process);
+    if (from_process && !h.flags.has(HandoverFlag::with_event)) return;
+    Entry now = make_entry(h.view, h.owner, from_process ? "stridex.ipc (another process)" : nullptr, h.producer_stream,
+                           h.consumer_stream, h.door);
+    Verdict v;
+    if (from_process) {
+        now.ipc = true;
+    } else {
+        const std::vector<Earlier> earlier = overlapping(now, h.owner);
+        v = h.flags.has(HandoverFlag::imported) ? imported(h, now, earlier) : used(h, now, earlier);
+    }
+    log::record(std::move(now), h.owner, v.finished);
+    for (const Finding& f : v.findings) report::make(f);
 }
 
 void released(View& view, nb::object& source) noexcept {
@@ -244,11 +194,12 @@ void released(View& view, nb::object& source) noexcept {
         if (allocator_told(view)) return;
         if (view.stream() == kNoStream || !view.device().is_cuda_family()) return;
         if (view.device().type == DeviceType::kCUDA && cuda::in_pool(view.ptr(), view.device().id)) return;
-        const Entry probe = make_entry(view, nullptr, nullptr, kNoStream, view.stream(), "View released");
-        std::vector<Entry> candidates;
-        for (Entry& before : overlapping(probe))
-            if (same_owner(before, owner) && before.consumer_stream == view.stream() &&
-                before.producer_stream != before.consumer_stream && before.producer_stream != kNoStream)
+        Entry now = make_entry(view, nullptr, nullptr, kNoStream, view.stream(), "View released");
+        std::vector<Earlier> candidates;
+        for (Earlier& before : overlapping(now, owner))
+            if (before.same_owner && before.entry.consumer_stream == view.stream() &&
+                before.entry.producer_stream != before.entry.consumer_stream &&
+                before.entry.producer_stream != kNoStream)
                 candidates.push_back(std::move(before));
         if (candidates.empty()) return;
         // Did the owner die with this View? Release both here and look (a weak reference), or,
@@ -264,21 +215,12 @@ void released(View& view, nb::object& source) noexcept {
                 PyErr_Clear();
             }
         }
-        if (!died || !queryable_later(probe.consumer_stream) || !stream_pending(probe.consumer_stream, probe.device))
-            return;
-        const Entry& before = candidates.front();
-        Entry now = probe;
-        now.producer_type = before.producer_type;
-        now.producer_label = before.producer_label;
-        now.producer_stream = before.producer_stream;
-        report(kRelease,
-               "View released with the last reference to its owner while work on its " +
-                   stream_name(now.consumer_stream) + " may still use the memory; the producer's allocator (on " +
-                   stream_name(before.producer_stream) +
-                   ") was given no event (keep the View or its owner alive until that work is done, or record "
-                   "the stream with the producer, e.g. tensor.record_stream(s))" +
-                   describe("hand-over", before) + describe("release", now),
-               false);
+        const Earlier& first = candidates.front();  // its consumer's stream is this View's
+        if (!died || !queryable_later(first) || !stream_pending(now.consumer_stream, now.device)) return;
+        now.producer_type = first.entry.producer_type;
+        now.producer_label = first.entry.producer_label;
+        now.producer_stream = first.entry.producer_stream;
+        report::make({report::kRelease, now, first.entry, Unordered::no_sync, false});
     } catch (nb::python_error& e) {
         e.restore();
         PyErr_WriteUnraisable(nullptr);
@@ -337,30 +279,24 @@ void read_environment() {
     update_switch();
 }
 
-nb::dict summary() {
-    nb::dict counts;
-    const std::lock_guard lock(g_reports_mutex);
-    for (int k = 0; k < kKinds; ++k) counts[kKindNames[k]] = g_counts[k];
-    return counts;
-}
-
 }  // namespace
 
 void bind_sanitizer(nb::module_& m) {
-    g_warning = PyErr_NewExceptionWithDoc(
+    PyObject* warning = PyErr_NewExceptionWithDoc(
         "stridex._stridex.StreamRaceWarning",
         "A stream race at a hand-over stridex mediated, found by the sanitizer (stridex.sanitize, "
         "STRIDEX_SANITIZE=streams).",
         PyExc_RuntimeWarning, nullptr);
-    if (!g_warning) throw nb::python_error();
-    g_error =
+    if (!warning) throw nb::python_error();
+    PyObject* error =
         PyErr_NewExceptionWithDoc("stridex._stridex.StreamRaceError",
                                   "A stream race found by the sanitizer in raise mode (stridex.sanitize(raise_=True), "
                                   "STRIDEX_SANITIZE=streams,raise).",
                                   PyExc_RuntimeError, nullptr);
-    if (!g_error) throw nb::python_error();
-    m.attr("StreamRaceWarning") = nb::borrow(g_warning);
-    m.attr("StreamRaceError") = nb::borrow(g_error);
+    if (!error) throw nb::python_error();
+    report::set_types(warning, error);
+    m.attr("StreamRaceWarning") = nb::borrow(warning);
+    m.attr("StreamRaceError") = nb::borrow(error);
     read_environment();
 
     m.def("_sanitizer_enter", &enter, nb::arg("raise_"), "stridex.sanitize()'s entry: one more active context.");
@@ -369,26 +305,16 @@ void bind_sanitizer(nb::module_& m) {
         "_sanitizer_state",
         [] {
             const std::lock_guard lock(g_switch_mutex);
-            return nb::make_tuple(on(), g_raise.load(), g_ever_on);
+            return nb::make_tuple(on(), report::raise_mode(), g_ever_on);
         },
         "(on, raise mode, ever on) of the sanitizer.");
-    m.def("_sanitizer_counts", &summary, "Reports made so far, per class.");
-    m.def(
-        "_sanitizer_reports",
-        [] {
-            nb::list out;
-            const std::lock_guard lock(g_reports_mutex);
-            for (const auto& [kind, text] : g_recent) out.append(nb::make_tuple(kKindNames[kind], text));
-            return out;
-        },
-        "The first reports made (class, message), at most 256.");
+    m.def("_sanitizer_counts", &report::counts, "Reports made so far, per class.");
+    m.def("_sanitizer_reports", &report::recent, "The first reports made (class, message), at most 256.");
     m.def(
         "_sanitizer_reset",
         [] {
             log::clear();
-            const std::lock_guard lock(g_reports_mutex);
-            g_counts = {};
-            g_recent.clear();
+            report::forget();
         },
         "Forgets the log, the stream objects it held and the reports (tests).");
     m.def("_sanitizer_log", &log::snapshot,
@@ -420,15 +346,10 @@ void bind_sanitizer(nb::module_& m) {
         }
         Py_CLEAR(g_pending_override);
         log::clear();  // weak references, stream objects and code objects go while Python can take them
-        std::uint64_t total = 0;
-        for (int k = 0; k < kKinds; ++k) total += g_counts[k];
         // Only where there is something to say: a clean run's processes (subprocesses that inherit
         // STRIDEX_SANITIZE included) keep their stderr as it was.
-        if (!ever || total == 0) return;
-        std::string line = "stridex sanitizer: ";
-        line += std::to_string(total) + " report(s)";
-        for (int k = 0; k < kKinds; ++k) line += std::string(", ") + kKindNames[k] + " " + std::to_string(g_counts[k]);
-        line += "\n";
+        const std::string line = report::summary();
+        if (!ever || line.empty()) return;
         PySys_FormatStderr("%s", line.c_str());
     }));
 }

@@ -1,4 +1,4 @@
-// The sanitizer's log (sanitizer_log.hpp).
+// The sanitizer's log (sanitizer_log.hpp): the store of entries and the stream objects they name.
 #include "sanitizer/sanitizer_log.hpp"
 
 #include "common/limited_api.hpp"
@@ -94,82 +94,17 @@ Stack capture_stack() {
     return s;
 }
 
-std::string package_dir() {  // stridex's own frames are not the user's hand-over
-    static std::string dir = [] {
-        nb::object mod = nb::steal(PyImport_ImportModule("stridex"));
-        if (!mod.is_valid()) {
-            PyErr_Clear();
-            return std::string();
-        }
-        nb::object file = nb::steal(PyObject_GetAttrString(mod.ptr(), "__file__"));
-        if (!file.is_valid() || !PyUnicode_Check(file.ptr())) {
-            PyErr_Clear();
-            return std::string();
-        }
-        std::string path = PyUnicode_AsUTF8(file.ptr());
-        return path.substr(0, path.rfind('/') + 1);
-    }();
-    return dir;
+bool owner_alive(const Entry& e) {
+    if (!e.owner.is_valid()) return true;  // no weak reference: cannot tell, assume alive
+    bool failed = false;                   // cannot tell: assume alive
+    const bool alive = weak_referent(e.owner.ptr(), &failed).is_valid();
+    return alive || failed;
 }
 
-std::string format_stack(const Stack& s) {
-    const std::string own = package_dir();
-    std::string out;
-    int shown = 0;
-    for (int i = 0; i < s.size && shown < 4; ++i) {
-#ifdef Py_LIMITED_API
-        const nb::object file_attr = nb::steal(PyObject_GetAttrString(s.frames[i].code.ptr(), "co_filename"));
-        const nb::object name_attr = nb::steal(PyObject_GetAttrString(s.frames[i].code.ptr(), "co_name"));
-        const char* file = file_attr.is_valid() ? PyUnicode_AsUTF8(file_attr.ptr()) : nullptr;
-        const char* name = name_attr.is_valid() ? PyUnicode_AsUTF8(name_attr.ptr()) : nullptr;
-#else
-        auto* code = reinterpret_cast<PyCodeObject*>(s.frames[i].code.ptr());
-        const char* file = PyUnicode_AsUTF8(code->co_filename);
-        const char* name = PyUnicode_AsUTF8(code->co_name);
-#endif
-        if (!file || !name) {
-            PyErr_Clear();
-            continue;
-        }
-        if (!own.empty() && std::strncmp(file, own.c_str(), own.size()) == 0 && i + 1 < s.size) continue;
-        out += "\n      ";
-        out += file;
-#if PY_VERSION_HEX >= 0x030B0000 && !defined(Py_LIMITED_API)
-        const int line = PyCode_Addr2Line(code, s.frames[i].line);
-#else
-        const int line = s.frames[i].line;
-#endif
-        out += ":" + std::to_string(line) + " in " + name;
-        ++shown;
-    }
-    if (shown == 0) out = "\n      (no Python frames: called from native code)";
-    return out;
-}
-
-std::string range_name(const Entry& e) {
-    return "[" + hex(e.lo) + ", " + hex(e.hi) + ") (" + std::to_string(e.hi - e.lo) + " bytes)";
-}
-
-// "torch.Tensor": the top-level package of the type's module, and the type's name.
-std::string type_name_of(PyObject* type) {
-    auto* t = reinterpret_cast<PyTypeObject*>(type);
-    nb::object module = nb::steal(PyObject_GetAttrString(type, "__module__"));
-    std::string out;
-    if (module.is_valid() && PyUnicode_Check(module.ptr())) {
-        out = PyUnicode_AsUTF8(module.ptr());
-        out = out.substr(0, out.find('.')) + ".";
-    } else {
-        PyErr_Clear();
-    }
-    const char* tp_name = type_tp_name(t);
-    const char* name = std::strrchr(tp_name, '.');
-    return out + (name ? name + 1 : tp_name);
-}
-
-std::string producer_name(const Entry& e) {
-    if (e.producer_label) return e.producer_label;
-    if (!e.producer_type.is_valid()) return "stridex (no owner object)";
-    return type_name_of(e.producer_type.ptr());
+bool same_owner(const Entry& e, PyObject* owner) {
+    if (!owner || owner == Py_None) return false;
+    if (e.owner.is_valid()) return weak_referent(e.owner.ptr()).ptr() == owner;
+    return e.owner_id == reinterpret_cast<std::uintptr_t>(owner);
 }
 
 // Bounds the log: entries whose owner died go first, then the least recently used. Called with the
@@ -219,40 +154,18 @@ Entry make_entry(const View& v, PyObject* owner, const char* producer_label, std
     return e;
 }
 
-std::string stream_name(std::intptr_t s) {
-    if (s == kNoStream) return "none";
-    if (s == cuda::StreamRef::kLegacy) return "legacy default stream";
-    if (s == cuda::StreamRef::kPerThread) return "per-thread default stream";
-    return "stream " + hex(static_cast<std::uint64_t>(s));
-}
-
-std::string describe(const char* label, const Entry& e) {
-    return std::string("\n  ") + label + ": " + e.door + ", producer " + producer_name(e) + " on " +
-           stream_name(e.producer_stream) + ", consumer on " + stream_name(e.consumer_stream) + ", " + e.device.name() +
-           " " + range_name(e) + format_stack(e.stack);
-}
-
-bool owner_alive(const Entry& e) {
-    if (!e.owner.is_valid()) return true;  // no weak reference: cannot tell, assume alive
-    bool failed = false;                   // cannot tell: assume alive
-    const bool alive = weak_referent(e.owner.ptr(), &failed).is_valid();
-    return alive || failed;
-}
-
-bool same_owner(const Entry& e, PyObject* owner) {
-    if (!owner || owner == Py_None) return false;
-    if (e.owner.is_valid()) return weak_referent(e.owner.ptr()).ptr() == owner;
-    return e.owner_id == reinterpret_cast<std::uintptr_t>(owner);
-}
-
-std::vector<Entry> overlapping(const Entry& e) {
-    std::vector<Entry> out;
+std::vector<Earlier> overlapping(const Entry& e, PyObject* owner) {
+    std::vector<Earlier> out;
     const std::lock_guard lock(g_mutex);
     const int type = static_cast<int>(e.device.type);
     const std::uintptr_t from = e.lo > g_max_span ? e.lo - g_max_span : 0;
     for (auto it = g_log.lower_bound({type, e.device.id, from});
-         it != g_log.end() && it->first < Key{type, e.device.id, e.hi == e.lo ? e.hi + 1 : e.hi}; ++it)
-        if (it->second.hi > e.lo || (e.hi == e.lo && it->second.lo == e.lo)) out.push_back(it->second);
+         it != g_log.end() && it->first < Key{type, e.device.id, e.hi == e.lo ? e.hi + 1 : e.hi}; ++it) {
+        const Entry& before = it->second;
+        if (before.hi > e.lo || (e.hi == e.lo && before.lo == e.lo))
+            out.push_back({before, same_owner(before, owner), owner_alive(before),
+                           g_stream_objects.count(before.consumer_stream) != 0});
+    }
     return out;
 }
 
@@ -261,8 +174,14 @@ std::vector<Entry> overlapping(const Entry& e) {
 // kept and only made recent, because it names the producer's stream, where the owner's allocator
 // works; a later use of the View names the View's own stream there, the consumer's, and would
 // hide every race between the two.
-void add(Entry&& e, PyObject* owner) {
+void record(Entry&& e, PyObject* owner, const std::vector<std::uint64_t>& finished) {
     const std::lock_guard lock(g_mutex);
+    for (auto it = g_log.begin(); !finished.empty() && it != g_log.end();) {
+        if (std::find(finished.begin(), finished.end(), it->second.seq) != finished.end())
+            it = g_log.erase(it);
+        else
+            ++it;
+    }
     e.seq = ++g_seq;
     const Key key{static_cast<int>(e.device.type), e.device.id, e.lo};
     for (auto [it, end] = g_log.equal_range(key); it != end; ++it)
@@ -276,16 +195,6 @@ void add(Entry&& e, PyObject* owner) {
     g_max_span = std::max(g_max_span, e.hi - e.lo);
     g_log.emplace(key, std::move(e));
     prune_locked();
-}
-
-void forget(const std::vector<std::uint64_t>& done) {
-    if (done.empty()) return;
-    const std::lock_guard lock(g_mutex);
-    for (auto it = g_log.begin(); it != g_log.end();)
-        if (std::find(done.begin(), done.end(), it->second.seq) != done.end())
-            it = g_log.erase(it);
-        else
-            ++it;
 }
 
 std::size_t set_cap(std::size_t cap) {
@@ -325,11 +234,6 @@ void hold_stream_object(PyObject* object, std::intptr_t handle) noexcept {
         if (g_stream_objects.size() > g_stream_objects_prune_at) prune_stream_objects_locked(handle, dropped);
     } catch (...) {  // out of memory: the stream is just not vouched for
     }
-}
-
-bool holds_stream_object(std::intptr_t handle) {
-    const std::lock_guard lock(g_mutex);
-    return g_stream_objects.count(handle) != 0;
 }
 
 }  // namespace stridex::python::sanitizer::log

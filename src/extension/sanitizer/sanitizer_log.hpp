@@ -1,4 +1,4 @@
-// The hand-over race sanitizer's log (sanitizer.hpp, docs/sanitizer.md, "The log"): one entry per
+// The hand-over race sanitizer's log (sanitizer.hpp, docs/sanitizer.md, "The log"): the store of one entry per
 // (memory range, owner, consumer stream) handed over while the sanitizer is on, with the producer's
 // and the consumer's streams, the door, the owner as a weak reference and a few Python frames, and
 // the stream objects the checks may query later. Every function takes the log's mutex itself and
@@ -54,23 +54,21 @@ struct Entry {
 Entry make_entry(const View& v, PyObject* owner, const char* producer_label, std::intptr_t producer_stream,
                  std::intptr_t consumer_stream, const char* door);
 
-// "\n  label: door, producer P on S, consumer on C, device [lo, hi) (n bytes)" and the stack.
-std::string describe(const char* label, const Entry& e);
-// "legacy default stream", "stream 0x...", "none".
-std::string stream_name(std::intptr_t stream);
-
-// Whether the entry's owner is still alive (true where it takes no weak reference: cannot tell).
-bool owner_alive(const Entry& e);
-// Whether `owner` is the entry's owner.
-bool same_owner(const Entry& e, PyObject* owner);
-
-// Logs `e`. An entry of the same range, owner and consumer stream is the same hand-over again: the
-// earlier one is kept and made recent (sanitizer_log.cpp says why).
-void add(Entry&& e, PyObject* owner);
-// Copies of the entries overlapping `e`'s range on its device, to check outside the mutex.
-std::vector<Entry> overlapping(const Entry& e);
-// Forgets the entries of these sequence numbers: hand-overs proven finished.
-void forget(const std::vector<std::uint64_t>& done);
+// An earlier hand-over overlapping a new one, with what the checks ask of it, answered under the
+// log's mutex: whether its owner is the new one's, whether that owner is still alive (true where
+// it takes no weak reference: cannot tell), and whether the stream object of its consumer's stream
+// is held (that stream may be queried now).
+struct Earlier {
+    Entry entry;
+    bool same_owner = false, owner_alive = true, consumer_held = false;
+};
+// Copies of the entries overlapping `e`'s range on its device, to check outside the mutex; `owner`
+// is the new hand-over's (may be null or None).
+std::vector<Earlier> overlapping(const Entry& e, PyObject* owner);
+// Forgets the entries of these sequence numbers (hand-overs proven finished), then logs `e`. An
+// entry of the same range, owner and consumer stream is the same hand-over again: the earlier one
+// is kept and made recent (sanitizer_log.cpp says why).
+void record(Entry&& e, PyObject* owner, const std::vector<std::uint64_t>& finished = {});
 // Sets the entry cap (beyond it: entries whose owner died, then the least recently used, go);
 // returns the previous one.
 std::size_t set_cap(std::size_t cap);
@@ -81,7 +79,5 @@ nanobind::list snapshot();
 
 // A stream object the caller passed for `handle`: held while an entry names the handle.
 void hold_stream_object(PyObject* object, std::intptr_t handle) noexcept;
-// Whether a stream object for `handle` is held (its handle may be queried later).
-bool holds_stream_object(std::intptr_t handle);
 
 }  // namespace stridex::python::sanitizer::log

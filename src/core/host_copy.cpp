@@ -1,7 +1,7 @@
 // Host strided copy: the copy plan (stridex/detail/copy_plan.hpp) rewrites both layouts jointly,
 // then an odometer walks the outer axes and the inner axis is one memcpy when it is contiguous in
 // both, a typed unit loop otherwise.
-#include "stridex/copy.hpp"
+#include "stridex/host_copy.hpp"
 
 #include "stridex/detail/copy_plan.hpp"
 
