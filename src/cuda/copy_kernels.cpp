@@ -58,6 +58,7 @@ struct Module {
     std::array<Kernel, 5> tiled{};
     std::array<Kernel, 2> tiled_words{};  // units of 1 and 2 bytes moved as 4-byte words
     std::array<Kernel, 4> vtiled{};       // 16-byte vectors on both sides: units of 1, 2, 4, 8 bytes
+    std::array<Kernel, 4> stiled{};       // the same, shifted: any alignment
     std::array<Kernel, 5> narrow{};       // one short axis packed on one side
     int binary_arch = 0;                  // what the driver loaded (loaded_kernels); 0: not asked of it
     int ptx_version = 0;
@@ -103,9 +104,13 @@ Module& module_for(int ordinal) {
     }
     m->tiled_words[0] = get("stridex_tiled_1_4", tile_threads);
     m->tiled_words[1] = get("stridex_tiled_2_2", tile_threads);
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i) {
         m->vtiled[static_cast<std::size_t>(i)] = get(std::string("stridex_vtiled_") + units[i], k::kVecTiles[i].threads,
                                                      k::vec_tile_bytes(k::kVecTiles[i], 1 << i));
+        m->stiled[static_cast<std::size_t>(i)] = get(std::string("stridex_stiled_") + units[i],
+                                                     k::kShiftTiles[i].threads,
+                                                     k::vec_tile_bytes(k::kShiftTiles[i], 1 << i));
+    }
     d.call("cuDeviceGetAttribute", d.api().device_get_attribute, &m->multiprocessors,
            cu::kDeviceAttrMultiprocessorCount, d.device(ordinal));
     // One kernel tells which code of the image the driver chose: all come from the same entry.
@@ -194,13 +199,14 @@ void launch_tiled(const stridex::detail::CopyPlan& plan, std::byte* dst, const s
     }
     void* params[] = {&a};
     Driver& d = driver();
-    if (plan.tile_vectors) {
+    if (plan.unit <= 8) {  // 16-byte accesses on both sides: lined up (vtiled) or shifted (stiled)
         const int slot = slot_of(plan.unit);
-        const k::VecTile& shape = k::kVecTiles[slot];
+        const k::VecTile& shape = plan.tile_vectors ? k::kVecTiles[slot] : k::kShiftTiles[slot];
         a.tiles_i = (a.ni + shape.ti - 1) / shape.ti;
         a.tiles_j = (a.nj + shape.tj - 1) / shape.tj;
         a.blocks = a.tiles_i * a.tiles_j * batch;
-        const Kernel& kernel = m.vtiled[static_cast<std::size_t>(slot)];
+        const Kernel& kernel = plan.tile_vectors ? m.vtiled[static_cast<std::size_t>(slot)]
+                                                 : m.stiled[static_cast<std::size_t>(slot)];
         d.call("cuLaunchKernel", d.api().launch_kernel, kernel.f, grid_for(a.blocks, m, kernel), 1u, 1u,
                static_cast<unsigned>(shape.threads), 1u, 1u, kernel.shared_bytes, stream, params, nullptr);
         return;

@@ -77,6 +77,20 @@ constexpr VecTile kVecTiles[4] = {
 // Dynamic shared memory of a vector tile (more than 48 KiB takes an opt-in, see copy_kernels.cpp).
 constexpr int vec_tile_bytes(const VecTile& t, int unit) { return t.ti * t.tj * unit; }
 
+// The shifted transpose: the vector transpose for layouts whose 16-byte vectors do not line up
+// (rows of odd lengths such as 8191 x 8195, misaligned bases): each src row piece is read as the
+// aligned 16-byte chunks that cover it and shifted into place in registers (neighbouring lanes
+// hand each other their chunks), and each dst row piece is written as the aligned vectors that
+// cover it, shifted the other way, its two ends by partial stores. The shared tile and the strips
+// are the vector transpose's. Registers instead of cp.async (the shift happens on the way in), so
+// the 1-byte tile is smaller. Shapes by unit 1, 2, 4, 8 (`async` unused).
+constexpr VecTile kShiftTiles[4] = {
+    {128, 128, 256, false, false, 4},  // 1 byte: 16 KiB
+    {128, 128, 256, false, true, 4},   // 2 bytes: 32 KiB
+    {64, 64, 256, false, false, 4},    // 4 bytes: 16 KiB
+    {64, 64, 256, false, false, 4},    // 8 bytes: 32 KiB
+};
+
 // The narrow transpose: one of the two transposed axes is short (`ns` < the plan's kMinTileExtent
 // elements, such as the 3 channels of an image) and packed on one side, so that `chunk` steps of
 // the long axis times all of the short one are one contiguous run there (the packed side); on the

@@ -12,6 +12,8 @@
 //   vtiled:  transposes whose 16-byte vectors line up on both sides (units of 1 to 8 bytes): the
 //            tile moves in 16-byte chunks from src and 16-byte vectors to dst, and each thread
 //            transposes strips of V = 16 / unit rows in registers (byte permutes for 1 and 2).
+//   stiled:  the vtiled tile for any alignment (odd row lengths, misaligned bases): aligned 16-byte
+//            chunks and vectors on both sides, shifted into place in registers across lanes.
 //   narrow:  transposes with one short axis packed on one side (NCHW <-> NHWC with 3 channels): a
 //            contiguous run on the packed side and its few rows on the other, through shared memory.
 //
@@ -265,6 +267,20 @@ struct Strip {
     }
 };
 
+// Strip (ib, jw) of a tile laid out as the vector transposes keep it (TI rows of CJ 16-byte chunks,
+// chunk c of row r at c ^ ((r / V) % 8)), transposed: the V rows from ib * V on, of word jw.
+template <int E, int CJ>
+__device__ __forceinline__ void gather_strip(const typename Strip<E>::Word* words, int ib, int jw,
+                                             uint4 (&out)[Strip<E>::N]) {
+    using S = Strip<E>;
+    constexpr int V = S::V, kWordsPerChunk = 16 / S::W;
+    typename S::Word a[V];
+    const int chunk = (jw / kWordsPerChunk) ^ (ib & 7), within = jw % kWordsPerChunk;
+#pragma unroll
+    for (int v = 0; v < V; ++v) a[v] = words[((ib * V + v) * CJ + chunk) * kWordsPerChunk + within];
+    S::transpose(a, out);
+}
+
 // cp.async exists from sm_80 on. The image also carries SASS for older GPUs (sm_70, sm_75), where a
 // vector tile asking for it is loaded through registers instead, as the tiles that do not ask are.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -285,6 +301,40 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// Where tile `b` of TI x TJ elements starts on both sides: its first indices along I and J and
+// its first element in src and dst (32-bit division whenever the tile count allows it).
+struct Where {
+    int64_t i0, j0;
+    const char* s;
+    char* d;
+};
+template <int E, int TI, int TJ, bool IFirst>
+__device__ __forceinline__ Where tile_at(const TiledArgs& p, int64_t b) {
+    const char* const src = reinterpret_cast<const char*>(p.src);
+    char* const dst = reinterpret_cast<char*>(p.dst);
+    int64_t tj, ti, doff = 0, soff = 0;
+    if (p.blocks <= INT32_MAX) {
+        const uint32_t u = static_cast<uint32_t>(b), nj = static_cast<uint32_t>(p.tiles_j);
+        const uint32_t ni = static_cast<uint32_t>(p.tiles_i);
+        const uint32_t per = ni * nj, batch = u / per, in = u - batch * per;
+        if constexpr (IFirst) {
+            tj = in / ni;
+            ti = in - static_cast<uint32_t>(tj) * ni;
+        } else {
+            ti = in / nj;
+            tj = in - static_cast<uint32_t>(ti) * nj;
+        }
+        if (p.nbatch > 0) outer_offsets32(p.shape, p.dst_stride, p.src_stride, p.nbatch, batch, doff, soff);
+    } else {
+        const int64_t per = p.tiles_i * p.tiles_j, in = b % per;
+        ti = IFirst ? in % p.tiles_i : in / p.tiles_j;
+        tj = IFirst ? in / p.tiles_i : in % p.tiles_j;
+        if (p.nbatch > 0) outer_offsets(p.shape, p.dst_stride, p.src_stride, p.nbatch, b / per, doff, soff);
+    }
+    const int64_t i0 = ti * TI, j0 = tj * TJ;
+    return Where{i0, j0, src + soff + i0 * p.src_i + j0 * E, dst + doff + j0 * p.dst_j + i0 * E};
+}
+
 // The vector transpose (VecTile in copy_abi.h). The tile sits in shared memory as src wrote it:
 // TI rows (along I) of CJ 16-byte chunks (along J). Chunk c of row r is stored at c ^ ((r / V) % 8)
 // so that both the row-wise chunk writes and the strip reads (8 lanes: 8 strips down I, the same
@@ -303,38 +353,8 @@ __device__ __forceinline__ void vtiled(const TiledArgs& p) {
     static_assert(CJ % 8 == 0 && MI % 8 == 0 && TI * CJ % NT == 0 && MI * CJ * kWordsPerChunk % NT == 0);
     static_assert(CJ * kWordsPerChunk % kLanesJ == 0 && NT % 32 == 0);
     extern __shared__ uint4 tile[];  // TI * CJ chunks
-    char* const dst = reinterpret_cast<char*>(p.dst);
-    const char* const src = reinterpret_cast<const char*>(p.src);
     const int t = threadIdx.x;
-    // Where tile `b` starts on both sides (32-bit division whenever the tile count allows it).
-    struct Where {
-        int64_t i0, j0;
-        const char* s;
-        char* d;
-    };
-    auto locate = [&](int64_t b) {
-        int64_t tj, ti, doff = 0, soff = 0;
-        if (p.blocks <= INT32_MAX) {
-            const uint32_t u = static_cast<uint32_t>(b), nj = static_cast<uint32_t>(p.tiles_j);
-            const uint32_t ni = static_cast<uint32_t>(p.tiles_i);
-            const uint32_t per = ni * nj, batch = u / per, in = u - batch * per;
-            if constexpr (IFirst) {
-                tj = in / ni;
-                ti = in - static_cast<uint32_t>(tj) * ni;
-            } else {
-                ti = in / nj;
-                tj = in - static_cast<uint32_t>(ti) * nj;
-            }
-            if (p.nbatch > 0) outer_offsets32(p.shape, p.dst_stride, p.src_stride, p.nbatch, batch, doff, soff);
-        } else {
-            const int64_t per = p.tiles_i * p.tiles_j, in = b % per;
-            ti = IFirst ? in % p.tiles_i : in / p.tiles_j;
-            tj = IFirst ? in / p.tiles_i : in % p.tiles_j;
-            if (p.nbatch > 0) outer_offsets(p.shape, p.dst_stride, p.src_stride, p.nbatch, b / per, doff, soff);
-        }
-        const int64_t i0 = ti * TI, j0 = tj * TJ;
-        return Where{i0, j0, src + soff + i0 * p.src_i + j0 * E, dst + doff + j0 * p.dst_j + i0 * E};
-    };
+    auto locate = [&](int64_t b) { return tile_at<E, TI, TJ, IFirst>(p, b); };
     auto slot = [](int r, int c) { return r * CJ + (c ^ ((r / V) & 7)); };
     // Reads the tile's chunks that the view has (the rest of the buffer is never stored).
     auto load = [&](const Where& w, uint4* buf) {
@@ -372,19 +392,15 @@ __device__ __forceinline__ void vtiled(const TiledArgs& p) {
     auto store = [&](const Where& w, const uint4* buf) {
         const int64_t i0 = w.i0, j0 = w.j0;
         char* const d = w.d;
-        const auto* words = reinterpret_cast<const typename S::Word*>(buf);
+        const auto* words = reinterpret_cast<const typename S::Word*>(buf);  // NOLINT: the tile as words
 #pragma unroll 1
         for (int k = 0; k < kStrips; ++k) {
             const int m = t + k * NT, lane = m & 31, group = m >> 5;
             const int ib = group % (MI / 8) * 8 + (lane & 7);
             const int jw = group / (MI / 8) * kLanesJ + (lane >> 3);
             if (i0 + int64_t{ib} * V >= p.ni || j0 + int64_t{jw} * S::N >= p.nj) continue;
-            typename S::Word a[V];
-            const int chunk = (jw / kWordsPerChunk) ^ (ib & 7), within = jw % kWordsPerChunk;
-#pragma unroll
-            for (int v = 0; v < V; ++v) a[v] = words[((ib * V + v) * CJ + chunk) * kWordsPerChunk + within];
             uint4 out[S::N];
-            S::transpose(a, out);
+            gather_strip<E, CJ>(words, ib, jw, out);
             char* g = d + int64_t{jw} * S::N * p.dst_j + ib * 16;
 #pragma unroll
             for (int x = 0; x < S::N; ++x) *reinterpret_cast<uint4*>(g + x * p.dst_j) = out[x];
@@ -403,23 +419,46 @@ __device__ __forceinline__ void vtiled(const TiledArgs& p) {
     }
 }
 
-// A 16-byte vector seen as its elements (one element of 16 bytes).
+// Element k of a 16-byte vector seen as elements of E bytes, and the vector with element k or-ed
+// in (k a constant once unrolled: selects and shifts, no local memory).
 template <int E>
-union Lanes {
-    static constexpr int V = E < 16 ? 16 / E : 1;
-    uint4 vector;
-    typename UnitOf<E>::type element[V];
-};
+__device__ __forceinline__ typename UnitOf<E>::type lane_of(const uint4& v, int k) {
+    using T = typename UnitOf<E>::type;
+    if constexpr (E == 16) {
+        return v;
+    } else if constexpr (E == 8) {
+        return (uint64_t{k == 0 ? v.y : v.w} << 32) | (k == 0 ? v.x : v.z);
+    } else {
+        const int word = k * E / 4;
+        const uint32_t w = word == 0 ? v.x : word == 1 ? v.y : word == 2 ? v.z : v.w;
+        return static_cast<T>(w >> (8 * ((k * E) & 3)));
+    }
+}
+template <int E>
+__device__ __forceinline__ void or_lane(uint4& v, int k, typename UnitOf<E>::type e) {
+    if constexpr (E == 16) {
+        v = e;
+    } else if constexpr (E == 8) {
+        (k == 0 ? v.x : v.z) |= static_cast<uint32_t>(e);
+        (k == 0 ? v.y : v.w) |= static_cast<uint32_t>(e >> 32);
+    } else {
+        const int word = k * E / 4;
+        const uint32_t bits = static_cast<uint32_t>(e) << (8 * ((k * E) & 3));
+        (word == 0 ? v.x : word == 1 ? v.y : word == 2 ? v.z : v.w) |= bits;
+    }
+}
 
 // The narrow transpose (NarrowArgs in copy_abi.h). The shared tile is [ns][chunk] elements: row k
 // holds the long axis's chunk at short index k, as the rows side lays it out, so that side moves
 // whole vectors; the packed side's element f of the run is (long f / ns, short f % ns), gathered
-// from (or scattered to) the tile one element at a time, in vectors to global memory.
+// from (or scattered to) the tile one element at a time, in vectors to global memory. Global
+// loads go kNarrowBatch at a time per thread, all in flight before the first shared store.
+constexpr int kNarrowBatch = 4;
 template <int E>
 __device__ __forceinline__ void narrow(const NarrowArgs& p) {
     using T = typename UnitOf<E>::type;
-    using L = Lanes<E>;
-    constexpr int V = L::V;
+    constexpr int V = E < 16 ? 16 / E : 1;
+    constexpr int NT = kNarrowThreads, B = kNarrowBatch;
     extern __shared__ uint4 narrow_tile[];
     T* const tile = reinterpret_cast<T*>(narrow_tile);
     const int ns = p.ns, chunk = p.chunk, t = threadIdx.x;
@@ -431,91 +470,285 @@ __device__ __forceinline__ void narrow(const NarrowArgs& p) {
         char* const dbase = reinterpret_cast<char*>(p.dst) + doff;
         char* const sbase = reinterpret_cast<char*>(p.src) + soff;
         char* const rows = (reading_rows ? sbase : dbase) + l0 * E;
-        char* const packed = (reading_rows ? dbase : sbase) + l0 * ns * E;
+        T* const packed = reinterpret_cast<T*>((reading_rows ? dbase : sbase) + l0 * ns * E);
         const int len = static_cast<int>(p.nl - l0 < chunk ? p.nl - l0 : chunk);
-        // The rows side: ns rows of `len` contiguous elements, row k at rows + k * rows_stride.
-        auto move_rows = [&](bool load) {
-            if (p.vec_rows) {
-                const int per_row = (len + V - 1) / V;
-                for (int q = t; q < ns * per_row; q += kNarrowThreads) {
-                    const int k = q / per_row, l = (q - k * per_row) * V;
-                    char* g = rows + k * p.rows_stride + int64_t{l} * E;
-                    T* s = tile + k * chunk + l;
-                    if (l + V <= len) {
-                        if (load)
-                            *reinterpret_cast<uint4*>(s) = *reinterpret_cast<const uint4*>(g);
-                        else
-                            *reinterpret_cast<uint4*>(g) = *reinterpret_cast<const uint4*>(s);
-                    } else {
-                        for (int v = 0; v < len - l; ++v) {
-                            if (load)
-                                s[v] = reinterpret_cast<const T*>(g)[v];
-                            else
-                                reinterpret_cast<T*>(g)[v] = s[v];
-                        }
-                    }
+        const int run = len * ns;  // packed elements of this chunk
+        const int per_row = (len + V - 1) / V;
+        // The rows side: ns rows of `len` contiguous elements, row k at rows + k * rows_stride;
+        // item q is vector q % per_row of row q / per_row (element q % len of row q / len without vectors).
+        auto row_at = [&](int q, int& k, int& l) {
+            const int n = p.vec_rows ? per_row : len;
+            k = q / n;
+            l = (q - k * n) * (p.vec_rows ? V : 1);
+        };
+        auto rows_to_tile = [&] {
+            const int items = ns * (p.vec_rows ? per_row : len);
+            for (int q0 = t; q0 < items; q0 += B * NT) {
+                uint4 v[B];
+                T e[B];
+#pragma unroll
+                for (int i = 0; i < B; ++i) {
+                    const int q = q0 + i * NT;
+                    int k, l;
+                    row_at(q, k, l);
+                    const char* g = rows + k * p.rows_stride + int64_t{l} * E;
+                    if (q < items && p.vec_rows && l + V <= len) v[i] = *reinterpret_cast<const uint4*>(g);
+                    if (q < items && !p.vec_rows) e[i] = *reinterpret_cast<const T*>(g);
                 }
-            } else {
-                for (int q = t; q < ns * len; q += kNarrowThreads) {
-                    const int k = q / len, l = q - k * len;
-                    T* g = reinterpret_cast<T*>(rows + k * p.rows_stride) + l;
-                    if (load)
-                        tile[k * chunk + l] = *g;
-                    else
-                        *g = tile[k * chunk + l];
+#pragma unroll
+                for (int i = 0; i < B; ++i) {
+                    const int q = q0 + i * NT;
+                    if (q >= items) break;
+                    int k, l;
+                    row_at(q, k, l);
+                    T* s = tile + k * chunk + l;
+                    if (!p.vec_rows) {
+                        *s = e[i];
+                    } else if (l + V <= len) {
+                        *reinterpret_cast<uint4*>(s) = v[i];
+                    } else {
+                        const T* g = reinterpret_cast<const T*>(rows + k * p.rows_stride) + l;
+                        for (int x = 0; x < len - l; ++x) s[x] = g[x];
+                    }
                 }
             }
         };
-        // The packed side: one run of len * ns elements, element f = (long f / ns, short f % ns).
-        auto move_packed = [&](bool load) {
-            const int run = len * ns;
-            T* const g = reinterpret_cast<T*>(packed);
+        auto tile_to_rows = [&] {
+            const int items = ns * (p.vec_rows ? per_row : len);
+            for (int q = t; q < items; q += NT) {
+                int k, l;
+                row_at(q, k, l);
+                T* g = reinterpret_cast<T*>(rows + k * p.rows_stride) + l;
+                const T* s = tile + k * chunk + l;
+                if (!p.vec_rows) {
+                    *g = *s;
+                } else if (l + V <= len) {
+                    *reinterpret_cast<uint4*>(g) = *reinterpret_cast<const uint4*>(s);
+                } else {
+                    for (int x = 0; x < len - l; ++x) g[x] = s[x];
+                }
+            }
+        };
+        // The packed side: element f of the run is (long f / ns, short f % ns).
+        auto packed_to_tile = [&] {
             if (p.vec_packed) {
-                for (int q = t; q * V < run; q += kNarrowThreads) {
+                const int items = (run + V - 1) / V;
+                for (int q0 = t; q0 < items; q0 += B * NT) {
+                    uint4 v[B];
+#pragma unroll
+                    for (int i = 0; i < B; ++i) {
+                        const int q = q0 + i * NT;
+                        if (q < items && (q + 1) * V <= run) v[i] = reinterpret_cast<const uint4*>(packed)[q];
+                    }
+#pragma unroll
+                    for (int i = 0; i < B; ++i) {
+                        const int q = q0 + i * NT, f = q * V;
+                        if (q >= items) break;
+                        int l = f / ns, k = f - l * ns;
+                        if (f + V <= run) {
+#pragma unroll
+                            for (int x = 0; x < V; ++x) {
+                                tile[k * chunk + l] = lane_of<E>(v[i], x);
+                                if (++k == ns) k = 0, ++l;
+                            }
+                        } else {
+                            for (int e = f; e < run; ++e) {
+                                tile[k * chunk + l] = packed[e];
+                                if (++k == ns) k = 0, ++l;
+                            }
+                        }
+                    }
+                }
+            } else {
+                for (int f0 = t; f0 < run; f0 += B * NT) {
+                    T e[B];
+#pragma unroll
+                    for (int i = 0; i < B; ++i)
+                        if (f0 + i * NT < run) e[i] = packed[f0 + i * NT];
+#pragma unroll
+                    for (int i = 0; i < B; ++i) {
+                        const int f = f0 + i * NT, l = f / ns;
+                        if (f < run) tile[(f - l * ns) * chunk + l] = e[i];
+                    }
+                }
+            }
+        };
+        auto tile_to_packed = [&] {
+            if (p.vec_packed) {
+                for (int q = t; q * V < run; q += NT) {
                     const int f = q * V;
                     int l = f / ns, k = f - l * ns;
                     if (f + V <= run) {
-                        L lanes;
-                        if (load) lanes.vector = reinterpret_cast<const uint4*>(g)[q];
+                        uint4 v = make_uint4(0, 0, 0, 0);
 #pragma unroll
-                        for (int v = 0; v < V; ++v) {
-                            if (load)
-                                tile[k * chunk + l] = lanes.element[v];
-                            else
-                                lanes.element[v] = tile[k * chunk + l];
+                        for (int x = 0; x < V; ++x) {
+                            or_lane<E>(v, x, tile[k * chunk + l]);
                             if (++k == ns) k = 0, ++l;
                         }
-                        if (!load) reinterpret_cast<uint4*>(g)[q] = lanes.vector;
+                        reinterpret_cast<uint4*>(packed)[q] = v;
                     } else {
                         for (int e = f; e < run; ++e) {
-                            if (load)
-                                tile[k * chunk + l] = g[e];
-                            else
-                                g[e] = tile[k * chunk + l];
+                            packed[e] = tile[k * chunk + l];
                             if (++k == ns) k = 0, ++l;
                         }
                     }
                 }
             } else {
-                for (int f = t; f < run; f += kNarrowThreads) {
-                    const int l = f / ns, k = f - l * ns;
-                    if (load)
-                        tile[k * chunk + l] = g[f];
-                    else
-                        g[f] = tile[k * chunk + l];
+                for (int f = t; f < run; f += NT) {
+                    const int l = f / ns;
+                    packed[f] = tile[(f - l * ns) * chunk + l];
                 }
             }
         };
         if (reading_rows) {
-            move_rows(true);
+            rows_to_tile();
             __syncthreads();
-            move_packed(false);
+            tile_to_packed();
         } else {
-            move_packed(true);
+            packed_to_tile();
             __syncthreads();
-            move_rows(false);
+            tile_to_rows();
         }
         __syncthreads();  // the next chunk overwrites the tile
+    }
+}
+
+// Bytes [sh, sh + 16) of the 32 bytes lo then hi (sh in 0..16).
+__device__ __forceinline__ uint4 bytes_from(const uint4& lo, const uint4& hi, int sh) {
+    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    const int q = sh >> 2;
+    const unsigned r = static_cast<unsigned>(sh & 3) * 8;
+    uint32_t o[5];
+#pragma unroll
+    for (int k = 0; k < 5; ++k) o[k] = q == 0 ? w[k] : q == 1 ? w[k + 1] : q == 2 ? w[k + 2] : w[k + 3];
+    return make_uint4(__funnelshift_r(o[0], o[1], r), __funnelshift_r(o[1], o[2], r), __funnelshift_r(o[2], o[3], r),
+                      __funnelshift_r(o[3], o[4], r));
+}
+
+// Bytes [lo, hi) of v into the 16-byte aligned slot g, in the widest stores their alignment allows.
+__device__ __forceinline__ void store_part(char* g, const uint4& v, int lo, int hi) {
+    const uint64_t h0 = uint64_t{v.x} | uint64_t{v.y} << 32, h1 = uint64_t{v.z} | uint64_t{v.w} << 32;
+    while (lo < hi) {
+        const int at = lo & 7;
+        const uint64_t bits = (lo < 8 ? h0 : h1) >> (8 * at);
+        if (at == 0 && lo + 8 <= hi) {
+            *reinterpret_cast<uint64_t*>(g + lo) = bits;
+            lo += 8;
+        } else if ((at & 3) == 0 && lo + 4 <= hi) {
+            *reinterpret_cast<uint32_t*>(g + lo) = static_cast<uint32_t>(bits);
+            lo += 4;
+        } else if ((at & 1) == 0 && lo + 2 <= hi) {
+            *reinterpret_cast<uint16_t*>(g + lo) = static_cast<uint16_t>(bits);
+            lo += 2;
+        } else {
+            *reinterpret_cast<uint8_t*>(g + lo) = static_cast<uint8_t>(bits);
+            lo += 1;
+        }
+    }
+}
+
+template <int Width>
+__device__ __forceinline__ uint4 shfl_down4(const uint4& v) {
+    return make_uint4(__shfl_down_sync(0xffffffffu, v.x, 1, Width), __shfl_down_sync(0xffffffffu, v.y, 1, Width),
+                      __shfl_down_sync(0xffffffffu, v.z, 1, Width), __shfl_down_sync(0xffffffffu, v.w, 1, Width));
+}
+template <int Width>
+__device__ __forceinline__ uint4 shfl_up4(const uint4& v) {
+    return make_uint4(__shfl_up_sync(0xffffffffu, v.x, 1, Width), __shfl_up_sync(0xffffffffu, v.y, 1, Width),
+                      __shfl_up_sync(0xffffffffu, v.z, 1, Width), __shfl_up_sync(0xffffffffu, v.w, 1, Width));
+}
+
+// The shifted transpose (kShiftTiles in copy_abi.h): the vector transpose's tile and strips, any
+// alignment. A tile row piece (src row i0 + r from column j0, `sh` bytes past a 16-byte boundary)
+// is read as the aligned chunks that cover it; chunk c of the piece is bytes [sh, sh + 16) of
+// aligned chunks c and c + 1, the latter the next lane's (CJ lanes read one row piece), the last
+// lane's read by itself. A dst row piece (`u` bytes past a boundary) is written as the aligned
+// slots that cover it: slot ib is the previous lane's last u bytes then this lane's first 16 - u
+// (8 lanes write one row piece's 8 vectors); a group's first lane leaves the slot's head to the
+// previous group's last lane, which writes its own tail into the next slot. Only the bytes of
+// the piece are stored, so neighbouring tiles share a slot without writing each other's bytes.
+template <int E, int TI, int TJ, int NT, bool IFirst>
+__device__ __forceinline__ void stiled(const TiledArgs& p) {
+    constexpr int V = 16 / E;
+    constexpr int CJ = TJ / V;  // chunks per tile row
+    constexpr int MI = TI / V;  // strips down I
+    constexpr int kLoads = TI * CJ / NT;
+    constexpr int kBatch = kLoads < 2 ? kLoads : 2;  // more spills past the 64 registers of 4 blocks
+    using S = Strip<E>;
+    constexpr int kWordsPerChunk = 16 / S::W;
+    constexpr int kLanesJ = 4;
+    constexpr int kStrips = MI * CJ * kWordsPerChunk / NT;
+    static_assert(CJ % 8 == 0 && CJ <= 32 && MI % 8 == 0 && TI * CJ % NT == 0 && kLoads % kBatch == 0);
+    static_assert(MI * CJ * kWordsPerChunk % NT == 0 && CJ * kWordsPerChunk % kLanesJ == 0 && NT % 32 == 0);
+    extern __shared__ uint4 tile[];  // TI * CJ chunks
+    const int t = threadIdx.x;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    auto slot = [](int r, int c) { return r * CJ + (c ^ ((r / V) & 7)); };
+    for (int64_t b = blockIdx.x; b < p.blocks; b += gridDim.x) {
+        const Where w = tile_at<E, TI, TJ, IFirst>(p, b);
+        const int64_t rest_j = p.nj - w.j0, rest_i = p.ni - w.i0;
+        const int nj_bytes = static_cast<int>((rest_j < TJ ? rest_j : TJ) * E);  // a src row piece
+        const int ni_bytes = static_cast<int>((rest_i < TI ? rest_i : TI) * E);  // a dst row piece
+#pragma unroll
+        for (int k0 = 0; k0 < kLoads; k0 += kBatch) {
+            uint4 cur[kBatch], own_next[kBatch];
+            int sh[kBatch];
+#pragma unroll
+            for (int k = 0; k < kBatch; ++k) {  // every load of the batch in flight before the first shuffle
+                const int q = t + (k0 + k) * NT, r = q / CJ, c = q % CJ;
+                const char* piece = w.s + r * p.src_i;
+                sh[k] = static_cast<int>(reinterpret_cast<uintptr_t>(piece) & 15);
+                const uint4* aligned = reinterpret_cast<const uint4*>(piece - sh[k]);
+                const bool row = w.i0 + r < p.ni;
+                const int reach = sh[k] + nj_bytes;  // bytes from the aligned start the piece spans
+                cur[k] = row && 16 * c < reach ? aligned[c] : zero;
+                own_next[k] = row && c == CJ - 1 && 16 * (c + 1) < reach ? aligned[c + 1] : zero;
+            }
+#pragma unroll
+            for (int k = 0; k < kBatch; ++k) {
+                const int q = t + (k0 + k) * NT, r = q / CJ, c = q % CJ;
+                const uint4 next = c == CJ - 1 ? own_next[k] : shfl_down4<CJ>(cur[k]);
+                tile[slot(r, c)] = bytes_from(cur[k], next, sh[k]);
+            }
+        }
+        __syncthreads();
+        const auto* words = reinterpret_cast<const typename S::Word*>(tile);  // NOLINT: the tile as words
+#pragma unroll 1
+        for (int k = 0; k < kStrips; ++k) {
+            const int m = t + k * NT, lane = m & 31, group = m >> 5;
+            const int ib = group % (MI / 8) * 8 + (lane & 7);
+            const int jw = group / (MI / 8) * kLanesJ + (lane >> 3);
+            uint4 out[S::N];
+            gather_strip<E, CJ>(words, ib, jw, out);
+            const bool first = (lane & 7) == 0, last_lane = (lane & 7) == 7;
+            const int lo = 16 * ib;  // this vector's first byte in its dst row piece
+#pragma unroll
+            for (int x = 0; x < S::N; ++x) {
+                const uint4 prev = shfl_up4<8>(out[x]);
+                if (w.j0 + int64_t{jw} * S::N + x >= p.nj || lo >= ni_bytes) continue;
+                char* const piece = w.d + int64_t{jw * S::N + x} * p.dst_j;
+                const int u = static_cast<int>(reinterpret_cast<uintptr_t>(piece) & 15);
+                char* const g = piece - u + lo;  // slot ib: piece bytes [lo - u, lo - u + 16)
+                if (u == 0) {
+                    if (lo + 16 <= ni_bytes)
+                        *reinterpret_cast<uint4*>(g) = out[x];
+                    else
+                        store_part(g, out[x], 0, ni_bytes - lo);
+                    continue;
+                }
+                const int from = first ? u : 0, to = ni_bytes - lo + u < 16 ? ni_bytes - lo + u : 16;
+                const uint4 v = bytes_from(prev, out[x], 16 - u);
+                if (from == 0 && to == 16)
+                    *reinterpret_cast<uint4*>(g) = v;
+                else
+                    store_part(g, v, from, to);
+                if (last_lane || lo + 16 >= ni_bytes) {  // the tail: slot ib + 1's first u bytes
+                    const int tail = ni_bytes - (lo + 16 - u) < u ? ni_bytes - (lo + 16 - u) : u;
+                    if (tail > 0) store_part(g + 16, bytes_from(out[x], zero, 16 - u), 0, tail);
+                }
+            }
+        }
+        __syncthreads();  // the next tile overwrites the buffer
     }
 }
 
@@ -576,3 +809,16 @@ STRIDEX_NARROW(2)
 STRIDEX_NARROW(4)
 STRIDEX_NARROW(8)
 STRIDEX_NARROW(16)
+
+// The shifted transposes: stridex_stiled_<unit>, shapes from kShiftTiles.
+#define STRIDEX_STILED(B, S) \
+    extern "C" __global__ void __launch_bounds__(stridex::kernels::kShiftTiles[S].threads, \
+                                                 stridex::kernels::kShiftTiles[S].min_blocks) \
+        stridex_stiled_##B(const TiledArgs p) { \
+        constexpr stridex::kernels::VecTile t = stridex::kernels::kShiftTiles[S]; \
+        stridex::kernels::stiled<B, t.ti, t.tj, t.threads, t.i_first>(p); \
+    }
+STRIDEX_STILED(1, 0)
+STRIDEX_STILED(2, 1)
+STRIDEX_STILED(4, 2)
+STRIDEX_STILED(8, 3)
