@@ -120,16 +120,6 @@ CopyPlan plan_copy(const View& dst, const View& src) noexcept {
             }
         }
     }
-    if (p.kind == CopyPlan::Kind::tiled && unit < 4) {
-        // Words of 4 bytes: a word of src along the tile axis and one of dst along the inner axis
-        // start at 4-byte boundaries when both bases and every other stride are multiples of 4.
-        bool ok = address(dst, p.dst_offset) % 4 == 0 && address(src, p.src_offset) % 4 == 0;
-        for (int a = 0; a < n && ok; ++a) {
-            if (a != p.tile_axis) ok = p.axes[a].src % 4 == 0;
-            if (a != n - 1) ok = ok && p.axes[a].dst % 4 == 0;
-        }
-        p.tile_words = ok;
-    }
     if (p.kind == CopyPlan::Kind::tiled && unit <= 8) {
         // Vectors of 16 bytes (16 / unit elements): src's along the tile axis and dst's along the
         // inner axis start at 16-byte boundaries, and no vector crosses the end of either axis.

@@ -4,14 +4,17 @@
 // grid sized to the GPU. Also what the image holds and what a GPU loaded of it (kernels.hpp).
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "copy_internal.hpp"
+#include "copy_launch.hpp"
 #include "kernels/copy_abi.h"
 #include "stridex/cuda/kernels.hpp"
 
@@ -29,39 +32,30 @@ namespace {
 
 namespace k = stridex::kernels;
 
-// Unit sizes 1, 2, 4, 8, 16 -> slot 0..4.
-int slot_of(std::int64_t unit) noexcept {
-    switch (unit) {
-        case 1: return 0;
-        case 2: return 1;
-        case 4: return 2;
-        case 8: return 3;
-        default: return 4;
-    }
-}
-
 // A kernel and the blocks of it one SM holds at once.
 struct Kernel {
     CUfunction f = nullptr;
-    int per_sm = 16;            // a driver without the occupancy query: 16, the kernels loop over the rest
-    unsigned shared_bytes = 0;  // dynamic shared memory per block
+    int per_sm = 16;  // a driver without the occupancy query: 16, the kernels loop over the rest
 };
 
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: a kernel may take more than 48 KiB of dynamic
 // shared memory only after this opt-in.
 constexpr int kFuncAttrMaxDynamicSharedBytes = 8;
 
+// Units of 1, 2, 4, 8, 16 bytes -> 0..4.
+std::size_t unit_slot(std::int64_t unit) noexcept {
+    return static_cast<std::size_t>(std::countr_zero(static_cast<std::uint64_t>(unit)));
+}
+
 struct Module {
     CUmodule module = nullptr;
     int multiprocessors = 1;
-    std::array<Kernel, 5> strided{};
-    std::array<Kernel, 5> tiled{};
-    std::array<Kernel, 2> tiled_words{};  // units of 1 and 2 bytes moved as 4-byte words
-    std::array<Kernel, 4> vtiled{};       // 16-byte vectors on both sides: units of 1, 2, 4, 8 bytes
-    std::array<Kernel, 4> stiled{};       // the same, shifted: any alignment
-    std::array<Kernel, 5> narrow{};       // one short axis packed on one side
-    int binary_arch = 0;                  // what the driver loaded (loaded_kernels); 0: not asked of it
+    std::array<std::array<Kernel, 5>, 5> kernels{};  // [family][unit slot]; entries a family lacks stay null
+    int binary_arch = 0;                             // what the driver loaded (loaded_kernels); 0: not asked of it
     int ptx_version = 0;
+    const Kernel& of(Family family, std::int64_t unit) const {
+        return kernels[static_cast<std::size_t>(family)][unit_slot(unit)];
+    }
 };
 
 // One Module per device, loaded in its primary context on first use; never unloaded (the process
@@ -78,10 +72,11 @@ Module& module_for(int ordinal) {
     auto m = std::make_unique<Module>();
     const ContextGuard guard(d, ordinal);
     d.call("cuModuleLoadData", d.api().module_load_data, &m->module, static_cast<const void*>(detail::copy_fatbin));
-    auto get = [&](const std::string& name, int threads, int shared_bytes = 0) {
-        Kernel kernel;
+    // Each entry point, with the blocks of it one SM holds at the most shared memory it takes.
+    auto get = [&](Family family, std::int64_t unit, int threads, int shared_bytes) {
+        Kernel& kernel = m->kernels[static_cast<std::size_t>(family)][unit_slot(unit)];
+        const std::string name = entry_point(family, unit);
         d.call("cuModuleGetFunction", d.api().module_get_function, &kernel.f, m->module, name.c_str());
-        kernel.shared_bytes = static_cast<unsigned>(shared_bytes);
         if (shared_bytes > 48 * 1024)
             d.call("cuFuncSetAttribute", d.api().func_set_attribute, kernel.f, kFuncAttrMaxDynamicSharedBytes,
                    shared_bytes);
@@ -91,34 +86,28 @@ Module& module_for(int ordinal) {
                    d.api().occupancy_max_active_blocks_per_multiprocessor, &kernel.per_sm, kernel.f, threads,
                    static_cast<std::size_t>(shared_bytes));
         kernel.per_sm = std::max(kernel.per_sm, 1);
-        return kernel;
     };
-    const char* units[] = {"1", "2", "4", "8", "16"};
-    constexpr int tile_threads = k::kTile * k::kTileRows;
-    for (int i = 0; i < 5; ++i) {
-        m->strided[static_cast<std::size_t>(i)] = get(std::string("stridex_strided_") + units[i], k::kThreads);
-        m->tiled[static_cast<std::size_t>(i)] = get(std::string("stridex_tiled_") + units[i] + "_1", tile_threads);
-        // Occupancy at the most shared memory a narrow block takes (its chunk is sized to it).
-        m->narrow[static_cast<std::size_t>(i)] = get(std::string("stridex_narrow_") + units[i], k::kNarrowThreads,
-                                                     k::kNarrowTileBytes);
-    }
-    m->tiled_words[0] = get("stridex_tiled_1_4", tile_threads);
-    m->tiled_words[1] = get("stridex_tiled_2_2", tile_threads);
-    for (int i = 0; i < 4; ++i) {
-        m->vtiled[static_cast<std::size_t>(i)] = get(std::string("stridex_vtiled_") + units[i], k::kVecTiles[i].threads,
-                                                     k::vec_tile_bytes(k::kVecTiles[i], 1 << i));
-        m->stiled[static_cast<std::size_t>(i)] = get(std::string("stridex_stiled_") + units[i],
-                                                     k::kShiftTiles[i].threads,
-                                                     k::vec_tile_bytes(k::kShiftTiles[i], 1 << i));
+    for (std::int64_t unit = 1; unit <= 16; unit *= 2) {
+        get(Family::strided, unit, k::kThreads, 0);
+        get(Family::narrow, unit, k::kNarrowThreads, k::kNarrowTileBytes);
+        if (unit == 16) {
+            get(Family::tiled, unit, k::kTile * k::kTileRows, 0);
+            continue;
+        }
+        const std::size_t at = unit_slot(unit);
+        get(Family::vtiled, unit, k::kVecTiles[at].threads,
+            k::vec_tile_bytes(k::kVecTiles[at], static_cast<int>(unit)));
+        get(Family::stiled, unit, k::kShiftTiles[at].threads,
+            k::vec_tile_bytes(k::kShiftTiles[at], static_cast<int>(unit)));
     }
     d.call("cuDeviceGetAttribute", d.api().device_get_attribute, &m->multiprocessors,
            cu::kDeviceAttrMultiprocessorCount, d.device(ordinal));
     // One kernel tells which code of the image the driver chose: all come from the same entry.
     if (d.api().func_get_attribute) {
         d.call("cuFuncGetAttribute", d.api().func_get_attribute, &m->binary_arch, cu::kFuncAttrBinaryVersion,
-               m->strided[0].f);
+               m->of(Family::strided, 1).f);
         d.call("cuFuncGetAttribute", d.api().func_get_attribute, &m->ptx_version, cu::kFuncAttrPtxVersion,
-               m->strided[0].f);
+               m->of(Family::strided, 1).f);
     }
     slot = std::move(m);
     return *slot;
@@ -128,145 +117,6 @@ Module& module_for(int ordinal) {
 unsigned grid_for(std::int64_t blocks, const Module& m, const Kernel& kernel) {
     const std::int64_t cap = std::int64_t{m.multiprocessors} * kernel.per_sm;
     return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(blocks, cap)));
-}
-
-// Elements a side of the tiled kernel's tile; must match the instantiations in copy_kernels.cu
-// (4- and 8-byte elements, and 2-byte ones moved as words, take two strips per thread, for more
-// loads in flight).
-std::int64_t tile_side(std::int64_t unit, int vec) noexcept {
-    const int rep = (vec == 1 && (unit == 4 || unit == 8)) || (vec == 2 && unit == 2) ? 2 : 1;
-    return std::int64_t{k::kTile} * vec * rep;
-}
-
-[[noreturn]] void fail_axes(int n) {
-    fail(ErrorKind::unsupported, "copy of ", n, " axes that cannot be fused; the copy kernels take at most ",
-         k::kMaxAxes);
-}
-
-void launch_strided(const stridex::detail::CopyPlan& plan, std::byte* dst, const std::byte* src, const Module& m,
-                    CUstream stream) {
-    k::StridedArgs a{};
-    a.dst = address(dst + plan.dst_offset);
-    a.src = address(src + plan.src_offset);
-    a.ndim = plan.ndim;
-    std::int64_t rows = 1;
-    for (int i = 0; i < plan.ndim; ++i) {
-        a.shape[i] = plan.axes[i].extent;
-        a.dst_stride[i] = plan.axes[i].dst;
-        a.src_stride[i] = plan.axes[i].src;
-        if (i < plan.ndim - 1) rows *= plan.axes[i].extent;
-    }
-    constexpr std::int64_t per_block = std::int64_t{k::kThreads} * k::kUnroll;
-    const std::int64_t inner = plan.axes[plan.ndim - 1].extent;
-    // Rows mode wastes at most half a block per row; short rows go element by element instead.
-    a.rows_mode = inner >= per_block / 2 ? 1 : 0;
-    if (a.rows_mode) {
-        a.inner_blocks = (inner + per_block - 1) / per_block;
-        a.blocks = rows * a.inner_blocks;
-    } else {
-        a.blocks = (rows * inner + per_block - 1) / per_block;
-    }
-    void* params[] = {&a};
-    Driver& d = driver();
-    const Kernel& kernel = m.strided[static_cast<std::size_t>(slot_of(plan.unit))];
-    d.call("cuLaunchKernel", d.api().launch_kernel, kernel.f, grid_for(a.blocks, m, kernel), 1u, 1u,
-           static_cast<unsigned>(k::kThreads), 1u, 1u, 0u, stream, params, nullptr);
-}
-
-void launch_tiled(const stridex::detail::CopyPlan& plan, std::byte* dst, const std::byte* src, const Module& m,
-                  CUstream stream) {
-    k::TiledArgs a{};
-    a.dst = address(dst + plan.dst_offset);
-    a.src = address(src + plan.src_offset);
-    const int last = plan.ndim - 1;
-    const stridex::detail::CopyAxis& I = plan.axes[last];
-    const stridex::detail::CopyAxis& J = plan.axes[plan.tile_axis];
-    a.ni = I.extent;
-    a.nj = J.extent;
-    a.dst_i = I.dst;
-    a.src_i = I.src;
-    a.dst_j = J.dst;
-    a.src_j = J.src;
-    a.vec = plan.tile_words ? static_cast<int>(4 / plan.unit) : 1;
-    std::int64_t batch = 1;
-    for (int i = 0; i < last; ++i) {
-        if (i == plan.tile_axis) continue;
-        a.shape[a.nbatch] = plan.axes[i].extent;
-        a.dst_stride[a.nbatch] = plan.axes[i].dst;
-        a.src_stride[a.nbatch] = plan.axes[i].src;
-        ++a.nbatch;
-        batch *= plan.axes[i].extent;
-    }
-    void* params[] = {&a};
-    Driver& d = driver();
-    if (plan.unit <= 8) {  // 16-byte accesses on both sides: lined up (vtiled) or shifted (stiled)
-        const int slot = slot_of(plan.unit);
-        const k::VecTile& shape = plan.tile_vectors ? k::kVecTiles[slot] : k::kShiftTiles[slot];
-        a.tiles_i = (a.ni + shape.ti - 1) / shape.ti;
-        a.tiles_j = (a.nj + shape.tj - 1) / shape.tj;
-        a.blocks = a.tiles_i * a.tiles_j * batch;
-        const Kernel& kernel = plan.tile_vectors ? m.vtiled[static_cast<std::size_t>(slot)]
-                                                 : m.stiled[static_cast<std::size_t>(slot)];
-        d.call("cuLaunchKernel", d.api().launch_kernel, kernel.f, grid_for(a.blocks, m, kernel), 1u, 1u,
-               static_cast<unsigned>(shape.threads), 1u, 1u, kernel.shared_bytes, stream, params, nullptr);
-        return;
-    }
-    const std::int64_t side = tile_side(plan.unit, a.vec);
-    a.tiles_i = (a.ni + side - 1) / side;
-    a.tiles_j = (a.nj + side - 1) / side;
-    a.blocks = a.tiles_i * a.tiles_j * batch;
-    const Kernel& kernel = a.vec > 1 ? m.tiled_words[plan.unit == 1 ? 0 : 1]
-                                     : m.tiled[static_cast<std::size_t>(slot_of(plan.unit))];
-    d.call("cuLaunchKernel", d.api().launch_kernel, kernel.f, grid_for(a.blocks, m, kernel), 1u, 1u,
-           static_cast<unsigned>(k::kTile), static_cast<unsigned>(k::kTileRows), 1u, 0u, stream, params, nullptr);
-}
-
-bool multiples_of_16(std::uintptr_t base, const std::int64_t* strides, int n, std::int64_t more) {
-    if (base % 16 != 0 || more % 16 != 0) return false;
-    for (int i = 0; i < n; ++i)
-        if (strides[i] % 16 != 0) return false;
-    return true;
-}
-
-void launch_narrow(const stridex::detail::CopyPlan& plan, std::byte* dst, const std::byte* src, const Module& m,
-                   CUstream stream) {
-    k::NarrowArgs a{};
-    a.dst = address(dst + plan.dst_offset);
-    a.src = address(src + plan.src_offset);
-    const int last = plan.ndim - 1;
-    const stridex::detail::CopyAxis& I = plan.axes[last];
-    const stridex::detail::CopyAxis& J = plan.axes[plan.tile_axis];
-    // dst packed: I is short, J long; rows are src's steps of I. src packed: the reverse, rows are dst's steps of J.
-    const stridex::detail::CopyAxis& shorter = plan.packed_dst ? I : J;
-    a.packed_dst = plan.packed_dst ? 1 : 0;
-    a.ns = static_cast<std::int32_t>(shorter.extent);
-    a.nl = plan.packed_dst ? J.extent : I.extent;
-    a.rows_stride = plan.packed_dst ? I.src : J.dst;
-    for (int i = 0; i < last; ++i) {
-        if (i == plan.tile_axis) continue;
-        a.shape[a.nbatch] = plan.axes[i].extent;
-        a.dst_stride[a.nbatch] = plan.axes[i].dst;
-        a.src_stride[a.nbatch] = plan.axes[i].src;
-        ++a.nbatch;
-    }
-    const std::int64_t* rows_strides = plan.packed_dst ? a.src_stride : a.dst_stride;
-    const std::int64_t* packed_strides = plan.packed_dst ? a.dst_stride : a.src_stride;
-    a.vec_rows = multiples_of_16(plan.packed_dst ? a.src : a.dst, rows_strides, a.nbatch, a.rows_stride) ? 1 : 0;
-    a.vec_packed = multiples_of_16(plan.packed_dst ? a.dst : a.src, packed_strides, a.nbatch, 0) ? 1 : 0;
-    // The longest chunk (a power of two, at least 16 so runs start on 16-byte boundaries) whose
-    // tile fits the shared memory the occupancy was asked for.
-    std::int64_t chunk = 16;
-    while (chunk < 4096 && 2 * chunk * a.ns * plan.unit <= k::kNarrowTileBytes) chunk *= 2;
-    a.chunk = static_cast<std::int32_t>(chunk);
-    a.chunks = (a.nl + chunk - 1) / chunk;
-    a.blocks = a.chunks;
-    for (int i = 0; i < a.nbatch; ++i) a.blocks *= a.shape[i];
-    void* params[] = {&a};
-    Driver& d = driver();
-    const Kernel& kernel = m.narrow[static_cast<std::size_t>(slot_of(plan.unit))];
-    const auto shared = static_cast<unsigned>(chunk * a.ns * plan.unit);
-    d.call("cuLaunchKernel", d.api().launch_kernel, kernel.f, grid_for(a.blocks, m, kernel), 1u, 1u,
-           static_cast<unsigned>(k::kNarrowThreads), 1u, 1u, shared, stream, params, nullptr);
 }
 
 }  // namespace
@@ -283,14 +133,13 @@ T field(std::span<const unsigned char> bytes, std::size_t at) {
 }
 
 void launch(const stridex::detail::CopyPlan& plan, std::byte* dst, const std::byte* src, int ordinal, CUstream stream) {
-    if (plan.ndim > k::kMaxAxes) fail_axes(plan.ndim);
+    KernelLaunch l = launch_for(plan, dst, src);
     const Module& m = module_for(ordinal);
-    if (plan.kind == stridex::detail::CopyPlan::Kind::tiled)
-        launch_tiled(plan, dst, src, m, stream);
-    else if (plan.kind == stridex::detail::CopyPlan::Kind::narrow)
-        launch_narrow(plan, dst, src, m, stream);
-    else
-        launch_strided(plan, dst, src, m, stream);
+    const Kernel& kernel = m.of(l.family, l.unit);
+    void* params[] = {std::visit([](auto& args) -> void* { return &args; }, l.args)};
+    Driver& d = driver();
+    d.call("cuLaunchKernel", d.api().launch_kernel, kernel.f, grid_for(l.blocks, m, kernel), 1u, 1u, l.threads_x,
+           l.threads_y, 1u, l.shared_bytes, stream, params, nullptr);
 }
 
 }  // namespace stridex::cuda::copy_engine

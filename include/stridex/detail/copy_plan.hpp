@@ -36,8 +36,8 @@ struct CopyPlan {
     CopyAxis axes[kMaxNdim + 1] = {};  // outermost first; one more for a split element
     int tile_axis = -1;                // tiled, narrow: the axis src reads contiguously
     bool packed_dst = false;           // narrow: the short axis is dst's contiguous one (else src's)
-    bool tile_words = false;           // tiled, units of 1 or 2 bytes: 4-byte words line up on both sides
     bool tile_vectors = false;         // tiled, units of 1 to 8 bytes: 16-byte vectors line up on both sides
+                                       // (else they are shifted into line, see src/cuda/kernels/copy_abi.h)
 };
 
 // Shapes and dtypes must already match; `dst` must not address one element twice (the engine

@@ -22,6 +22,12 @@
 
 #include "copy_abi.h"
 
+// Dynamic shared memory (the launch's shared_bytes). The CPU emulation in tests/cpp/emulated, which
+// compiles this file as host C++, gives each emulated block its own.
+#ifndef STRIDEX_DYNAMIC_SHARED
+#define STRIDEX_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
+
 namespace stridex::kernels {
 namespace {
 
@@ -289,6 +295,7 @@ constexpr bool kHasCpAsync = false;
 constexpr bool kHasCpAsync = true;
 #endif
 
+#if defined(__CUDACC__)
 [[maybe_unused]] __device__ __forceinline__ void cp_async16(void* smem, const void* global) {
     const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(global) : "memory");
@@ -300,6 +307,14 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+#else  // the CPU emulation (tests/cpp/emulated): a copy that has completed when it returns
+inline void cp_async16(void* smem, const void* global) {
+    *static_cast<uint4*>(smem) = *static_cast<const uint4*>(global);
+}
+inline void cp_async_commit() {}
+template <int N>
+void cp_async_wait() {}
+#endif
 
 // Where tile `b` of TI x TJ elements starts on both sides: its first indices along I and J and
 // its first element in src and dst (32-bit division whenever the tile count allows it).
@@ -352,7 +367,7 @@ __device__ __forceinline__ void vtiled(const TiledArgs& p) {
     constexpr int kStrips = MI * CJ * kWordsPerChunk / NT;  // strips each thread transposes
     static_assert(CJ % 8 == 0 && MI % 8 == 0 && TI * CJ % NT == 0 && MI * CJ * kWordsPerChunk % NT == 0);
     static_assert(CJ * kWordsPerChunk % kLanesJ == 0 && NT % 32 == 0);
-    extern __shared__ uint4 tile[];  // TI * CJ chunks
+    STRIDEX_DYNAMIC_SHARED(uint4, tile);  // TI * CJ chunks
     const int t = threadIdx.x;
     auto locate = [&](int64_t b) { return tile_at<E, TI, TJ, IFirst>(p, b); };
     auto slot = [](int r, int c) { return r * CJ + (c ^ ((r / V) & 7)); };
@@ -459,7 +474,7 @@ __device__ __forceinline__ void narrow(const NarrowArgs& p) {
     using T = typename UnitOf<E>::type;
     constexpr int V = E < 16 ? 16 / E : 1;
     constexpr int NT = kNarrowThreads, B = kNarrowBatch;
-    extern __shared__ uint4 narrow_tile[];
+    STRIDEX_DYNAMIC_SHARED(uint4, narrow_tile);
     T* const tile = reinterpret_cast<T*>(narrow_tile);
     const int ns = p.ns, chunk = p.chunk, t = threadIdx.x;
     const bool reading_rows = p.packed_dst != 0;  // the rows side is src when dst is packed
@@ -680,7 +695,7 @@ __device__ __forceinline__ void stiled(const TiledArgs& p) {
     constexpr int kStrips = MI * CJ * kWordsPerChunk / NT;
     static_assert(CJ % 8 == 0 && CJ <= 32 && MI % 8 == 0 && TI * CJ % NT == 0 && kLoads % kBatch == 0);
     static_assert(MI * CJ * kWordsPerChunk % NT == 0 && CJ * kWordsPerChunk % kLanesJ == 0 && NT % 32 == 0);
-    extern __shared__ uint4 tile[];  // TI * CJ chunks
+    STRIDEX_DYNAMIC_SHARED(uint4, tile);  // TI * CJ chunks
     const int t = threadIdx.x;
     const uint4 zero = make_uint4(0, 0, 0, 0);
     auto slot = [](int r, int c) { return r * CJ + (c ^ ((r / V) & 7)); };
@@ -707,7 +722,8 @@ __device__ __forceinline__ void stiled(const TiledArgs& p) {
 #pragma unroll
             for (int k = 0; k < kBatch; ++k) {
                 const int q = t + (k0 + k) * NT, r = q / CJ, c = q % CJ;
-                const uint4 next = c == CJ - 1 ? own_next[k] : shfl_down4<CJ>(cur[k]);
+                const uint4 from_next_lane = shfl_down4<CJ>(cur[k]);  // every lane shuffles, the last too
+                const uint4 next = c == CJ - 1 ? own_next[k] : from_next_lane;
                 tile[slot(r, c)] = bytes_from(cur[k], next, sh[k]);
             }
         }
@@ -771,19 +787,11 @@ STRIDEX_STRIDED(4)
 STRIDEX_STRIDED(8)
 STRIDEX_STRIDED(16)
 
-#define STRIDEX_TILED(B, V, R) \
-    extern "C" __global__ void __launch_bounds__(stridex::kernels::kTile* stridex::kernels::kTileRows) \
-        stridex_tiled_##B##_##V(const TiledArgs p) { \
-        stridex::kernels::tiled<B, V, R>(p); \
-    }
-// Rep (the last argument) must match tile_side() in src/cuda/copy_kernels.cpp.
-STRIDEX_TILED(1, 1, 1)
-STRIDEX_TILED(1, 4, 1)
-STRIDEX_TILED(2, 1, 1)
-STRIDEX_TILED(2, 2, 2)
-STRIDEX_TILED(4, 1, 2)
-STRIDEX_TILED(8, 1, 2)
-STRIDEX_TILED(16, 1, 1)
+// 16-byte units (the vector tiles serve the rest): stridex_tiled_16.
+extern "C" __global__ void __launch_bounds__(stridex::kernels::kTile* stridex::kernels::kTileRows)
+    stridex_tiled_16(const TiledArgs p) {
+    stridex::kernels::tiled<16, 1, 1>(p);
+}
 
 // The vector transposes: stridex_vtiled_<unit>, shapes from kVecTiles.
 #define STRIDEX_VTILED(B, S) \
