@@ -35,6 +35,7 @@ from .. import _stridex
 from ..ipc import broker as _ipc_broker
 from . import wire
 from .errors import RefitError
+from . import regions as _regions
 from .regions import Regions, signature
 from .signals import Signal, ordinal_of_uuid
 from .weights import Weight, named
@@ -74,6 +75,7 @@ class Publisher:
         self._weights: list[Weight] = []
         self._regions: Regions | None = None
         self._epoch = 0
+        self._stale = False  # a region failed to export at an attach: make them anew at the next publish
         self._ready: dict[str, Signal] = {}  # per device of the regions
         self._streams: dict[str, Any] = {}  # the stream each device's last publish was ordered on
         self._fence: dict[tuple[int, str], Signal] = {}  # done events the next begin_update waits for
@@ -103,7 +105,8 @@ class Publisher:
             if self._version is not None and version <= self._version:
                 raise ValueError(f"publish(): versions increase; {version} follows {self._version}")
             self.begin_update(stream)
-            if self._regions is None or self._regions.signature != signature(ws):
+            if self._regions is None or self._stale or self._regions.signature != signature(ws):
+                self._stale = False
                 regions = Regions(ws)
                 with self._cond:
                     self._regions, self._weights = regions, ws
@@ -323,12 +326,32 @@ class Publisher:
             regions, weights, epoch = self._regions, self._weights, self._epoch
             if regions is None:
                 return {"ok": False, "reason": "empty", "version": None}
-            payloads = []
-            for r in regions.regions:
-                _rebuild, (payload,) = r.view.__reduce__()
+            payloads, made = [], []
+            for k, r in enumerate(regions.regions):
+                try:
+                    _rebuild, (payload,) = r.view.__reduce__()
+                except BufferError as e:
+                    # publish checked every region (regions.export_check); should the driver refuse
+                    # one now, its shards go to the bucket from the next publish (a new epoch), and
+                    # this subscriber hears why at once instead of waiting for anything.
+                    if r.key is not None:
+                        _regions.forget(r.key)
+                        self._stale = True
+                    b = _ipc_broker.current()
+                    for t in made:
+                        sub.tickets.remove(t)
+                        if b is not None:
+                            b.release(t)
+                    return {
+                        "ok": False,
+                        "reason": "error",
+                        "error": f"region {k} ({r.device}, {r.view.nbytes} bytes) cannot be shared: {e}; the next "
+                        "publish packs its shards into a bucket",
+                    }
                 payloads.append(payload)
                 if "ticket" in payload:
                     sub.tickets.append(payload["ticket"])
+                    made.append(payload["ticket"])
                 self._stats["exports"] += 1
             ready = {d: (_stridex.device_uuid(s.ordinal), s.handle) for d, s in self._ready.items()}
             return {
