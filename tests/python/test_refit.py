@@ -527,3 +527,21 @@ def test_a_failed_attach_is_a_clear_error_never_a_hang(monkeypatch):
         with Subscriber(pub.address) as sub:
             out = np.zeros((3, 4), np.float32)
             assert sub.pull(2, into={"a": out}) == 2 and (out == 2).all()
+
+
+def test_close_joins_the_publishers_threads():
+    before = {t.ident for t in threading.enumerate()}
+    pub = Publisher()
+    pub.publish({"a": np.ones(4, np.float32)}, 1)
+    subs = [Subscriber(pub.address) for _ in range(3)]
+    waiting = threading.Thread(target=lambda: pytest.raises(RefitError, subs[0].wait, 1))
+    waiting.start()  # a server thread inside a `wait`
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    pub.close()
+    assert time.monotonic() - t0 < 3
+    left = [t.name for t in threading.enumerate() if t.ident not in before and t.name.startswith("stridex-refit")]
+    assert left == [], f"threads still running after close(): {left}"
+    waiting.join(10)
+    for s in subs:
+        s.close()

@@ -85,7 +85,11 @@ class Publisher:
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(wire.abstract(self.address))
         self._server.listen(64)
-        threading.Thread(target=self._accept, name="stridex-refit-publisher", daemon=True).start()
+        # Daemon threads, joined by close() (and so at exit, _close_all): a daemon thread still in a
+        # native call when the interpreter finalizes is ended by pthread_exit, whose unwinding
+        # through a noexcept frame (a GIL-release guard's destructor) is std::terminate.
+        self._threads: list[threading.Thread] = []
+        self._start(self._accept, "stridex-refit-publisher")
         _live.add(self)
 
     # ---- the trainer's calls --------------------------------------------------------------------
@@ -193,8 +197,8 @@ class Publisher:
             }
 
     def close(self) -> None:
-        """Stops serving: subscribers get PublisherGone. The shared memory lives while importers hold
-        it (stridex.ipc's exit waits for them)."""
+        """Stops serving and joins the server threads: subscribers get PublisherGone. The shared
+        memory lives while importers hold it (stridex.ipc's exit waits for them). Idempotent."""
         with self._cond:
             self._state = "closed"
             subs = list(self._subs.values())
@@ -205,9 +209,13 @@ class Publisher:
         for s in subs:
             with contextlib.suppress(OSError):
                 s.conn.shutdown(socket.SHUT_RDWR)
+        with self._cond:
+            threads = list(self._threads)
+        for t in threads:  # each ends once its socket is shut down (a `wait` within 0.5 s)
+            if t is not threading.current_thread():
+                t.join(5)
         with self._publish_lock, self._cond:
-            # The Views go now, not when the interpreter tears down (where the server threads, which
-            # are daemons, would still hold this publisher).
+            # The Views go now, not when the interpreter tears down.
             self._regions, self._weights, self._ready, self._fence = None, [], {}, {}
 
     def __enter__(self) -> Publisher:
@@ -227,10 +235,20 @@ class Publisher:
                 conn.close()
                 continue
             with self._cond:
+                if self._state == "closed":  # accepted as close() ran: not served
+                    conn.close()
+                    return
                 sid = self._next_sid
                 self._next_sid += 1
                 sub = self._subs[sid] = _Subscriber(sid, conn)
-            threading.Thread(target=self._serve, args=(sub,), name=f"stridex-refit-sub-{sid}", daemon=True).start()
+            self._start(self._serve, f"stridex-refit-sub-{sid}", sub)
+
+    def _start(self, target: Any, name: str, *args: Any) -> None:
+        t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        with self._cond:
+            self._threads = [x for x in self._threads if x.is_alive()]
+            self._threads.append(t)
+        t.start()
 
     def _serve(self, sub: _Subscriber) -> None:
         try:
