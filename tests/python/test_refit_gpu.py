@@ -60,6 +60,7 @@ def subscribe(trainers):
     subscriber left open (a failed assert's traceback holds it) keeps the trainers' memory mapped,
     and their exit would wait for it (stridex.ipc's exit wait)."""
     made = []
+    before = (stridex._stridex._ipc_open_handles(), stridex._stridex._ipc_open_pools())
 
     def make(addresses, **kw) -> Subscriber:
         made.append(Subscriber(addresses, **kw))
@@ -69,7 +70,7 @@ def subscribe(trainers):
     for s in made:
         s.close()
     # close() dropped every mapping of the trainers' memory (else their exit would wait for it)
-    assert stridex._stridex._ipc_open_handles() == 0 and stridex._stridex._ipc_open_pools() == 0
+    assert (stridex._stridex._ipc_open_handles(), stridex._stridex._ipc_open_pools()) == before
 
 
 def columns(torch, devices: list[int]) -> dict[str, ShardedView]:
