@@ -331,3 +331,217 @@ def test_messages_are_plain_data():
 def test_no_publisher_is_publisher_gone():
     with pytest.raises(PublisherGone, match="no refit publisher"):
         Subscriber("stridex-refit-nobody-here", timeout=0.3)
+
+
+def test_the_fence_holds_an_update_while_a_pull_is_open():
+    """A subscriber holds version 5 open (zero-copy, the trainer's live memory) while the trainer
+    tries to update in place: the update waits for the hold, and every read inside the hold sees
+    version 5 only. Without the fence (begin_update), the trainer's fill would show here."""
+    (w,) = trainers("shared", 1)
+    try:
+        w("publish", 5)
+        with Subscriber(w("address")) as sub:
+            published = {}
+
+            def step():
+                published["stats"] = w("publish", 6)  # updating(): fill in place, then publish
+
+            t = threading.Thread(target=step)
+            with sub.hold() as (version, weights):
+                assert version == 5
+                t.start()
+                deadline = time.monotonic() + 0.6
+                reads = 0
+                while time.monotonic() < deadline:  # the trainer's fill, were it not held, lands here
+                    for sv in weights.values():
+                        for _, a in sv.to_numpy():
+                            assert (a == 5).all(), f"an update landed during an open pull: {np.unique(a)}"
+                    reads += 1
+                assert t.is_alive() and "stats" not in published, "the update did not wait for the open pull"
+                assert reads > 10
+            t.join(30)
+            assert published["stats"]["version"] == 6
+            dest = columns(2)
+            assert sub.pull(6, into=dest) == 6
+            assert_all(dest, 6)
+    finally:
+        stop([w])
+
+
+def test_slots_readers_never_wait_for_a_pull(monkeypatch):
+    """A pull that takes long (its copies held here for 0.5 s) does not hold readers back: they read
+    the front set, all of the previous version, while the back set is refilled."""
+    from stridex.refit import plan as plan_module
+
+    (w,) = trainers("shared", 1)
+    try:
+        w("publish", 1)
+        with Subscriber(w("address")) as sub:
+            slots = Slots(whole(), whole())
+            sub.pull(1, into=slots)
+            w("publish", 2)
+            run, started = plan_module.Plan.run, threading.Event()
+
+            def slow_run(self, stream):
+                started.set()
+                time.sleep(0.5)
+                run(self, stream)
+
+            monkeypatch.setattr(plan_module.Plan, "run", slow_run)
+            puller = threading.Thread(target=sub.pull, args=(2,), kwargs={"into": slots})
+            puller.start()
+            assert started.wait(10)
+            seen = []
+            while puller.is_alive():
+                t0 = time.monotonic()
+                with slots.read() as (version, weights):
+                    assert_all(weights, version)
+                    seen.append((version, time.monotonic() - t0))
+                time.sleep(0.01)
+            puller.join()
+            assert len(seen) > 5 and {v for v, _ in seen} <= {1, 2}
+            assert max(dt for _, dt in seen) < 0.2, "a reader waited for the pull"
+            with slots.read() as (version, weights):
+                assert version == 2
+                assert_all(weights, 2)
+    finally:
+        stop([w])
+
+
+def test_one_copy_call_per_pull_and_no_per_tensor_work_after_the_first(monkeypatch):
+    from stridex import _stridex
+    from stridex.refit import plan as plan_module
+    from stridex.refit import subscriber as subscriber_module
+
+    ws = trainers("private", 2)
+    try:
+        for w in ws:
+            w("publish", 1)
+        with Subscriber([w("address") for w in ws]) as sub:
+            dest = columns(3)
+            sub.pull(1, into=dest)
+            calls, made, named = [0], [0], [0]
+            copy, make, named_fn = _stridex._copy_pieces, plan_module.make, subscriber_module.named
+
+            def counting_copy(*a, **k):
+                calls[0] += 1
+                return copy(*a, **k)
+
+            def counting_make(*a, **k):
+                made[0] += 1
+                return make(*a, **k)
+
+            def counting_named(*a, **k):
+                named[0] += 1
+                return named_fn(*a, **k)
+
+            monkeypatch.setattr(_stridex, "_copy_pieces", counting_copy)
+            monkeypatch.setattr(plan_module, "make", counting_make)
+            monkeypatch.setattr(subscriber_module, "named", counting_named)
+            for v in range(2, 7):
+                for w in ws:
+                    w("publish", v)
+                sub.pull(v, into=dest)
+                assert_all(dest, v)
+            assert calls[0] == 5, f"{calls[0]} copy-engine calls for 5 pulls"
+            assert made[0] == 0 and named[0] == 0, "a pull into the same destinations redid per-tensor work"
+    finally:
+        stop(ws)
+
+
+def test_close_releases_every_mapping_on_both_sides():
+    """A subscriber's close() drops every mapping of the publishers' memory at once (no garbage
+    collection needed), and neither side has a View pending in stridex.ipc afterwards."""
+    import gc
+
+    ws = trainers("shared", 2)
+    gc.disable()
+    try:
+        for w in ws:
+            w("publish", 1)
+        before = _maps()
+        sub = Subscriber([w("address") for w in ws])
+        dest = columns(2)
+        sub.pull(1, into=dest)
+        with sub.hold() as (_, held):
+            assert len(held) == len(SHAPES)
+        del held
+        assert _maps() > before
+        sub.close()
+        assert _maps() == before, "close() left mappings of the publishers' memory"
+        assert stridex.ipc.pending() == {}
+        for w in ws:
+            assert w("stats")["pending"] == {}
+        t0 = time.monotonic()
+        stop(ws)
+        assert time.monotonic() - t0 < 10 and all(w.process.exitcode == 0 for w in ws)
+    finally:
+        gc.enable()
+        stop([w for w in ws if w.process.is_alive()])
+
+
+def test_unshareable_memory_is_found_at_publish_and_bucketed(monkeypatch):
+    from stridex.refit import regions as regions_module
+
+    def refuse(region):
+        raise BufferError("simulated: the driver refuses this allocation's handle")
+
+    monkeypatch.setattr(regions_module, "_shareable", {})
+    monkeypatch.setattr(regions_module, "export_check", refuse)
+    a = np.asarray(stridex.ipc.shared_empty((3, 4), "float32"))  # shareable, were it not refused
+    a[...] = 7
+    with Publisher() as pub:
+        pub.publish({"a": a}, 1)
+        s = pub.stats()
+        assert s["regions"] == 1 and s["bucket_bytes"] > 0  # packed, decided at publish
+        with Subscriber(pub.address) as sub:
+            out = np.zeros((3, 4), np.float32)
+            assert sub.pull(1, into={"a": out}) == 1 and (out == 7).all()
+
+
+def test_a_failed_attach_is_a_clear_error_never_a_hang(monkeypatch):
+    """Should the export still fail at a subscriber's attach, the subscriber hears why at once (no
+    hang, nothing left mapped), and the next publish packs that memory into a bucket."""
+    import stridex.ipc as ipc
+
+    a = np.asarray(stridex.ipc.shared_empty((3, 4), "float32"))
+    a[...] = 1
+    with Publisher() as pub:
+        pub.publish({"a": a}, 1)
+        assert pub.stats()["bucket_bytes"] == 0
+        reduce = ipc._reduce
+
+        def refuse(view, in_flight=False):
+            raise BufferError("simulated: cuIpcGetMemHandle failed")
+
+        monkeypatch.setattr(ipc, "_reduce", refuse)
+        t0 = time.monotonic()
+        with pytest.raises(RefitError, match=r"cannot be shared: simulated.*next publish packs"):
+            Subscriber(pub.address, timeout=30)
+        assert time.monotonic() - t0 < 5
+        monkeypatch.setattr(ipc, "_reduce", reduce)
+        a[...] = 2
+        pub.publish({"a": a}, 2)
+        s = pub.stats()
+        assert s["epochs"] == 2 and s["bucket_bytes"] > 0
+        with Subscriber(pub.address) as sub:
+            out = np.zeros((3, 4), np.float32)
+            assert sub.pull(2, into={"a": out}) == 2 and (out == 2).all()
+
+
+def test_close_joins_the_publishers_threads():
+    before = {t.ident for t in threading.enumerate()}
+    pub = Publisher()
+    pub.publish({"a": np.ones(4, np.float32)}, 1)
+    subs = [Subscriber(pub.address) for _ in range(3)]
+    waiting = threading.Thread(target=lambda: pytest.raises(RefitError, subs[0].wait, 1))
+    waiting.start()  # a server thread inside a `wait`
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    pub.close()
+    assert time.monotonic() - t0 < 3
+    left = [t.name for t in threading.enumerate() if t.ident not in before and t.name.startswith("stridex-refit")]
+    assert left == [], f"threads still running after close(): {left}"
+    waiting.join(10)
+    for s in subs:
+        s.close()

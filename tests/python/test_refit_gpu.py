@@ -19,6 +19,7 @@ from stridex import ShardedView, ShardLayout
 from stridex.refit import PublisherGone, Slots, Subscriber
 
 import ipc_harness
+from conftest import cuda_device_count
 
 pytest.importorskip("torch", reason="the GPU refit tests run torch trainer processes")
 import refit_gpu_worker  # noqa: E402 - imports torch
@@ -27,9 +28,10 @@ SHAPES = refit_gpu_worker.SHAPES
 SLEEP = 2_000_000_000  # torch.cuda._sleep cycles: about a second on an H200
 
 
-def gpus_needed(n: int, cuda_device_count: int) -> None:
-    if cuda_device_count < n:
-        pytest.skip(f"needs {n} GPUs, this machine has {cuda_device_count}")
+def gpus_needed(n: int) -> None:
+    have = cuda_device_count()
+    if have < n:
+        pytest.skip(f"needs {n} GPUs, this machine has {have}")
 
 
 @pytest.fixture
@@ -50,6 +52,25 @@ def trainers(torch_with_cuda):
             w.stop()
     for w in made:
         w.process.join(60)
+
+
+@pytest.fixture
+def subscribe(trainers):
+    """Subscriber(...), closed at teardown before the trainers stop, even when the test failed: a
+    subscriber left open (a failed assert's traceback holds it) keeps the trainers' memory mapped,
+    and their exit would wait for it (stridex.ipc's exit wait)."""
+    made = []
+    before = (stridex._stridex._ipc_open_handles(), stridex._stridex._ipc_open_pools())
+
+    def make(addresses, **kw) -> Subscriber:
+        made.append(Subscriber(addresses, **kw))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.close()
+    # close() dropped every mapping of the trainers' memory (else their exit would wait for it)
+    assert (stridex._stridex._ipc_open_handles(), stridex._stridex._ipc_open_pools()) == before
 
 
 def columns(torch, devices: list[int]) -> dict[str, ShardedView]:
@@ -73,11 +94,11 @@ def check(torch, dest: dict[str, ShardedView], version: int) -> None:
             assert bool((t == want).all()), f"{name}: expected every element == {want}, found {t.unique()[:8]}"
 
 
-def run_refits(torch, trainers, ranks: int, trainer_devices: list[int], dest_devices: list[int]) -> None:
+def run_refits(torch, trainers, subscribe, ranks: int, trainer_devices: list[int], dest_devices: list[int]) -> None:
     ws = trainers(ranks, trainer_devices)
     for w in ws:
         w("publish", 1, 0)
-    sub = Subscriber([w("address") for w in ws])
+    sub = subscribe([w("address") for w in ws])
     dest = columns(torch, dest_devices)
     for v in range(1, 6):
         if v > 1:
@@ -92,22 +113,22 @@ def run_refits(torch, trainers, ranks: int, trainer_devices: list[int], dest_dev
     sub.close()
 
 
-def test_one_gpu_two_trainers_rows_to_three_columns(torch_with_cuda, trainers):
-    run_refits(torch_with_cuda, trainers, 2, [0], [0, 0, 0])
+def test_one_gpu_two_trainers_rows_to_three_columns(torch_with_cuda, trainers, subscribe):
+    run_refits(torch_with_cuda, trainers, subscribe, 2, [0], [0, 0, 0])
 
 
 @pytest.mark.parametrize("n", [2, 4])
-def test_n_gpus_rows_to_columns(torch_with_cuda, trainers, cuda_device_count, n):
-    gpus_needed(n, cuda_device_count)
-    run_refits(torch_with_cuda, trainers, n, list(range(n)), list(reversed(range(n))))
+def test_n_gpus_rows_to_columns(torch_with_cuda, trainers, subscribe, n):
+    gpus_needed(n)
+    run_refits(torch_with_cuda, trainers, subscribe, n, list(range(n)), list(reversed(range(n))))
 
 
-def test_publish_and_pull_never_wait_on_the_host(torch_with_cuda, trainers):
+def test_publish_and_pull_never_wait_on_the_host(torch_with_cuda, trainers, subscribe):
     torch = torch_with_cuda
     (w,) = trainers(1, [0])
     w("publish", 1, 0)
     w("sync")
-    sub = Subscriber(w("address"))
+    sub = subscribe(w("address"))
     dest = columns(torch, [0, 0])
     sub.pull(1, into=dest)
     r = w("publish", 2, SLEEP)  # the update and the publish sit behind a one-second kernel
@@ -121,11 +142,11 @@ def test_publish_and_pull_never_wait_on_the_host(torch_with_cuda, trainers):
     sub.close()
 
 
-def test_a_slow_pull_is_never_overwritten(torch_with_cuda, trainers):
+def test_a_slow_pull_is_never_overwritten(torch_with_cuda, trainers, subscribe):
     torch = torch_with_cuda
     (w,) = trainers(1, [0])
     w("publish", 1, 0)
-    sub = Subscriber(w("address"))
+    sub = subscribe(w("address"))
     dest = columns(torch, [0])
     s = torch.cuda.Stream(0)
     with torch.cuda.stream(s):
@@ -142,46 +163,67 @@ def test_a_slow_pull_is_never_overwritten(torch_with_cuda, trainers):
     sub.close()
 
 
-def test_readers_hammering_during_refits_never_see_a_mix(torch_with_cuda, trainers):
+def test_readers_hammering_during_refits_never_see_a_mix(torch_with_cuda, trainers, subscribe):
+    """Two reader threads read a Slots on their own streams while the main thread refits into it:
+    every read is all of one version, and readers go on reading the front set while a pull refills
+    the back set (reads that began while a pull was in progress, its copies not yet complete, are
+    counted and must occur; those of the front set, the version before the one pulled, are reported)."""
     torch = torch_with_cuda
     ws = trainers(2, [0])
     for w in ws:
         w("publish", 1, 0)
-    sub = Subscriber([w("address") for w in ws])
+    sub = subscribe([w("address") for w in ws])
     slots = Slots(columns(torch, [0, 0]), columns(torch, [0]))
     sub.pull(1, into=slots)
-    stop, errors, reads = threading.Event(), [], [0]
+    stop, errors = threading.Event(), []
+    reads, overlapped, front = [0, 0], [0, 0], [0, 0]
+    pulling = [0]  # the version being pulled until its copies completed; 0 between pulls
 
-    def reader():
+    def reader(me: int) -> None:
         s = torch.cuda.Stream(0)
-        while not stop.is_set():
-            with slots.read(stream=s) as (version, weights):
-                with torch.cuda.stream(s):
-                    oks = [
-                        (t == refit_gpu_worker.value(version, k)).all()
-                        for k, sv in enumerate(weights.values())
-                        for _, t in sv.to_torch()
-                    ]
-            s.synchronize()
-            if not all(bool(o) for o in oks):
-                errors.append(version)
-            reads[0] += 1
+        try:
+            while not stop.is_set():
+                during = pulling[0]
+                with slots.read(stream=s) as (version, weights):
+                    with torch.cuda.stream(s):
+                        oks = [
+                            (t == refit_gpu_worker.value(version, k)).all()
+                            for k, sv in enumerate(weights.values())
+                            for _, t in sv.to_torch()
+                        ]
+                s.synchronize()
+                if not all(bool(o) for o in oks):
+                    errors.append(version)
+                reads[me] += 1
+                if during:  # began while a pull was in progress
+                    overlapped[me] += 1
+                    if version < during:  # the front set, read while the back set was refilled
+                        front[me] += 1
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(repr(e))
 
-    threads = [threading.Thread(target=reader) for _ in range(2)]
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(2)]
     for t in threads:
         t.start()
-    for v in range(2, 30):
-        for w in ws:
-            w("publish", v, SLEEP // 50)
-        sub.pull(v, into=slots)
-    stop.set()
-    for t in threads:
-        t.join(60)
-    assert not errors and reads[0] > 10
-    sub.close()
+    pull_stream = torch.cuda.Stream(0)
+    try:
+        for v in range(2, 40):
+            for w in ws:
+                w("publish", v, SLEEP // 50)  # the trainers' update sits behind a ~20 ms kernel
+            pulling[0] = v
+            sub.pull(v, into=slots, stream=pull_stream)  # enqueued behind the trainers' events
+            pull_stream.synchronize()  # the copies completed: readers may now get version v
+            pulling[0] = 0
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert not errors, f"readers saw mixed versions or failed: {errors[:5]}"
+    assert sum(reads) > 20 and all(reads), f"reads per reader: {reads}"
+    assert sum(overlapped) > 0, f"no read began during a pull (reads {reads}, of the front set {front})"
 
 
-def test_killed_subscriber_and_killed_publisher(torch_with_cuda, trainers):
+def test_killed_subscriber_and_killed_publisher(torch_with_cuda, trainers, subscribe):
     torch = torch_with_cuda
     (w,) = trainers(1, [0])
     address = w("address")
@@ -191,7 +233,7 @@ def test_killed_subscriber_and_killed_publisher(torch_with_cuda, trainers):
     victim = ctx.Process(target=refit_gpu_worker.hold_open, args=(address, 0, held), daemon=True)
     victim.start()
     assert held.get(timeout=120) == 1
-    sub = Subscriber(address)
+    sub = subscribe(address)
     os.kill(victim.pid, signal.SIGKILL)
     victim.join(30)
     assert w("begin_update") < 10
@@ -209,11 +251,11 @@ def test_killed_subscriber_and_killed_publisher(torch_with_cuda, trainers):
     sub.close()
 
 
-def test_no_leak_over_200_refits(torch_with_cuda, trainers):
+def test_no_leak_over_200_refits(torch_with_cuda, trainers, subscribe):
     torch = torch_with_cuda
     (w,) = trainers(1, [0])
     w("publish", 1, 0)
-    sub = Subscriber(w("address"))
+    sub = subscribe(w("address"))
     dest = columns(torch, [0, 0])
     for v in range(2, 12):
         w("publish", v, 0)

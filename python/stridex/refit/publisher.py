@@ -35,6 +35,7 @@ from .. import _stridex
 from ..ipc import broker as _ipc_broker
 from . import wire
 from .errors import RefitError
+from . import regions as _regions
 from .regions import Regions, signature
 from .signals import Signal, ordinal_of_uuid
 from .weights import Weight, named
@@ -74,6 +75,7 @@ class Publisher:
         self._weights: list[Weight] = []
         self._regions: Regions | None = None
         self._epoch = 0
+        self._stale = False  # a region failed to export at an attach: make them anew at the next publish
         self._ready: dict[str, Signal] = {}  # per device of the regions
         self._streams: dict[str, Any] = {}  # the stream each device's last publish was ordered on
         self._fence: dict[tuple[int, str], Signal] = {}  # done events the next begin_update waits for
@@ -83,7 +85,11 @@ class Publisher:
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(wire.abstract(self.address))
         self._server.listen(64)
-        threading.Thread(target=self._accept, name="stridex-refit-publisher", daemon=True).start()
+        # Daemon threads, joined by close() (and so at exit, _close_all): a daemon thread still in a
+        # native call when the interpreter finalizes is ended by pthread_exit, whose unwinding
+        # through a noexcept frame (a GIL-release guard's destructor) is std::terminate.
+        self._threads: list[threading.Thread] = []
+        self._start(self._accept, "stridex-refit-publisher")
         _live.add(self)
 
     # ---- the trainer's calls --------------------------------------------------------------------
@@ -103,7 +109,8 @@ class Publisher:
             if self._version is not None and version <= self._version:
                 raise ValueError(f"publish(): versions increase; {version} follows {self._version}")
             self.begin_update(stream)
-            if self._regions is None or self._regions.signature != signature(ws):
+            if self._regions is None or self._stale or self._regions.signature != signature(ws):
+                self._stale = False
                 regions = Regions(ws)
                 with self._cond:
                     self._regions, self._weights = regions, ws
@@ -190,8 +197,8 @@ class Publisher:
             }
 
     def close(self) -> None:
-        """Stops serving: subscribers get PublisherGone. The shared memory lives while importers hold
-        it (stridex.ipc's exit waits for them)."""
+        """Stops serving and joins the server threads: subscribers get PublisherGone. The shared
+        memory lives while importers hold it (stridex.ipc's exit waits for them). Idempotent."""
         with self._cond:
             self._state = "closed"
             subs = list(self._subs.values())
@@ -202,9 +209,13 @@ class Publisher:
         for s in subs:
             with contextlib.suppress(OSError):
                 s.conn.shutdown(socket.SHUT_RDWR)
+        with self._cond:
+            threads = list(self._threads)
+        for t in threads:  # each ends once its socket is shut down (a `wait` within 0.5 s)
+            if t is not threading.current_thread():
+                t.join(5)
         with self._publish_lock, self._cond:
-            # The Views go now, not when the interpreter tears down (where the server threads, which
-            # are daemons, would still hold this publisher).
+            # The Views go now, not when the interpreter tears down.
             self._regions, self._weights, self._ready, self._fence = None, [], {}, {}
 
     def __enter__(self) -> Publisher:
@@ -224,10 +235,20 @@ class Publisher:
                 conn.close()
                 continue
             with self._cond:
+                if self._state == "closed":  # accepted as close() ran: not served
+                    conn.close()
+                    return
                 sid = self._next_sid
                 self._next_sid += 1
                 sub = self._subs[sid] = _Subscriber(sid, conn)
-            threading.Thread(target=self._serve, args=(sub,), name=f"stridex-refit-sub-{sid}", daemon=True).start()
+            self._start(self._serve, f"stridex-refit-sub-{sid}", sub)
+
+    def _start(self, target: Any, name: str, *args: Any) -> None:
+        t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        with self._cond:
+            self._threads = [x for x in self._threads if x.is_alive()]
+            self._threads.append(t)
+        t.start()
 
     def _serve(self, sub: _Subscriber) -> None:
         try:
@@ -323,12 +344,32 @@ class Publisher:
             regions, weights, epoch = self._regions, self._weights, self._epoch
             if regions is None:
                 return {"ok": False, "reason": "empty", "version": None}
-            payloads = []
-            for r in regions.regions:
-                _rebuild, (payload,) = r.view.__reduce__()
+            payloads, made = [], []
+            for k, r in enumerate(regions.regions):
+                try:
+                    _rebuild, (payload,) = r.view.__reduce__()
+                except BufferError as e:
+                    # publish checked every region (regions.export_check); should the driver refuse
+                    # one now, its shards go to the bucket from the next publish (a new epoch), and
+                    # this subscriber hears why at once instead of waiting for anything.
+                    if r.key is not None:
+                        _regions.forget(r.key)
+                        self._stale = True
+                    b = _ipc_broker.current()
+                    for t in made:
+                        sub.tickets.remove(t)
+                        if b is not None:
+                            b.release(t)
+                    return {
+                        "ok": False,
+                        "reason": "error",
+                        "error": f"region {k} ({r.device}, {r.view.nbytes} bytes) cannot be shared: {e}; the next "
+                        "publish packs its shards into a bucket",
+                    }
                 payloads.append(payload)
                 if "ticket" in payload:
                     sub.tickets.append(payload["ticket"])
+                    made.append(payload["ticket"])
                 self._stats["exports"] += 1
             ready = {d: (_stridex.device_uuid(s.ordinal), s.handle) for d, s in self._ready.items()}
             return {

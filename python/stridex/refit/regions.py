@@ -35,9 +35,10 @@ ALIGN = 256  # bucket entries start at multiples of this (the copy engine's vect
 class Region:
     """One shared range: an allocation of the trainer's, or a bucket."""
 
-    view: _stridex.View  # read-only uint8 View of the whole range (what is pickled to subscribers)
+    view: _stridex.View  # uint8 View of the whole range, what is pickled to subscribers (read-only but a bucket's)
     device: str
     bucket: bool
+    key: Any = None  # the allocation's (_allocation), None for a bucket
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,43 @@ def _pairs(index: Any) -> tuple[tuple[int, int], ...]:
     return tuple((s.start, s.stop) for s in index)
 
 
+def export_check(region: _stridex.View) -> None:
+    """Exports `region` as pickling it for a subscriber will (and drops the export): BufferError
+    naming why when it cannot be shared. The driver may refuse a range that a View inside it passed
+    (memory of a stream-ordered pool without IPC support, cuMemCreate memory not made shareable):
+    found here, at publish, never at a subscriber's attach."""
+    if region.device.type == "cuda":
+        _stridex._ipc_export(region)
+    else:
+        fd, _ = export_host(region)
+        os.close(fd)
+
+
+# Whether each allocation (its key from _allocation) can be shared, asked once per process: a
+# publish of the same allocations asks the driver nothing.
+_shareable: dict[Any, bool] = {}
+_SHAREABLE_MAX = 4096  # allocations remembered (JAX makes new arrays every step; XLA reuses memory)
+
+
+def _region_shareable(key: Any, region: _stridex.View) -> bool:
+    known = _shareable.get(key)
+    if known is None:
+        try:
+            export_check(region)
+            known = True
+        except BufferError:
+            known = False
+        if len(_shareable) >= _SHAREABLE_MAX:
+            _shareable.clear()
+        _shareable[key] = known
+    return known
+
+
+def forget(key: Any) -> None:
+    """An allocation whose export failed after all (at an attach): packed from the next epoch on."""
+    _shareable[key] = False
+
+
 def _allocation(v: _stridex.View) -> tuple[Any, int, int] | None:
     """(key, base, size) of the shareable range holding `v`, or None when it cannot be shared."""
     if v.device.type == "cuda":
@@ -91,7 +129,7 @@ def _allocation(v: _stridex.View) -> tuple[Any, int, int] | None:
             size = min(m.end - m.start, os.fstat(fd).st_size - m.offset)
         finally:
             os.close(fd)
-        return ("cpu", m.start, m.end), m.start, size
+        return ("cpu", m.start, m.end, size), m.start, size
     return None
 
 
@@ -106,6 +144,7 @@ class Regions:
         self.packs: list[tuple[int, int, _stridex.View]] = []
         self.keep = [v for w in weights for _, v in w.shards]  # the shards' memory stays alive
         by_key: dict[Any, int] = {}
+        unshareable: set[Any] = set()
         to_pack: dict[str, list[tuple[int, int, _stridex.View]]] = {}
         for wi, w in enumerate(weights):
             places: list[Placed | None] = []
@@ -114,8 +153,14 @@ class Regions:
                 if found is not None and found[0] not in by_key:
                     key, base, size = found
                     region = _stridex.from_pointer(base, (size,), "uint8", owner=v, readonly=True)
-                    by_key[key] = len(self.regions)
-                    self.regions.append(Region(region, str(v.device), False))
+                    if _region_shareable(key, region):
+                        by_key[key] = len(self.regions)
+                        self.regions.append(Region(region, str(v.device), False, key))
+                    else:
+                        found = None
+                        unshareable.add(key)
+                elif found is not None and found[0] in unshareable:
+                    found = None
                 if found is None:
                     to_pack.setdefault(str(v.device), []).append((wi, si, v))
                     places.append(None)
@@ -134,7 +179,10 @@ class Regions:
             total += -(-max(v.nbytes, 1) // ALIGN) * ALIGN
         bucket = _new_bucket(device, total)
         r = len(self.regions)
-        self.regions.append(Region(_stridex.from_pointer(bucket.ptr, (total,), "uint8", owner=bucket), device, True))
+        # The bucket's own View, not one made over its pointer: stridex.ipc finds a pool allocation
+        # by its owner, and a View over the same address with another owner would be exported as a
+        # legacy handle, which the driver refuses for pool memory.
+        self.regions.append(Region(bucket, device, True))
         for (wi, si, v), off in zip(entries, offsets):
             dst = _stridex.from_pointer(bucket.ptr + off, v.shape, v.dtype, owner=bucket)
             self.packs.append((wi, si, dst))
@@ -192,8 +240,10 @@ def _new_bucket(device: str, nbytes: int) -> _stridex.View:
         return shared_empty((nbytes,), "uint8")
     v = _stridex.empty((nbytes,), "uint8", device=device)
     try:
-        _stridex._ipc_export(v)
+        export_check(v)
         return v
     except BufferError:  # a pool without IPC support: shareable VMM memory instead
         buf = _stridex.VirtualBuffer(nbytes, device=device, shareable=True)
-        return buf.view("uint8", (nbytes,))
+        view = buf.view("uint8", (nbytes,))
+        export_check(view)  # else no memory of this GPU can be shared: BufferError naming why
+        return view

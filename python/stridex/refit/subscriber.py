@@ -97,7 +97,13 @@ class _Source:
         self.regions, self.shards = [], {}  # the previous epoch's mappings go first
         rebuild = _rebuild_function()
         self.pid = reply["pid"]
-        regions = [rebuild(p) for p in reply["payloads"]]
+        regions: list[_stridex.View] = []
+        try:
+            for p in reply["payloads"]:
+                regions.append(rebuild(p))
+        except (BufferError, ValueError, TypeError, OSError, RuntimeError) as e:
+            regions.clear()  # mapped now, not when the traceback (which holds this frame) goes
+            raise RefitError(f"attaching to {self.address!r}: {type(e).__name__}: {e}") from None
         shards: dict[str, tuple[tuple[int, ...], _stridex.Dtype, list[Shard]]] = {}
         for w in reply["descriptor"]["weights"]:
             dtype = _stridex.dtype(w["dtype"])
@@ -136,13 +142,20 @@ class Subscriber:
         if not addresses:
             raise ValueError("Subscriber(): expected at least one publisher address")
         self.timeout = default_timeout() if timeout is None else float(timeout)
-        self._sources = [_Source(a, self.timeout) for a in addresses]
-        for s in self._sources:
-            s.attach()
+        self._sources: list[_Source] = []
+        try:
+            for a in addresses:
+                self._sources.append(_Source(a, self.timeout))
+                self._sources[-1].attach()
+        except BaseException:
+            for s in self._sources:  # the mappings and connections made so far go now
+                s.close()
+            raise
         self._merged: tuple[tuple[int, ...], dict[str, ShardedView]] | None = None
         self._plans: dict[Any, _plan.Plan] = {}
         self._done: dict[int, Signal] = {}  # this process's done event per GPU
         self._lock = threading.Lock()
+        self._intos: dict[Any, tuple[Any, list[Any], Any]] = {}  # _destinations' cache
         self.stats = {"pulls": 0, "refused": 0, "plans": 0, "bytes": 0}
         _live.add(self)
 
@@ -188,13 +201,13 @@ class Subscriber:
 
         if isinstance(into, Slots):
             return into._pull(self, version, stream)
-        destinations = named(into, "pull()")
         with self._lock:
+            destinations, dkey = self._destinations(into)
             v, opened = self._open(version)
             copied = False
             try:
                 sources = self._sources_now()
-                key = (tuple(s.epoch for s in self._sources), _plan.key(destinations))
+                key = (tuple(s.epoch for s in self._sources), dkey)
                 p = self._plans.get(key)
                 if p is None:
                     p = self._plans[key] = _plan.make(sources, destinations)
@@ -208,6 +221,23 @@ class Subscriber:
             self.stats["pulls"] += 1
             self.stats["bytes"] += p.bytes
             return v
+
+    def _destinations(self, into: Any) -> tuple[list[Any], Any]:
+        """`into` as weights and its plan key, made once per destination mapping: pulls into the
+        same mappings of the same objects (the usual loop; a Slots' two sets) do nothing per tensor
+        in Python. A destination is known by its object: one that changes its memory in place
+        (torch's ``resize_``, ``.data =``) must be passed as a new object."""
+        key = (id(into), tuple(map(id, into.values()))) if isinstance(into, dict) else None
+        known = self._intos.get(key) if key is not None else None
+        if known is not None:
+            return known[1], known[2]
+        destinations = named(into, "pull()")
+        dkey = _plan.key(destinations)
+        if key is not None:  # the objects are kept, so that their ids are not reused meanwhile
+            if len(self._intos) >= 4:
+                self._intos.pop(next(iter(self._intos)))
+            self._intos[key] = ((into, list(into.values())), destinations, dkey)
+        return destinations, dkey
 
     @contextlib.contextmanager
     def hold(self, version: int | None = None, *, stream: Any = None) -> Iterator[tuple[int, dict[str, ShardedView]]]:
@@ -237,6 +267,7 @@ class Subscriber:
         """Drops every mapping (releasing the publishers' tickets) and the connections."""
         self._plans.clear()
         self._merged = None
+        self._intos = {}
         self._done = {}
         for s in self._sources:
             s.close()
