@@ -88,17 +88,16 @@ Module& module_for(int ordinal) {
         kernel.per_sm = std::max(kernel.per_sm, 1);
     };
     for (std::int64_t unit = 1; unit <= 16; unit *= 2) {
+        const std::size_t at = unit_slot(unit);
         get(Family::strided, unit, k::kThreads, 0);
         get(Family::narrow, unit, k::kNarrowThreads, k::kNarrowTileBytes);
-        if (unit == 16) {
-            get(Family::tiled, unit, k::kTile * k::kTileRows, 0);
-            continue;
-        }
-        const std::size_t at = unit_slot(unit);
-        get(Family::vtiled, unit, k::kVecTiles[at].threads,
-            k::vec_tile_bytes(k::kVecTiles[at], static_cast<int>(unit)));
-        get(Family::stiled, unit, k::kShiftTiles[at].threads,
-            k::vec_tile_bytes(k::kShiftTiles[at], static_cast<int>(unit)));
+        if (unit >= 4) get(Family::tiled, unit, k::kTile * k::kTileRows, 0);
+        if (unit <= 8)
+            get(Family::vtiled, unit, k::kVecTiles[at].threads,
+                k::vec_tile_bytes(k::kVecTiles[at], static_cast<int>(unit)));
+        if (unit <= 2)
+            get(Family::stiled, unit, k::kShiftTiles[at].threads,
+                k::vec_tile_bytes(k::kShiftTiles[at], static_cast<int>(unit)));
     }
     d.call("cuDeviceGetAttribute", d.api().device_get_attribute, &m->multiprocessors,
            cu::kDeviceAttrMultiprocessorCount, d.device(ordinal));

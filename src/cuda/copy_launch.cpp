@@ -17,6 +17,10 @@ std::uint64_t address_of(const std::byte* p) noexcept { return reinterpret_cast<
 // Slot of a unit of 1, 2, 4 or 8 bytes in the per-unit tile tables.
 int slot_of(std::int64_t unit) noexcept { return unit == 1 ? 0 : unit == 2 ? 1 : unit == 4 ? 2 : 3; }
 
+// Elements a side of the element tile; must match the instantiations in copy_kernels.cu (4- and
+// 8-byte units take two 32-wide strips per thread, for more loads in flight).
+std::int64_t tile_side(std::int64_t unit) noexcept { return unit == 16 ? k::kTile : 2 * k::kTile; }
+
 KernelLaunch strided(const CopyPlan& plan, std::byte* dst, const std::byte* src) {
     k::StridedArgs a{};
     a.dst = address_of(dst + plan.dst_offset);
@@ -70,9 +74,10 @@ KernelLaunch tiled(const CopyPlan& plan, std::byte* dst, const std::byte* src) {
     a.src_i = I.src;
     a.dst_j = J.dst;
     a.src_j = J.src;
-    a.vec = 1;
     const std::int64_t batch = batch_axes(plan, last, plan.tile_axis, a);
-    if (plan.unit <= 8) {  // 16-byte accesses on both sides: lined up (vtiled) or shifted (stiled)
+    // 16-byte accesses on both sides: lined up (vtiled), or shifted into line for 1- and 2-byte units
+    // (stiled; 4- and 8-byte ones measured faster in the element tile, see copy_abi.h).
+    if (plan.tile_vectors || plan.unit <= 2) {
         const int slot = slot_of(plan.unit);
         const k::VecTile& shape = plan.tile_vectors ? k::kVecTiles[slot] : k::kShiftTiles[slot];
         a.tiles_i = (a.ni + shape.ti - 1) / shape.ti;
@@ -86,9 +91,9 @@ KernelLaunch tiled(const CopyPlan& plan, std::byte* dst, const std::byte* src) {
                 a.blocks,
                 a};
     }
-    // 16-byte units: the element tile (kTile square, static shared memory).
-    a.tiles_i = (a.ni + k::kTile - 1) / k::kTile;
-    a.tiles_j = (a.nj + k::kTile - 1) / k::kTile;
+    const std::int64_t side = tile_side(plan.unit);
+    a.tiles_i = (a.ni + side - 1) / side;
+    a.tiles_j = (a.nj + side - 1) / side;
     a.blocks = a.tiles_i * a.tiles_j * batch;
     return {Family::tiled, plan.unit, k::kTile, k::kTileRows, 0, a.blocks, a};
 }

@@ -34,12 +34,11 @@ struct StridedArgs {
     int64_t src_stride[kMaxAxes];
 };
 
-// The tiled transpose: axis I is dst's contiguous axis, axis J src's; tiles of kTile * vec
-// elements square are read along J and written along I through shared memory. Every other axis is
-// a batch axis (`nbatch` of them, outermost first). `vec` > 1 (elements of 1 or 2 bytes) moves
-// `vec` neighbouring elements as one 4-byte word on both sides.
+// The tiled transposes (element, vector and shifted tiles): axis I is dst's contiguous axis, axis J
+// src's; tiles are read along J and written along I through shared memory. Every other axis is a
+// batch axis (`nbatch` of them, outermost first).
 constexpr int kTile = 32;
-constexpr int kTileRows = 8;  // blockDim.y: each thread moves kTile * vec / kTileRows rows
+constexpr int kTileRows = 8;  // blockDim.y of the element tile: each thread moves side / kTileRows rows
 struct TiledArgs {
     uint64_t dst, src;
     int64_t blocks;  // tiles_i * tiles_j * batch
@@ -47,7 +46,6 @@ struct TiledArgs {
     int64_t ni, nj;
     int64_t dst_i, dst_j, src_i, src_j;
     int32_t nbatch;
-    int32_t vec;
     int64_t shape[kMaxAxes];
     int64_t dst_stride[kMaxAxes];
     int64_t src_stride[kMaxAxes];
@@ -78,17 +76,18 @@ constexpr VecTile kVecTiles[4] = {
 constexpr int vec_tile_bytes(const VecTile& t, int unit) { return t.ti * t.tj * unit; }
 
 // The shifted transpose: the vector transpose for layouts whose 16-byte vectors do not line up
-// (rows of odd lengths such as 8191 x 8195, misaligned bases): each src row piece is read as the
-// aligned 16-byte chunks that cover it and shifted into place in registers (neighbouring lanes
-// hand each other their chunks), and each dst row piece is written as the aligned vectors that
-// cover it, shifted the other way, its two ends by partial stores. The shared tile and the strips
-// are the vector transpose's. Registers instead of cp.async (the shift happens on the way in), so
-// the 1-byte tile is smaller. Shapes by unit 1, 2, 4, 8 (`async` unused).
-constexpr VecTile kShiftTiles[4] = {
+// (rows of odd lengths such as 8191 x 8195, misaligned bases), for units of 1 and 2 bytes: each src
+// row piece is read as the aligned 16-byte chunks that cover it and shifted into place in registers
+// (neighbouring lanes hand each other their chunks), and each dst row piece is written as the
+// aligned vectors that cover it, shifted the other way, its two ends by partial stores. The shared
+// tile and the strips are the vector transpose's. Registers instead of cp.async (the shift happens
+// on the way in), so the 1-byte tile is smaller. Units of 4 and 8 bytes take the element tile
+// instead, which measured faster for them on an H200 (odd float32 transposes 66 % of a same-size
+// copy against 56 %, float64 88 % against 68 %; docs/runs/session-kernels-refit-h200.txt). Shapes by
+// unit 1, 2 (`async` unused).
+constexpr VecTile kShiftTiles[2] = {
     {128, 128, 256, false, false, 4},  // 1 byte: 16 KiB
     {128, 128, 256, false, true, 4},   // 2 bytes: 32 KiB
-    {64, 64, 256, false, false, 4},    // 4 bytes: 16 KiB
-    {64, 64, 256, false, false, 4},    // 8 bytes: 32 KiB
 };
 
 // The narrow transpose: one of the two transposed axes is short (`ns` < the plan's kMinTileExtent

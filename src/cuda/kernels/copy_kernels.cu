@@ -6,14 +6,14 @@
 //            block walks part of one innermost row, so the outer index is decomposed once per block
 //            and the inner loop is a multiply-add; in elements mode (short rows) every unit
 //            decomposes its own index.
-//   tiled:   transposes (dst's contiguous axis is not src's): a kTile x kTile tile is read along
-//            src's contiguous axis and written along dst's, through shared memory padded so that
-//            the column reads hit 32 distinct banks for every element size (see kPad).
+//   tiled:   transposes of 4-, 8- and 16-byte units whose vectors do not line up: a tile is read
+//            along src's contiguous axis and written along dst's, one element at a time, through
+//            shared memory padded so that the column reads hit 32 distinct banks (see kPad).
 //   vtiled:  transposes whose 16-byte vectors line up on both sides (units of 1 to 8 bytes): the
 //            tile moves in 16-byte chunks from src and 16-byte vectors to dst, and each thread
 //            transposes strips of V = 16 / unit rows in registers (byte permutes for 1 and 2).
-//   stiled:  the vtiled tile for any alignment (odd row lengths, misaligned bases): aligned 16-byte
-//            chunks and vectors on both sides, shifted into place in registers across lanes.
+//   stiled:  the vtiled tile for any alignment (odd row lengths, misaligned bases), units of 1 and 2
+//            bytes: aligned 16-byte chunks and vectors on both sides, shifted across lanes.
 //   narrow:  transposes with one short axis packed on one side (NCHW <-> NHWC with 3 channels): a
 //            contiguous run on the packed side and its few rows on the other, through shared memory.
 //
@@ -139,25 +139,21 @@ __device__ __forceinline__ void strided(const StridedArgs& p) {
     }
 }
 
-// Row padding of the shared tile, in elements: a tile row then spans 4 bytes (elements of 1, 2
-// and 4 bytes) or one element (8, 16) more than a multiple of 128 bytes, so the 32 reads of a
-// column fall in 32 distinct banks (8- and 16-byte reads are split in half and quarter warps, in
-// which the same holds). With Vec > 1 a thread reads `Vec` rows of a column: the row stride in
-// 4-byte words times Vec must be odd, hence a pad of one element there.
-template <int Bytes, int Vec>
-constexpr int kPad = Vec > 1 ? 1 : (Bytes >= 4 ? 1 : 4 / Bytes);
+// Row padding of the shared tile: one element, so that a tile row spans one element more than a
+// multiple of 128 bytes and the 32 reads of a column fall in 32 distinct banks (8- and 16-byte
+// reads are split in half and quarter warps, in which the same holds).
+constexpr int kPad = 1;
 
-// One tile: kTile * Vec * Rep elements a side. Each thread moves Vec neighbours (as one 4-byte
-// word when Vec > 1) at Rep places 32 * Vec apart along the row, for every kTileRows-th row: all
-// of its loads are issued before the first shared store (unrolled, compile-time loops), so a
-// thread has kSide / kTileRows * Rep loads in flight.
-template <int Bytes, int Vec, int Rep>
+// The element tile: kTile * Rep elements a side, for units of 4, 8 and 16 bytes whose vectors do
+// not line up. Each thread moves one element at Rep places 32 apart along the row, for every
+// kTileRows-th row: all of its loads are issued before the first shared store (unrolled,
+// compile-time loops), so a thread has kSide / kTileRows * Rep loads in flight.
+template <int Bytes, int Rep>
 __device__ __forceinline__ void tiled(const TiledArgs& p) {
     using T = typename UnitOf<Bytes>::type;
-    constexpr int kSide = kTile * Vec * Rep;
-    constexpr int kRow = kSide + kPad<Bytes, Vec>;
+    constexpr int kSide = kTile * Rep;
+    constexpr int kRow = kSide + kPad;
     constexpr int kRows = kSide / kTileRows;  // rows (then columns) each thread visits
-    using Word = typename UnitOf<Vec * Bytes>::type;
     __shared__ T tile[kSide * kRow];
     char* const dst = reinterpret_cast<char*>(p.dst);
     const char* const src = reinterpret_cast<const char*>(p.src);
@@ -172,39 +168,21 @@ __device__ __forceinline__ void tiled(const TiledArgs& p) {
         outer_offsets(p.shape, p.dst_stride, p.src_stride, p.nbatch, batch, doff, soff);
         const int64_t i0 = ti * kSide, j0 = tj * kSide;
         // Read along J (src's contiguous axis).
-        Word w[kRows][Rep];
+        T w[kRows][Rep];
 #pragma unroll
         for (int k = 0; k < kRows; ++k) {
             const int64_t i = i0 + ty + k * kTileRows;
 #pragma unroll
             for (int r = 0; r < Rep; ++r) {
-                const int64_t j = j0 + int64_t{(r * kTile + tx) * Vec};
-                const char* s = src + soff + i * p.src_i + j * p.src_j;
-                w[k][r] = Word{};
-                if (i < p.ni) {
-                    if (j + Vec <= p.nj) {
-                        w[k][r] = *reinterpret_cast<const Word*>(s);
-                    } else if constexpr (Vec > 1) {
-                        for (int v = 0; v < Vec; ++v)
-                            if (j + v < p.nj)
-                                w[k][r] |= static_cast<Word>(*reinterpret_cast<const T*>(s + v * p.src_j))
-                                           << (8 * Bytes * v);
-                    }
-                }
+                const int64_t j = j0 + int64_t{r * kTile + tx};
+                w[k][r] = T{};
+                if (i < p.ni && j < p.nj) w[k][r] = *reinterpret_cast<const T*>(src + soff + i * p.src_i + j * p.src_j);
             }
         }
 #pragma unroll
         for (int k = 0; k < kRows; ++k)
 #pragma unroll
-            for (int r = 0; r < Rep; ++r) {
-                T* row = tile + (ty + k * kTileRows) * kRow + (r * kTile + tx) * Vec;
-                if constexpr (Vec > 1) {
-#pragma unroll
-                    for (int v = 0; v < Vec; ++v) row[v] = static_cast<T>(w[k][r] >> (8 * Bytes * v));
-                } else {
-                    row[0] = w[k][r];
-                }
-            }
+            for (int r = 0; r < Rep; ++r) tile[(ty + k * kTileRows) * kRow + r * kTile + tx] = w[k][r];
         __syncthreads();
         // Write along I (dst's contiguous axis). Rows and columns the view does not have hold
         // garbage in the tile and are never stored.
@@ -215,23 +193,9 @@ __device__ __forceinline__ void tiled(const TiledArgs& p) {
             if (jj >= p.nj) break;
 #pragma unroll
             for (int r = 0; r < Rep; ++r) {
-                const int e = (r * kTile + tx) * Vec;  // first tile row this thread writes
+                const int e = r * kTile + tx;  // the tile row this thread writes
                 const int64_t i = i0 + e;
-                char* d = dst + doff + i * p.dst_i + jj * p.dst_j;
-                const T* col = tile + e * kRow + c;
-                if (i + Vec <= p.ni) {
-                    if constexpr (Vec > 1) {
-                        Word word = 0;
-#pragma unroll
-                        for (int v = 0; v < Vec; ++v) word |= static_cast<Word>(col[v * kRow]) << (8 * Bytes * v);
-                        *reinterpret_cast<Word*>(d) = word;
-                    } else {
-                        *reinterpret_cast<T*>(d) = col[0];
-                    }
-                } else {
-                    for (int v = 0; v < Vec; ++v)
-                        if (i + v < p.ni) *reinterpret_cast<T*>(d + v * p.dst_i) = col[v * kRow];
-                }
+                if (i < p.ni) *reinterpret_cast<T*>(dst + doff + i * p.dst_i + jj * p.dst_j) = tile[e * kRow + c];
             }
         }
         __syncthreads();  // the next tile overwrites the shared buffer
@@ -434,46 +398,23 @@ __device__ __forceinline__ void vtiled(const TiledArgs& p) {
     }
 }
 
-// Element k of a 16-byte vector seen as elements of E bytes, and the vector with element k or-ed
-// in (k a constant once unrolled: selects and shifts, no local memory).
+// A 16-byte vector seen as its elements (one element of 16 bytes).
 template <int E>
-__device__ __forceinline__ typename UnitOf<E>::type lane_of(const uint4& v, int k) {
-    using T = typename UnitOf<E>::type;
-    if constexpr (E == 16) {
-        return v;
-    } else if constexpr (E == 8) {
-        return (uint64_t{k == 0 ? v.y : v.w} << 32) | (k == 0 ? v.x : v.z);
-    } else {
-        const int word = k * E / 4;
-        const uint32_t w = word == 0 ? v.x : word == 1 ? v.y : word == 2 ? v.z : v.w;
-        return static_cast<T>(w >> (8 * ((k * E) & 3)));
-    }
-}
-template <int E>
-__device__ __forceinline__ void or_lane(uint4& v, int k, typename UnitOf<E>::type e) {
-    if constexpr (E == 16) {
-        v = e;
-    } else if constexpr (E == 8) {
-        (k == 0 ? v.x : v.z) |= static_cast<uint32_t>(e);
-        (k == 0 ? v.y : v.w) |= static_cast<uint32_t>(e >> 32);
-    } else {
-        const int word = k * E / 4;
-        const uint32_t bits = static_cast<uint32_t>(e) << (8 * ((k * E) & 3));
-        (word == 0 ? v.x : word == 1 ? v.y : word == 2 ? v.z : v.w) |= bits;
-    }
-}
+union Lanes {
+    static constexpr int V = E < 16 ? 16 / E : 1;
+    uint4 vector;
+    typename UnitOf<E>::type element[V];
+};
 
 // The narrow transpose (NarrowArgs in copy_abi.h). The shared tile is [ns][chunk] elements: row k
 // holds the long axis's chunk at short index k, as the rows side lays it out, so that side moves
 // whole vectors; the packed side's element f of the run is (long f / ns, short f % ns), gathered
-// from (or scattered to) the tile one element at a time, in vectors to global memory. Global
-// loads go kNarrowBatch at a time per thread, all in flight before the first shared store.
-constexpr int kNarrowBatch = 4;
+// from (or scattered to) the tile one element at a time, in vectors to global memory.
 template <int E>
 __device__ __forceinline__ void narrow(const NarrowArgs& p) {
     using T = typename UnitOf<E>::type;
-    constexpr int V = E < 16 ? 16 / E : 1;
-    constexpr int NT = kNarrowThreads, B = kNarrowBatch;
+    using L = Lanes<E>;
+    constexpr int V = L::V;
     STRIDEX_DYNAMIC_SHARED(uint4, narrow_tile);
     T* const tile = reinterpret_cast<T*>(narrow_tile);
     const int ns = p.ns, chunk = p.chunk, t = threadIdx.x;
@@ -485,144 +426,89 @@ __device__ __forceinline__ void narrow(const NarrowArgs& p) {
         char* const dbase = reinterpret_cast<char*>(p.dst) + doff;
         char* const sbase = reinterpret_cast<char*>(p.src) + soff;
         char* const rows = (reading_rows ? sbase : dbase) + l0 * E;
-        T* const packed = reinterpret_cast<T*>((reading_rows ? dbase : sbase) + l0 * ns * E);
+        char* const packed = (reading_rows ? dbase : sbase) + l0 * ns * E;
         const int len = static_cast<int>(p.nl - l0 < chunk ? p.nl - l0 : chunk);
-        const int run = len * ns;  // packed elements of this chunk
-        const int per_row = (len + V - 1) / V;
-        // The rows side: ns rows of `len` contiguous elements, row k at rows + k * rows_stride;
-        // item q is vector q % per_row of row q / per_row (element q % len of row q / len without vectors).
-        auto row_at = [&](int q, int& k, int& l) {
-            const int n = p.vec_rows ? per_row : len;
-            k = q / n;
-            l = (q - k * n) * (p.vec_rows ? V : 1);
-        };
-        auto rows_to_tile = [&] {
-            const int items = ns * (p.vec_rows ? per_row : len);
-            for (int q0 = t; q0 < items; q0 += B * NT) {
-                uint4 v[B];
-                T e[B];
-#pragma unroll
-                for (int i = 0; i < B; ++i) {
-                    const int q = q0 + i * NT;
-                    int k, l;
-                    row_at(q, k, l);
-                    const char* g = rows + k * p.rows_stride + int64_t{l} * E;
-                    if (q < items && p.vec_rows && l + V <= len) v[i] = *reinterpret_cast<const uint4*>(g);
-                    if (q < items && !p.vec_rows) e[i] = *reinterpret_cast<const T*>(g);
-                }
-#pragma unroll
-                for (int i = 0; i < B; ++i) {
-                    const int q = q0 + i * NT;
-                    if (q >= items) break;
-                    int k, l;
-                    row_at(q, k, l);
+        // The rows side: ns rows of `len` contiguous elements, row k at rows + k * rows_stride.
+        auto move_rows = [&](bool load) {
+            if (p.vec_rows) {
+                const int per_row = (len + V - 1) / V;
+                for (int q = t; q < ns * per_row; q += kNarrowThreads) {
+                    const int k = q / per_row, l = (q - k * per_row) * V;
+                    char* g = rows + k * p.rows_stride + int64_t{l} * E;
                     T* s = tile + k * chunk + l;
-                    if (!p.vec_rows) {
-                        *s = e[i];
-                    } else if (l + V <= len) {
-                        *reinterpret_cast<uint4*>(s) = v[i];
+                    if (l + V <= len) {
+                        if (load)
+                            *reinterpret_cast<uint4*>(s) = *reinterpret_cast<const uint4*>(g);
+                        else
+                            *reinterpret_cast<uint4*>(g) = *reinterpret_cast<const uint4*>(s);
                     } else {
-                        const T* g = reinterpret_cast<const T*>(rows + k * p.rows_stride) + l;
-                        for (int x = 0; x < len - l; ++x) s[x] = g[x];
-                    }
-                }
-            }
-        };
-        auto tile_to_rows = [&] {
-            const int items = ns * (p.vec_rows ? per_row : len);
-            for (int q = t; q < items; q += NT) {
-                int k, l;
-                row_at(q, k, l);
-                T* g = reinterpret_cast<T*>(rows + k * p.rows_stride) + l;
-                const T* s = tile + k * chunk + l;
-                if (!p.vec_rows) {
-                    *g = *s;
-                } else if (l + V <= len) {
-                    *reinterpret_cast<uint4*>(g) = *reinterpret_cast<const uint4*>(s);
-                } else {
-                    for (int x = 0; x < len - l; ++x) g[x] = s[x];
-                }
-            }
-        };
-        // The packed side: element f of the run is (long f / ns, short f % ns).
-        auto packed_to_tile = [&] {
-            if (p.vec_packed) {
-                const int items = (run + V - 1) / V;
-                for (int q0 = t; q0 < items; q0 += B * NT) {
-                    uint4 v[B];
-#pragma unroll
-                    for (int i = 0; i < B; ++i) {
-                        const int q = q0 + i * NT;
-                        if (q < items && (q + 1) * V <= run) v[i] = reinterpret_cast<const uint4*>(packed)[q];
-                    }
-#pragma unroll
-                    for (int i = 0; i < B; ++i) {
-                        const int q = q0 + i * NT, f = q * V;
-                        if (q >= items) break;
-                        int l = f / ns, k = f - l * ns;
-                        if (f + V <= run) {
-#pragma unroll
-                            for (int x = 0; x < V; ++x) {
-                                tile[k * chunk + l] = lane_of<E>(v[i], x);
-                                if (++k == ns) k = 0, ++l;
-                            }
-                        } else {
-                            for (int e = f; e < run; ++e) {
-                                tile[k * chunk + l] = packed[e];
-                                if (++k == ns) k = 0, ++l;
-                            }
+                        for (int v = 0; v < len - l; ++v) {
+                            if (load)
+                                s[v] = reinterpret_cast<const T*>(g)[v];
+                            else
+                                reinterpret_cast<T*>(g)[v] = s[v];
                         }
                     }
                 }
             } else {
-                for (int f0 = t; f0 < run; f0 += B * NT) {
-                    T e[B];
-#pragma unroll
-                    for (int i = 0; i < B; ++i)
-                        if (f0 + i * NT < run) e[i] = packed[f0 + i * NT];
-#pragma unroll
-                    for (int i = 0; i < B; ++i) {
-                        const int f = f0 + i * NT, l = f / ns;
-                        if (f < run) tile[(f - l * ns) * chunk + l] = e[i];
-                    }
+                for (int q = t; q < ns * len; q += kNarrowThreads) {
+                    const int k = q / len, l = q - k * len;
+                    T* g = reinterpret_cast<T*>(rows + k * p.rows_stride) + l;
+                    if (load)
+                        tile[k * chunk + l] = *g;
+                    else
+                        *g = tile[k * chunk + l];
                 }
             }
         };
-        auto tile_to_packed = [&] {
+        // The packed side: one run of len * ns elements, element f = (long f / ns, short f % ns).
+        auto move_packed = [&](bool load) {
+            const int run = len * ns;
+            T* const g = reinterpret_cast<T*>(packed);
             if (p.vec_packed) {
-                for (int q = t; q * V < run; q += NT) {
+                for (int q = t; q * V < run; q += kNarrowThreads) {
                     const int f = q * V;
                     int l = f / ns, k = f - l * ns;
                     if (f + V <= run) {
-                        uint4 v = make_uint4(0, 0, 0, 0);
+                        L lanes;
+                        if (load) lanes.vector = reinterpret_cast<const uint4*>(g)[q];
 #pragma unroll
-                        for (int x = 0; x < V; ++x) {
-                            or_lane<E>(v, x, tile[k * chunk + l]);
+                        for (int v = 0; v < V; ++v) {
+                            if (load)
+                                tile[k * chunk + l] = lanes.element[v];
+                            else
+                                lanes.element[v] = tile[k * chunk + l];
                             if (++k == ns) k = 0, ++l;
                         }
-                        reinterpret_cast<uint4*>(packed)[q] = v;
+                        if (!load) reinterpret_cast<uint4*>(g)[q] = lanes.vector;
                     } else {
                         for (int e = f; e < run; ++e) {
-                            packed[e] = tile[k * chunk + l];
+                            if (load)
+                                tile[k * chunk + l] = g[e];
+                            else
+                                g[e] = tile[k * chunk + l];
                             if (++k == ns) k = 0, ++l;
                         }
                     }
                 }
             } else {
-                for (int f = t; f < run; f += NT) {
-                    const int l = f / ns;
-                    packed[f] = tile[(f - l * ns) * chunk + l];
+                for (int f = t; f < run; f += kNarrowThreads) {
+                    const int l = f / ns, k = f - l * ns;
+                    if (load)
+                        tile[k * chunk + l] = g[f];
+                    else
+                        g[f] = tile[k * chunk + l];
                 }
             }
         };
         if (reading_rows) {
-            rows_to_tile();
+            move_rows(true);
             __syncthreads();
-            tile_to_packed();
+            move_packed(false);
         } else {
-            packed_to_tile();
+            move_packed(true);
             __syncthreads();
-            tile_to_rows();
+            move_rows(false);
         }
         __syncthreads();  // the next chunk overwrites the tile
     }
@@ -787,11 +673,16 @@ STRIDEX_STRIDED(4)
 STRIDEX_STRIDED(8)
 STRIDEX_STRIDED(16)
 
-// 16-byte units (the vector tiles serve the rest): stridex_tiled_16.
-extern "C" __global__ void __launch_bounds__(stridex::kernels::kTile* stridex::kernels::kTileRows)
-    stridex_tiled_16(const TiledArgs p) {
-    stridex::kernels::tiled<16, 1, 1>(p);
-}
+// The element tiles: stridex_tiled_<unit>, for 4-, 8- and 16-byte units whose vectors do not line
+// up. Rep (the last argument) must match tile_side() in src/cuda/copy_launch.cpp.
+#define STRIDEX_TILED(B, R) \
+    extern "C" __global__ void __launch_bounds__(stridex::kernels::kTile* stridex::kernels::kTileRows) \
+        stridex_tiled_##B(const TiledArgs p) { \
+        stridex::kernels::tiled<B, R>(p); \
+    }
+STRIDEX_TILED(4, 2)
+STRIDEX_TILED(8, 2)
+STRIDEX_TILED(16, 1)
 
 // The vector transposes: stridex_vtiled_<unit>, shapes from kVecTiles.
 #define STRIDEX_VTILED(B, S) \
@@ -828,5 +719,3 @@ STRIDEX_NARROW(16)
     }
 STRIDEX_STILED(1, 0)
 STRIDEX_STILED(2, 1)
-STRIDEX_STILED(4, 2)
-STRIDEX_STILED(8, 3)
