@@ -1,7 +1,7 @@
 """The copy engine's transpose kernels on a GPU, against NumPy.
 
 Every element size the vector transpose serves (1, 2, 4 and 8 bytes) with full tiles, ragged edge
-tiles, batch axes and more tiles than one grid holds; then the layouts it leaves to the word and
+tiles, batch axes and more tiles than one grid holds; then the layouts it leaves to the shifted and
 element tiles (16-byte units, extents that are no multiple of a vector, misaligned bases, padded
 rows); then the narrow transposes (one short axis packed on one side, both directions, every unit,
 lined-up and misaligned). Destinations are poisoned first so that an unwritten element shows.
@@ -68,11 +68,11 @@ def test_vector_transposes(shape, perm, dtype):
 
 
 FALLBACK_CASES = [
-    ((32, 48), (1, 0), "complex128"),  # 16-byte units: element tiles
-    ((301, 203), (1, 0), "uint8"),  # extents no multiple of 16 (nor of 4): element tiles
-    ((96, 40), (1, 0), "uint8"),  # 40: no multiple of 16, words line up
-    ((100, 36), (1, 0), "int16"),  # 36: no multiple of 8, words line up
-    ((66, 34), (1, 0), "float32"),  # 34: no multiple of 4 (and rows of 136 bytes)
+    ((32, 48), (1, 0), "complex128"),  # 16-byte units: the element tile
+    ((301, 203), (1, 0), "uint8"),  # extents no multiple of 16 (nor of 4): the shifted tile
+    ((96, 40), (1, 0), "uint8"),  # 40: no multiple of 16 (rows 4-byte aligned): the shifted tile
+    ((100, 36), (1, 0), "int16"),  # 36: no multiple of 8: the shifted tile
+    ((66, 34), (1, 0), "float32"),  # 34: no multiple of 4 (rows of 136 bytes): the element tile
 ]
 
 
