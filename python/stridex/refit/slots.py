@@ -6,14 +6,11 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import RefitError
 from .signals import cuda_stream
 from .weights import named
-
-if TYPE_CHECKING:
-    from .subscriber import Subscriber
 
 
 class Slots:
@@ -70,7 +67,8 @@ class Slots:
                 self._readers[k] -= 1
                 self._cond.notify_all()
 
-    def _pull(self, sub: Subscriber, version: int | None, stream: Any) -> int:
+    def _refit_pull(self, sub: Any, version: int | None, stream: Any) -> int:
+        """Subscriber.pull into these slots: `sub` (a Subscriber) fills the set no reader holds."""
         with self._writer:
             with self._cond:
                 k = 0 if self._current is None else 1 - self._current

@@ -197,10 +197,10 @@ class Subscriber:
         a dict {device: stream} for several GPUs). Returns the version. Work enqueued on `stream`
         afterwards sees all of it. VersionGone when a publisher no longer (or not yet) holds it:
         nothing was copied; a GPU destination may then hold a mix until the next pull succeeds."""
-        from .slots import Slots
-
-        if isinstance(into, Slots):
-            return into._pull(self, version, stream)
+        # A Slots (slots.py, which builds on this module) fills its free set through this same pull.
+        fill_slots = getattr(into, "_refit_pull", None)
+        if fill_slots is not None:
+            return fill_slots(self, version, stream)
         with self._lock:
             destinations, dkey = self._destinations(into)
             v, opened = self._open(version)
