@@ -71,7 +71,7 @@ fi
 step "C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRIDEX_WERROR=ON \
   -DSTRIDEX_SANITIZE=address,undefined >/dev/null
-cmake --build build/asan -j "$jobs" --target stridex_tests stridex_core_tests test_c_api
+cmake --build build/asan -j "$jobs" --target stridex_tests stridex_core_tests stridex_emulated_kernels_tests test_c_api
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs" -E '^consumer_'
 
