@@ -12,7 +12,14 @@ namespace k = stridex::kernels;
 using stridex::detail::CopyAxis;
 using stridex::detail::CopyPlan;
 
-std::uint64_t address_of(const std::byte* p) noexcept { return reinterpret_cast<std::uint64_t>(p); }
+// An argument block of the kind Args with both bases set (element 0 of each side plus the plan's offsets).
+template <typename Args>
+Args at_bases(const CopyPlan& plan, std::byte* dst, const std::byte* src) noexcept {
+    Args a{};
+    a.dst = reinterpret_cast<std::uint64_t>(dst + plan.dst_offset);
+    a.src = reinterpret_cast<std::uint64_t>(src + plan.src_offset);
+    return a;
+}
 
 // Slot of a unit of 1, 2, 4 or 8 bytes in the per-unit tile tables.
 int slot_of(std::int64_t unit) noexcept { return unit == 1 ? 0 : unit == 2 ? 1 : unit == 4 ? 2 : 3; }
@@ -22,9 +29,7 @@ int slot_of(std::int64_t unit) noexcept { return unit == 1 ? 0 : unit == 2 ? 1 :
 std::int64_t tile_side(std::int64_t unit) noexcept { return unit == 16 ? k::kTile : 2 * k::kTile; }
 
 KernelLaunch strided(const CopyPlan& plan, std::byte* dst, const std::byte* src) {
-    k::StridedArgs a{};
-    a.dst = address_of(dst + plan.dst_offset);
-    a.src = address_of(src + plan.src_offset);
+    auto a = at_bases<k::StridedArgs>(plan, dst, src);
     a.ndim = plan.ndim;
     std::int64_t rows = 1;
     for (int i = 0; i < plan.ndim; ++i) {
@@ -62,12 +67,9 @@ std::int64_t batch_axes(const CopyPlan& plan, int skip_a, int skip_b, Args& a) {
 }
 
 KernelLaunch tiled(const CopyPlan& plan, std::byte* dst, const std::byte* src) {
-    k::TiledArgs a{};
-    a.dst = address_of(dst + plan.dst_offset);
-    a.src = address_of(src + plan.src_offset);
+    auto a = at_bases<k::TiledArgs>(plan, dst, src);
     const int last = plan.ndim - 1;
-    const CopyAxis& I = plan.axes[last];
-    const CopyAxis& J = plan.axes[plan.tile_axis];
+    const CopyAxis &I = plan.axes[last], &J = plan.axes[plan.tile_axis];
     a.ni = I.extent;
     a.nj = J.extent;
     a.dst_i = I.dst;
@@ -99,12 +101,9 @@ KernelLaunch tiled(const CopyPlan& plan, std::byte* dst, const std::byte* src) {
 }
 
 KernelLaunch narrow(const CopyPlan& plan, std::byte* dst, const std::byte* src) {
-    k::NarrowArgs a{};
-    a.dst = address_of(dst + plan.dst_offset);
-    a.src = address_of(src + plan.src_offset);
+    auto a = at_bases<k::NarrowArgs>(plan, dst, src);
     const int last = plan.ndim - 1;
-    const CopyAxis& I = plan.axes[last];
-    const CopyAxis& J = plan.axes[plan.tile_axis];
+    const CopyAxis &I = plan.axes[last], &J = plan.axes[plan.tile_axis];
     // dst packed: I is short, J long, and the rows are src's steps of I; src packed: the reverse,
     // and the rows are dst's steps of J.
     a.packed_dst = plan.packed_dst ? 1 : 0;

@@ -61,12 +61,6 @@ VECTOR_CASES = [
 ]
 
 
-@pytest.mark.parametrize("shape,perm,dtype", VECTOR_CASES)
-def test_vector_transposes(shape, perm, dtype):
-    host = random_array(shape, dtype)
-    check(on_gpu(host).permute(perm), host.transpose(perm))
-
-
 FALLBACK_CASES = [
     ((32, 48), (1, 0), "complex128"),  # 16-byte units: the element tile
     ((301, 203), (1, 0), "uint8"),  # extents no multiple of 16 (nor of 4): the shifted tile
@@ -74,12 +68,6 @@ FALLBACK_CASES = [
     ((100, 36), (1, 0), "int16"),  # 36: no multiple of 8: the shifted tile
     ((66, 34), (1, 0), "float32"),  # 34: no multiple of 4 (rows of 136 bytes): the element tile
 ]
-
-
-@pytest.mark.parametrize("shape,perm,dtype", FALLBACK_CASES)
-def test_transposes_without_vectors(shape, perm, dtype):
-    host = random_array(shape, dtype)
-    check(on_gpu(host).permute(perm), host.transpose(perm))
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int16", "float32", "float64"])
@@ -121,8 +109,9 @@ NARROW_CASES = [
 ]
 
 
-@pytest.mark.parametrize("shape,perm,dtype", NARROW_CASES)
-def test_narrow_transposes(shape, perm, dtype):
+@pytest.mark.parametrize("shape,perm,dtype", VECTOR_CASES + FALLBACK_CASES + NARROW_CASES)
+def test_transposes(shape, perm, dtype):
+    """The vector, shifted, element and narrow tiles, each on the layouts its list names."""
     host = random_array(shape, dtype)
     check(on_gpu(host).permute(perm), host.transpose(perm))
 
